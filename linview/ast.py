@@ -1,0 +1,156 @@
+"""Abstract syntax of the linview dialect: frozen dataclasses built by the parser.
+
+Every node carries ``pos = (line, column)`` (1-based) so that later stages can point at the
+source when they reject something.  The AST is purely syntactic: names are not resolved,
+shapes are unknown and calls to unknown functions are still representable (the lowering
+stage rejects them with a located error).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+Pos = tuple[int, int]
+
+
+# ---------------------------------------------------------------- expressions
+@dataclass(frozen=True)
+class Num:
+    """A numeric literal such as ``1``, ``0.85`` or ``1e-3``."""
+
+    value: float
+    text: str
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+@dataclass(frozen=True)
+class Name:
+    """A reference to a variable (input, earlier assignment or loop variable)."""
+
+    id: str
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+@dataclass(frozen=True)
+class Unary:
+    """``-E`` or ``+E``."""
+
+    op: str  # "-" | "+"
+    operand: Expr
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+@dataclass(frozen=True)
+class Binary:
+    """A binary operator.  ``op`` is one of ``+ - * / \\ .* ./ ^``."""
+
+    op: str
+    left: Expr
+    right: Expr
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+@dataclass(frozen=True)
+class Transpose:
+    """``E'`` (``conjugate=True``) or ``E.'``; identical for real matrices."""
+
+    operand: Expr
+    conjugate: bool = True
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+@dataclass(frozen=True)
+class Call:
+    """``f(a, b, ...)``: a built-in function call (or, if ``f`` is a variable, indexing)."""
+
+    func: str
+    args: tuple[Expr, ...]
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """Block concatenation ``[A, B; C, D]``: a tuple of block rows."""
+
+    rows: tuple[tuple[Expr, ...], ...]
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+Expr = Num | Name | Unary | Binary | Transpose | Call | Matrix
+
+
+# ---------------------------------------------------------------- statements
+@dataclass(frozen=True)
+class Assign:
+    """``target = value``."""
+
+    target: str
+    value: Expr
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+@dataclass(frozen=True)
+class For:
+    """``for var = start:stop ... end`` (or ``start:step:stop``); bounds are expressions
+    here and must be integer literals by the time the loop is lowered."""
+
+    var: str
+    start: Expr
+    stop: Expr
+    body: tuple[Stmt, ...]
+    step: Expr | None = None
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+Stmt = Assign | For
+
+
+# ---------------------------------------------------------------- pragmas
+@dataclass(frozen=True)
+class DimSpec:
+    """``X(m, n)`` inside a pragma; each size is a dimension name or an integer literal."""
+
+    name: str
+    sizes: tuple[str | int, ...]
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+@dataclass(frozen=True)
+class Pragma:
+    """A ``%#linview KIND ...`` line.
+
+    kinds: ``dynamic NAMES``, ``static NAMES``, ``scalar NAMES``,
+    ``dims X(m,n) ...``, ``input X(n,n) ...`` (scripts only).
+    ``names`` holds bare names, ``specs`` holds ``X(m,n)`` items.
+    """
+
+    kind: str
+    names: tuple[str, ...] = ()
+    specs: tuple[DimSpec, ...] = ()
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+# ---------------------------------------------------------------- files
+@dataclass(frozen=True)
+class Function:
+    """A function file: ``function [outs] = name(params) body end``."""
+
+    name: str
+    params: tuple[str, ...]
+    outputs: tuple[str, ...]
+    body: tuple[Stmt, ...]
+    pragmas: tuple[Pragma, ...]
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+@dataclass(frozen=True)
+class Script:
+    """A script (no ``function`` line); inputs come from ``%#linview input`` pragmas and
+    outputs are the variables assigned last (or named by ``%#linview output``)."""
+
+    body: tuple[Stmt, ...]
+    pragmas: tuple[Pragma, ...]
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+Module = Function | Script
