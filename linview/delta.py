@@ -67,8 +67,8 @@ class Term:
 class ViewDelta:
     """How one view (or the updated input itself) changes in a trigger.
 
-    ``terms`` is the derived delta (INCR, HYBRID).  For REEVAL, ``new_value`` is the
-    statement evaluated on new operand values.  ``left``/``right`` are the leaves through
+    ``terms`` is the derived delta (INCR, HYBRID); ``dense`` is their sum as one expression
+    (HYBRID).  For REEVAL, ``new_value`` is the statement evaluated on new operand values.  ``left``/``right`` are the leaves through
     which later statements see this delta: factor blocks ``U_v (rows×r)``, ``V_v (cols×r)``
     for INCR; a dense ``D_v`` and the identity for HYBRID and REEVAL.
     """
@@ -80,6 +80,7 @@ class ViewDelta:
     left: Node
     right: Node
     new_value: Node | None = None
+    dense: Node | None = None
     inverse_of: str | None = None
     reason: str = ""
 
@@ -341,7 +342,7 @@ def _statement_delta(st: ir.Statement, changed: dict[str, ViewDelta],
     right = ir.eye(target.cols)
     if strategy is Strategy.HYBRID:
         return ViewDelta(st.name, target, strategy, tuple(terms), left, right,
-                         inverse_of=inverse_of, reason=reason)
+                         dense=_sum_terms(terms), inverse_of=inverse_of, reason=reason)
     new_value = ir.map_leaves(
         st.expr, lambda leaf: changed[leaf.attr].new
         if leaf.op in (Op.VIEW, Op.INPUT) and leaf.attr in changed else None)

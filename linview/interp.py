@@ -141,7 +141,7 @@ def run_trigger(trigger, env: Mapping[str, np.ndarray], U: np.ndarray, V: np.nda
             scope[vd.left.attr] = np.hstack([p for p, _ in parts])
             scope[vd.right.attr] = np.hstack([q for _, q in parts])
         else:
-            scope[vd.left.attr] = sum(p @ q.T for p, q in parts)
+            scope[vd.left.attr] = eval_node(vd.dense, scope, bindings, memo)
     for vd in trigger.deltas:
         left = scope[vd.left.attr]
         right = scope[vd.right.attr] if vd.right.op is Op.FACTOR else None

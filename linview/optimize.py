@@ -90,7 +90,60 @@ def eliminate_dead_views(program: ir.Program) -> ir.Program:
     return program.with_statements(reversed(kept))
 
 
-def optimize_program(program: ir.Program) -> ir.Program:
+def materialize_products(program: ir.Program, sizes: Sizes) -> ir.Program:
+    """Give long product chains auxiliary views for their inner products.
+
+    A chain of three or more factors is ordered by the matrix-chain dynamic program on
+    evaluation cost; every inner product of that order becomes a view of its own.  In
+    ``beta = inv(X'X) X' Y`` this materializes ``X'Y``, so a trigger multiplies the delta
+    of the inverse by an n×p view instead of recomputing ``X'Y`` from X and Y each time.
+    """
+    out: list[ir.Statement] = []
+    taken = {d.name for d in program.inputs} | {s.name for s in program.statements}
+
+    def fresh(base: str) -> str:
+        i = 1
+        while f"{base}_p{i}" in taken:
+            i += 1
+        taken.add(f"{base}_p{i}")
+        return f"{base}_p{i}"
+
+    for st in program.statements:
+        planner = ChainPlanner(sizes)
+
+        def lift(t: Node, root: bool) -> Node:
+            if t.op is not Op.MUL or id(t) in leaves_of_chain:
+                return t
+            m = ir.matmul(lift(t.children[0], False), lift(t.children[1], False))
+            if root:
+                return m
+            name = fresh(st.name)
+            out.append(ir.Statement(name, m, st.origin, st.line))
+            return ir.view(name, m.shape)
+
+        def process(n: Node) -> Node:
+            nonlocal leaves_of_chain
+            if n.op is Op.MUL:
+                fs = [process(f) for f in _chain(n)]
+                chain = fs[0]
+                for f in fs[1:]:
+                    chain = ir.matmul(chain, f)
+                if len(fs) < 3:
+                    return chain
+                leaves_of_chain = {id(f) for f in fs}
+                return lift(planner.order(chain), True)
+            if n.op in ir.LEAVES:
+                return n
+            return n.replace(children=tuple(process(c) for c in n.children))
+
+        leaves_of_chain: set[int] = set()
+        out.append(replace(st, expr=process(st.expr)))
+    return program.with_statements(out)
+
+
+def optimize_program(program: ir.Program, sizes: Sizes | None = None) -> ir.Program:
+    if sizes is not None:
+        program = materialize_products(program, sizes)
     return eliminate_dead_views(propagate_copies(program))
 
 
@@ -197,13 +250,27 @@ class ChainPlanner:
         self.built: dict[tuple[int, ...], Node] = {}
 
     def order(self, n: Node) -> Node:
-        return ir.rebuild(n, lambda m: self._order_chain(m) if m.op is Op.MUL else m)
+        """``n`` with every maximal product chain re-associated."""
+        memo: dict[int, Node] = {}
 
-    def _order_chain(self, n: Node) -> Node:
-        fs = _chain(n)
-        if len(fs) <= 2:
-            self.built.setdefault(tuple(map(id, fs)), n)
-            return n
+        def go(m: Node) -> Node:
+            hit = memo.get(id(m))
+            if hit is None:
+                if m.op is Op.MUL:
+                    hit = self.order_factors([go(f) for f in _chain(m)])
+                elif m.op in ir.LEAVES:
+                    hit = m
+                else:
+                    hit = m.replace(children=tuple(go(c) for c in m.children))
+                memo[id(m)] = hit
+            return hit
+
+        return go(n)
+
+    def order_factors(self, fs: list[Node]) -> Node:
+        """The cheapest association of the product ``fs[0] fs[1] ...``."""
+        if len(fs) == 1:
+            return fs[0]
         dims = [self.sizes.value(f.rows) for f in fs] + [self.sizes.value(fs[-1].cols)]
         m = len(fs)
         cost = [[0.0] * m for _ in range(m)]
@@ -246,10 +313,12 @@ def optimize_trigger(trigger: Trigger, sizes: Sizes, symmetric: set[str]) -> Tri
     deltas = []
     for vd in trigger.deltas:
         terms = tuple(Term(fix(t.P), fix(t.Q)) for t in vd.terms)
-        new_value = None
+        new_value = dense = None
         if vd.new_value is not None:
             new_value = planner.order(push_transposes(vd.new_value, symmetric))
-        deltas.append(replace(vd, terms=terms, new_value=new_value))
+        if vd.dense is not None:
+            dense = fix(vd.dense)
+        deltas.append(replace(vd, terms=terms, new_value=new_value, dense=dense))
     return replace(trigger, deltas=tuple(deltas))
 
 

@@ -1,0 +1,306 @@
+"""NumPy backend: emits a readable Python module with one :class:`linview.runtime.
+TriggerModule` subclass per program.
+
+* the constructor path ``_evaluate`` re-evaluates every view (chain-ordered products);
+* ``on_update_<X>(U, V)`` computes every delta from the *old* views (phase 1), checks them,
+  then applies them in place (phase 2): ``V += P Qᵀ`` through BLAS ``dger``/``dgemm`` with
+  beta = 1 on Fortran-ordered float64 views, never through a temporary of the view's size;
+* products of a view with the update factors go through ``rt.dot``, which reads only the
+  touched columns when a factor is one-hot (row, column or cell updates);
+* every statement carries a comment with its math.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from linview import printer
+from linview.delta import Strategy, Trigger, ViewDelta
+from linview.ir import LEAVES, Node, Op
+from linview.plan import Plan, size_code
+
+from .common import Namer, shared_nodes
+
+_ATOM, _UNARY, _MUL, _ADD = 10, 8, 7, 6
+
+
+class _Expr:
+    """Prints IR nodes as NumPy code, naming shared subexpressions as temporaries."""
+
+    def __init__(self, names: Namer, lines: list[str], indent: str, trigger: bool,
+                 shared: set[int] = frozenset(), update_factors=()):
+        self.names = names
+        self.lines = lines
+        self.indent = indent
+        self.trigger = trigger
+        self.shared = shared
+        self.update_factors = set(update_factors)
+        self.temps: dict[int, str] = {}
+        self.count = 0
+        self.label = ""  # the view being computed, for error messages
+
+    def code(self, n: Node) -> str:
+        return self._code(n)[0]
+
+    def _wrap(self, n: Node, level: int) -> str:
+        s, p = self._code(n)
+        return f"({s})" if p < level else s
+
+    def _code(self, n: Node) -> tuple[str, int]:
+        if id(n) in self.temps:
+            return self.temps[id(n)], _ATOM
+        if id(n) in self.shared:
+            text = self._render(n)[0]
+            name = f"t{self.count}"
+            self.count += 1
+            self.lines.append(f"{self.indent}{name} = {text}  # {printer.fmt(n)}")
+            self.temps[id(n)] = name
+            return name, _ATOM
+        return self._render(n)
+
+    def _render(self, n: Node) -> tuple[str, int]:
+        op, ch = n.op, n.children
+        if op is Op.INPUT or op is Op.VIEW:
+            return self.names("view", n.attr), _ATOM
+        if op is Op.FACTOR:
+            return self.names("factor", n.attr), _ATOM
+        if op is Op.CONST:
+            v = sp.sympify(n.attr)
+            if v.is_Number:
+                return repr(float(v)), _ATOM
+            return f"float({size_code(v)})", _ATOM
+        if op is Op.EYE:
+            if n.rows == n.cols:
+                return f"np.eye({size_code(n.rows)})", _ATOM
+            return f"np.eye({size_code(n.rows)}, {size_code(n.cols)})", _ATOM
+        if op in (Op.ZEROS, Op.ONES):
+            return f"np.{op.value}(({size_code(n.rows)}, {size_code(n.cols)}))", _ATOM
+        if op is Op.ADD:
+            return f"{self._wrap(ch[0], _ADD)} + {self._wrap(ch[1], _ADD + 1)}", _ADD
+        if op is Op.SUB:
+            return f"{self._wrap(ch[0], _ADD)} - {self._wrap(ch[1], _ADD + 1)}", _ADD
+        if op is Op.NEG:
+            return f"-{self._wrap(ch[0], _UNARY)}", _UNARY
+        if op is Op.MUL:
+            a, b = ch
+            reads_view = a.op in (Op.VIEW, Op.INPUT) or (
+                a.op is Op.T and a.children[0].op in (Op.VIEW, Op.INPUT))
+            if self.trigger and reads_view and b.op is Op.FACTOR and b.attr in self.update_factors:
+                return f"rt.dot({self.code(a)}, {self.code(b)})", _ATOM
+            return f"{self._wrap(a, _MUL)} @ {self._wrap(b, _MUL + 1)}", _MUL
+        if op is Op.SCALE:
+            return f"{self._wrap(ch[0], _MUL)} * {self._wrap(ch[1], _MUL + 1)}", _MUL
+        if op is Op.EMUL:
+            return f"{self._wrap(ch[0], _MUL)} * {self._wrap(ch[1], _MUL + 1)}", _MUL
+        if op is Op.EDIV:
+            return f"{self._wrap(ch[0], _MUL)} / {self._wrap(ch[1], _MUL + 1)}", _MUL
+        if op is Op.T:
+            return f"{self._wrap(ch[0], _ATOM)}.T", _ATOM
+        if op is Op.INV:
+            if self.trigger:
+                return f'rt.core_inv({self.code(ch[0])}, "{self.label}")', _ATOM
+            return f'rt.inv({self.code(ch[0])}, "{self.label}")', _ATOM
+        if op is Op.SUM:
+            return f"{self._wrap(ch[0], _ATOM)}.sum(axis={n.attr - 1}, keepdims=True)", _ATOM
+        if op is Op.TRACE:
+            return f"np.full((1, 1), np.trace({self.code(ch[0])}))", _ATOM
+        if op is Op.CONCAT:
+            if len(n.attr) == 1:
+                return "np.hstack([" + ", ".join(self.code(c) for c in ch) + "])", _ATOM
+            if all(k == 1 for k in n.attr):
+                return "np.vstack([" + ", ".join(self.code(c) for c in ch) + "])", _ATOM
+            rows, i = [], 0
+            for k in n.attr:
+                rows.append("[" + ", ".join(self.code(c) for c in ch[i:i + k]) + "]")
+                i += k
+            return "np.block([" + ", ".join(rows) + "])", _ATOM
+        raise NotImplementedError(op)
+
+
+def _shape_doc(n: Node) -> str:
+    return printer.fmt_shape(n)
+
+
+class NumpyGenerator:
+    """Emits the module text for a :class:`~linview.plan.Plan`."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.prog = plan.program
+        self.names = Namer()
+        for d in self.prog.inputs:
+            self.names("view", d.name)
+        for st in self.prog.statements:
+            self.names("view", st.name)
+
+    def generate(self) -> str:
+        p, prog = self.plan, self.prog
+        out: list[str] = []
+        w = out.append
+        w(f'"""Trigger module for the linview program `{prog.name}` ({prog.filename}).')
+        w("")
+        w("Generated by linview; do not edit.  Views are kept fresh under low-rank updates")
+        w("ΔX = U Vᵀ of the dynamic inputs: each on_update_<X> method computes every delta from")
+        w("the old views (phase 1), checks them, and then applies them in place (phase 2).")
+        w('"""')
+        w("")
+        w("import numpy as np")
+        w("")
+        w("from linview import runtime as rt")
+        w("")
+        w("")
+        w(f"class {p.class_name}(rt.TriggerModule):")
+        w(f'    """Views of `{prog.name}`: ' + ", ".join(st.name for st in prog.statements)
+          + '."""')
+        w("")
+        w(f"    PROGRAM = {prog.name!r}")
+        w(f"    SOURCE_HASH = {p.source_hash!r}")
+        w("    INPUTS = {")
+        for dcl in prog.inputs:
+            w(f"        {dcl.name!r}: ({size_code(dcl.shape[0])!r}, {size_code(dcl.shape[1])!r}),")
+        w("    }")
+        w(f"    DYNAMIC = {tuple(prog.dynamic)!r}")
+        w("    VIEWS = {")
+        for st in prog.statements:
+            w(f"        {st.name!r}: ({size_code(st.expr.rows)!r}, "
+              f"{size_code(st.expr.cols)!r}),")
+        w("    }")
+        w("    OUTPUTS = {" + ", ".join(f"{k!r}: {v.attr!r}" for k, v in prog.outputs) + "}")
+        w("")
+        out += self.evaluate_method()
+        for x, trig in p.triggers.items():
+            w("")
+            out += self.trigger_method(trig)
+        return "\n".join(out) + "\n"
+
+    # ------------------------------------------------------------------ re-evaluation
+    def evaluate_method(self) -> list[str]:
+        lines = ["    def _evaluate(self, d, inputs):",
+                 '        """Re-evaluation: every view from the inputs (the constructor\'s path)."""']
+        ind = " " * 8
+        for dcl in self.prog.inputs:
+            lines.append(f"{ind}{self.names('view', dcl.name)} = inputs[{dcl.name!r}]")
+        roots = [e for _, e in self.plan.evaluation]
+        ex = _Expr(self.names, lines, ind, trigger=False, shared=shared_nodes(roots))
+        for (name, expr), st in zip(self.plan.evaluation, self.prog.statements):
+            where = f" ({self.prog.filename}:{st.line})" if st.line else ""
+            lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}")
+            ex.label = name
+            lines.append(f"{ind}{self.names('view', name)} = {ex.code(expr)}")
+        lines.append(f"{ind}return {{")
+        for st in self.prog.statements:
+            lines.append(f"{ind}    {st.name!r}: {self.names('view', st.name)},")
+        lines.append(f"{ind}}}")
+        return lines
+
+    # ------------------------------------------------------------------ triggers
+    def trigger_method(self, trig: Trigger) -> list[str]:
+        x = trig.input
+        dcl = self.prog.input(x)
+        names = Namer(self.names.taken)
+        names.names = dict(self.names.names)
+        names.fixed("factor", "U", "U")
+        names.fixed("factor", "V", "V")
+        ind = " " * 8
+        r, c = _shape_doc(dcl.ref).split("×")
+        doc = [f"    def on_update_{self.names('view', x)}(self, U, V):",
+               f'        """ON UPDATE {x} BY (U, V): {x} += U Vᵀ, U: {r}×k, V: {c}×k.',
+               ""]
+        for vd in trig.deltas[1:]:
+            doc.append(f"        {self._summary(vd)}")
+        doc.append('        """')
+        lines: list[str] = []
+        used_views = set()
+        roots = []
+        for vd in trig.deltas[1:]:
+            roots += [t.P for t in vd.terms] + [t.Q for t in vd.terms]
+            roots += [e for e in (vd.dense, vd.new_value) if e is not None]
+        for r_ in roots:
+            used_views |= {n.attr for n in r_.walk() if n.op in (Op.VIEW, Op.INPUT)}
+        used_views |= {vd.name for vd in trig.deltas}
+        lines.append(f"{ind}d = self.dims")
+        lines.append(f"{ind}k = U.shape[1]")
+        for nm in [d_.name for d_ in self.prog.inputs] + [s.name for s in self.prog.statements]:
+            if nm in used_views:
+                lines.append(f"{ind}{names('view', nm)} = self._views[{nm!r}]")
+        ex = _Expr(names, lines, ind, trigger=True, shared=shared_nodes(roots),
+                   update_factors=("U", "V"))
+        lines.append(f"{ind}# phase 1: every delta from the old views")
+        checks = []
+        needed = self._needed_factors(trig)
+        for vd in trig.deltas[1:]:
+            lines += [f"{ind}# {line}" for line in self._math(vd)]
+            ex.label = vd.name
+            left = names("factor", vd.left.attr)
+            if vd.strategy is Strategy.INCR:
+                right = names("factor", vd.right.attr)
+                lines.append(f"{ind}{left} = " + self._stack([ex.code(t.P) for t in vd.terms]))
+                lines.append(f"{ind}{right} = " + self._stack([ex.code(t.Q) for t in vd.terms]))
+                checks += [left, right]
+            elif vd.strategy is Strategy.HYBRID:
+                lines.append(f"{ind}{left} = {ex.code(vd.dense)}")
+                checks.append(left)
+            else:
+                new = names("factor", f"new_{vd.name}")
+                lines.append(f"{ind}{new} = {ex.code(vd.new_value)}")
+                if vd.left.attr in needed:
+                    lines.append(f"{ind}{left} = {new} - {names('view', vd.name)}")
+                checks.append(new)
+        if checks:
+            lines.append(f"{ind}rt.check_finite({x!r}, "
+                         + ", ".join(f"{c_}={c_}" for c_ in checks) + ")")
+        lines.append(f"{ind}# phase 2: apply")
+        lines.append(f"{ind}rt.add_outer({names('view', x)}, U, V)")
+        for vd in trig.deltas[1:]:
+            v = names("view", vd.name)
+            if vd.strategy is Strategy.INCR:
+                lines.append(f"{ind}rt.add_outer({v}, {names('factor', vd.left.attr)}, "
+                             f"{names('factor', vd.right.attr)})")
+            elif vd.strategy is Strategy.HYBRID:
+                lines.append(f"{ind}rt.add_dense({v}, {names('factor', vd.left.attr)})")
+            else:
+                lines.append(f"{ind}rt.assign({v}, {names('factor', f'new_{vd.name}')})")
+        return doc + lines
+
+    @staticmethod
+    def _stack(parts: list[str]) -> str:
+        return parts[0] if len(parts) == 1 else "np.hstack([" + ", ".join(parts) + "])"
+
+    @staticmethod
+    def _needed_factors(trig: Trigger) -> set[str]:
+        out = set()
+        for vd in trig.deltas:
+            for e in [t.P for t in vd.terms] + [t.Q for t in vd.terms] + \
+                    [x for x in (vd.dense, vd.new_value) if x is not None]:
+                out |= {n.attr for n in e.walk() if n.op is Op.FACTOR}
+        return out
+
+    @staticmethod
+    def _summary(vd: ViewDelta) -> str:
+        what = {Strategy.INCR: f"factored, rank {vd.rank}",
+                Strategy.HYBRID: "dense delta", Strategy.REEVAL: "re-evaluated"}[vd.strategy]
+        extra = " (Woodbury)" if vd.inverse_of and vd.strategy is Strategy.INCR else ""
+        return f"{vd.name}: {vd.strategy.value}, {what}{extra}"
+
+    @staticmethod
+    def _math(vd: ViewDelta) -> list[str]:
+        if vd.strategy is Strategy.INCR:
+            u, v = vd.left.attr, vd.right.attr
+            ps = ", ".join(printer.fmt(t.P) for t in vd.terms)
+            qs = ", ".join(printer.fmt(t.Q) for t in vd.terms)
+            head = f"Δ{vd.name} = {u} {v}ᵀ, rank {vd.rank}"
+            if vd.inverse_of:
+                head += f"  (Woodbury on Δ{vd.inverse_of})"
+            return [head, f"  {u} = [{ps}]", f"  {v} = [{qs}]"]
+        if vd.strategy is Strategy.HYBRID:
+            return [f"Δ{vd.name} = {vd.left.attr} = {printer.fmt(vd.dense)}  (dense)"]
+        return [f"{vd.name} re-evaluated: {vd.name}' = {printer.fmt(vd.new_value)}"
+                f"  ({vd.reason})"]
+
+
+def generate(plan: Plan) -> str:
+    """The source text of the NumPy trigger module for ``plan``."""
+    return NumpyGenerator(plan).generate()
+
+
+__all__ = ["generate", "NumpyGenerator", "LEAVES"]
