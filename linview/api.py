@@ -76,6 +76,7 @@ class CompiledProgram:
     source: str
     module: types.ModuleType = field(repr=False)
     options: dict = field(default_factory=dict)
+    lowered: object = field(default=None, repr=False)  # the program as lowered, pre-passes
 
     @property
     def program(self):
@@ -156,7 +157,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
         raise CompileError(f"internal error: generated code does not parse: {e}") from None
     module = load_module(text, program.name)
     return CompiledProgram(program.name, plan, backend, text, module,
-                           {"dims": dims, "model": model, "strategy": strategy, "rank": rank})
+                           {"dims": dims, "model": model, "strategy": strategy, "rank": rank,
+                            "trigger_options": trig_opts}, lowered=program)
 
 
 def compile_file(path, **kwargs) -> CompiledProgram:

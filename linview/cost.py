@@ -74,21 +74,41 @@ def _plan_terms(terms, sizes: Sizes) -> list[Node]:
 
 
 def strategy_costs(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
+                   changed: set[str] = frozenset(),
                    size: SizeFn | None = None) -> dict[Strategy, object]:
-    """Estimated flops of keeping ``st`` fresh by each applicable strategy."""
+    """Estimated flops of keeping ``st`` fresh by each applicable strategy.
+
+    REEVAL pays for forming the new value of each changed operand (``V + P Qᵀ``) and for
+    evaluating the statement; INCR for its factor expressions and ``V += P Qᵀ``; HYBRID for
+    summing the terms into one dense delta and ``V += D``."""
+    return {s: fb[0] for s, fb in strategy_counts(st, terms, sizes, changed, size).items()}
+
+
+def strategy_counts(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
+                    changed: set[str] = frozenset(), size: SizeFn | None = None
+                    ) -> dict[Strategy, tuple[object, object]]:
+    """``{strategy: (flops, bytes)}`` for keeping ``st`` fresh (see :func:`strategy_costs`)."""
     size = size or sizes.value
     rows, cols = size(st.expr.rows), size(st.expr.cols)
-    seen: set[int] = set()
-    reeval = count(st.expr, size, set())[0]
-    out: dict[Strategy, object] = {Strategy.REEVAL: reeval + rows * cols}
+    fl, by = count(st.expr, size, set())
+    fl, by = fl + rows * cols, by + 16 * rows * cols
+    for leaf in ir.leaves(st.expr, Op.VIEW, Op.INPUT):
+        if leaf.attr in changed:
+            fl += 3 * size(leaf.rows) * size(leaf.cols)
+            by += 16 * size(leaf.rows) * size(leaf.cols)
+    out = {Strategy.REEVAL: (fl, by)}
     if terms is None:
         return out
-    nodes = _plan_terms(terms, sizes)
-    work = sum((count(n, size, seen)[0] for n in nodes), 0)
+    seen: set[int] = set()
+    fl = by = 0
+    for n in _plan_terms(terms, sizes):
+        f, b = count(n, size, seen)
+        fl, by = fl + f, by + b
     rank = sum((size(t.rank) for t in terms), 0)
-    out[Strategy.INCR] = work + 2 * rows * cols * rank
+    out[Strategy.INCR] = (fl + 2 * rows * cols * rank, by + 16 * rows * cols)
     dense = ChainPlanner(sizes).order(distribute(push_transposes(_sum_terms(list(terms)))))
-    out[Strategy.HYBRID] = count(dense, size, set())[0] + rows * cols
+    f, b = count(dense, size, set())
+    out[Strategy.HYBRID] = (f + rows * cols, b + 24 * rows * cols)
     return out
 
 
@@ -96,8 +116,9 @@ def strategy_chooser(bindings: dict[str, int], rank: int = 1):
     """The default per-view chooser for :func:`linview.delta.build_trigger`."""
     sizes = Sizes(dict(bindings), rank)
 
-    def choose(st: ir.Statement, terms: list[Term] | None, inverse_of: str) -> Strategy:
-        costs = strategy_costs(st, terms, sizes)
+    def choose(st: ir.Statement, terms: list[Term] | None, inverse_of: str,
+               changed: set[str] = frozenset()) -> Strategy:
+        costs = strategy_costs(st, terms, sizes, changed)
         if inverse_of:
             return Strategy.INCR if costs[Strategy.INCR] < costs[Strategy.REEVAL] \
                 else Strategy.REEVAL
@@ -134,3 +155,110 @@ def choose_model(module_ast, source, filename, dims, rank):
         if best is None or total < best[0]:
             best = (total, program, opts)
     return best[1], best[2]
+
+
+# ------------------------------------------------------------------ reports
+def _num(x) -> float:
+    return float(x)
+
+
+def program_counts(program: ir.Program, size: SizeFn) -> tuple[object, object]:
+    """``(flops, bytes)`` of evaluating every view of ``program`` once."""
+    seen: set[int] = set()
+    fl = by = 0
+    for st in program.statements:
+        f, b = count(st.expr, size, seen)
+        fl, by = fl + f, by + b
+    return fl, by
+
+
+def view_memory(program: ir.Program, size: SizeFn, reeval: bool) -> object:
+    """Bytes held: inputs and every view (incremental strategies keep them all), or for
+    re-evaluation inputs, outputs and the two largest intermediates (thesis §6.4)."""
+    inputs = sum((size(d.shape[0]) * size(d.shape[1]) for d in program.inputs), 0)
+    views = [size(s.expr.rows) * size(s.expr.cols) for s in program.statements]
+    if not reeval:
+        return 8 * (inputs + sum(views, 0))
+    outs = {n.attr for _, n in program.outputs}
+    out_size = sum((size(s.expr.rows) * size(s.expr.cols) for s in program.statements
+                    if s.name in outs), 0)
+    inter = [size(s.expr.rows) * size(s.expr.cols) for s in program.statements
+             if s.name not in outs]
+    if size is symbolic:
+        return 8 * (inputs + out_size + sum(inter[-2:], 0))
+    return 8 * (inputs + out_size + sum(sorted(inter)[-2:], 0))
+
+
+def cost_report(compiled, formulas: bool = False) -> dict:
+    """The data behind ``linview cost``: per trigger and view, flops/bytes of REEVAL, INCR
+    and HYBRID, the chosen strategy, totals and the predicted speedup.  Numbers use the
+    compiled ``dims`` (and rank); ``formulas`` adds symbolic expressions."""
+    from linview.delta import build_trigger
+
+    plan = compiled.plan
+    prog = plan.program
+    sizes = plan.sizes
+    missing = sorted({s.name for s in prog.dim_symbols} - set(sizes.bindings))
+    report = {"program": prog.name, "dims": dict(sizes.bindings), "rank": sizes.rank,
+              "model": compiled.options.get("model"), "triggers": []}
+    if missing:
+        from linview.errors import CompileError
+
+        raise CompileError("cost needs a value for every size; missing: " + ", ".join(missing),
+                           hint="give them with --dims " + ",".join(f"{m}=..." for m in missing))
+    re_fl, re_by = program_counts(prog, sizes.value)
+    report["memory"] = {"reeval": view_memory(prog, sizes.value, True),
+                        "incr": view_memory(prog, sizes.value, False)}
+    for x, trig in plan.triggers.items():
+        decl = prog.input(x)
+        apply = 2 * sizes.value(decl.shape[0]) * sizes.value(decl.shape[1]) * sizes.rank
+        rows = []
+        totals = {"chosen": [apply, 0.0]}
+        raw = build_trigger(prog, x, compiled.options.get("trigger_options"))
+        changed = {x}
+        for vd_raw, vd in zip(raw.deltas[1:], trig.deltas[1:]):
+            st = prog.statement(vd.name)
+            counts = strategy_counts(st, list(vd_raw.terms) if vd_raw.terms else None,
+                                     sizes, changed)
+            changed.add(vd.name)
+            row = {"view": vd.name, "shape": [_num(sizes.value(st.expr.rows)),
+                                              _num(sizes.value(st.expr.cols))],
+                   "chosen": vd.strategy.value,
+                   "rank": _num(sizes.value(vd.rank)),
+                   "reason": vd.reason}
+            for s_, (f, b) in counts.items():
+                row[s_.value] = {"flops": _num(f), "bytes": _num(b)}
+            rows.append(row)
+            f, b = counts[vd.strategy]
+            totals["chosen"][0] += _num(f)
+            totals["chosen"][1] += _num(b)
+        reeval_total = _num(re_fl) + apply
+        entry = {"input": x, "views": rows,
+                 "reeval": {"flops": reeval_total, "bytes": _num(re_by)},
+                 "trigger": {"flops": totals["chosen"][0], "bytes": totals["chosen"][1]},
+                 "predicted_speedup": reeval_total / max(totals["chosen"][0], 1.0)}
+        if formulas:
+            entry["formulas"] = symbolic_formulas(compiled, x)
+        report["triggers"].append(entry)
+    return report
+
+
+def symbolic_formulas(compiled, x: str) -> dict:
+    """Symbolic flop counts for ``x``'s trigger: re-evaluation, and each view under each
+    strategy, as strings (sympy, leading terms first)."""
+    from linview.delta import build_trigger
+
+    plan = compiled.plan
+    prog = plan.program
+    raw = build_trigger(prog, x, compiled.options.get("trigger_options"))
+    out = {"reeval": str(sp.expand(program_counts(prog, symbolic)[0]))}
+    changed = {x}
+    views = {}
+    for vd in raw.deltas[1:]:
+        st = prog.statement(vd.name)
+        c = strategy_counts(st, list(vd.terms) if vd.terms else None, plan.sizes, changed,
+                            size=symbolic)
+        changed.add(vd.name)
+        views[vd.name] = {s_.value: str(sp.expand(f)) for s_, (f, _) in c.items()}
+    out["views"] = views
+    return out

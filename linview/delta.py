@@ -270,7 +270,8 @@ def woodbury_terms(w: Node, arg: ViewDelta) -> list[Term]:
 
 
 # ------------------------------------------------------------------ triggers
-Chooser = Callable[[ir.Statement, list[Term] | None, str], Strategy]
+#: ``choose(statement, terms or None, inverse_of, changed leaf names) -> Strategy``
+Chooser = Callable[[ir.Statement, list[Term] | None, str, set], Strategy]
 
 
 @dataclass
@@ -327,7 +328,7 @@ def _statement_delta(st: ir.Statement, changed: dict[str, ViewDelta],
     elif forced is not None:
         strategy = forced
     elif options.choose is not None:
-        strategy = options.choose(st, terms, inverse_of or "")
+        strategy = options.choose(st, terms, inverse_of or "", set(changed))
     else:
         strategy = Strategy.HYBRID if st.expr.is_scalar else Strategy.INCR
     if st.expr.is_scalar and strategy is Strategy.INCR:

@@ -524,7 +524,7 @@ def _unexpected_token(e: UnexpectedToken, source: str) -> _Problem:
     tok: Token = e.token
     kind = tok.type
     expected = _accepted_before(source, tok) or set(e.expected)
-    operand = {"NAME", "NUMBER"} <= expected
+    operand = {"NAME", "NUMBER"} <= expected  # an operand (or a statement) may come here
     if kind == "$END":
         ctx = _context(source, len(source) + 1)
         if ctx.brackets:
@@ -544,7 +544,7 @@ def _unexpected_token(e: UnexpectedToken, source: str) -> _Problem:
                    + " over numeric matrices (A' is the transpose)")
     ctx = _context(source, tok.start_pos)
     if kind in _END_TOKENS:
-        if operand and kind == "_END":
+        if operand and kind == "_END" and "FOR" not in expected:
             return _at(tok, "'end' inside an index or an expression is not supported",
                        "write sizes explicitly, e.g. size(X, 1)")
         if not ctx.blocks:

@@ -32,16 +32,13 @@ class IllConditioned(NumericalError):
 
 # ------------------------------------------------------------------ kernels
 def add_outer(A: np.ndarray, P: np.ndarray, Q: np.ndarray) -> None:
-    """``A += P Qᵀ`` in place, through BLAS (``dger`` for rank 1, ``dgemm`` with beta=1),
-    allocating nothing of A's size."""
+    """``A += P Qᵀ`` in place through BLAS ``dgemm`` with beta = 1, allocating nothing of
+    A's size.  (``dgemm`` also for rank 1: OpenBLAS's ``dger`` measured 40× slower here.)"""
     if P.shape[1] == 0:
         return
     if A.flags.f_contiguous and A.dtype == np.float64 and A.size > 64:
-        if P.shape[1] == 1:
-            out = blas.dger(1.0, P[:, 0], Q[:, 0], a=A, overwrite_a=True)
-        else:
-            out = blas.dgemm(1.0, P, Q, beta=1.0, c=A, trans_b=True, overwrite_c=True)
-        if out is A or np.shares_memory(out, A):
+        out = blas.dgemm(1.0, P, Q, beta=1.0, c=A, trans_b=True, overwrite_c=True)
+        if out is A:
             return
         A[...] = out  # BLAS had to copy (not expected for Fortran float64)
         return

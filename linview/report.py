@@ -1,0 +1,119 @@
+"""Rendering of ``linview cost`` and ``linview bench`` results: rich tables and a plot."""
+
+from __future__ import annotations
+
+
+def _fl(x) -> str:
+    if x is None:
+        return "—"
+    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{unit}"
+    return f"{x:.3g}"
+
+
+def _bytes(x) -> str:
+    if x is None:
+        return "—"
+    for unit, div in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if abs(x) >= div:
+            return f"{x / div:.3g} {unit}"
+    return f"{int(x)} B"
+
+
+def _secs(x) -> str:
+    if x is None:
+        return "—"
+    if x >= 1:
+        return f"{x:.3g} s"
+    if x >= 1e-3:
+        return f"{x * 1e3:.3g} ms"
+    return f"{x * 1e6:.3g} µs"
+
+
+def print_cost(console, report: dict) -> None:
+    from rich.table import Table
+
+    dims = ", ".join(f"{k}={v}" for k, v in report["dims"].items()) or "none"
+    console.print(f"[bold]{report['program']}[/]  dims: {dims}  rank k={report['rank']}  "
+                  f"model: {report['model']}")
+    mem = report["memory"]
+    console.print(f"memory held: re-evaluation {_bytes(mem['reeval'])}, incremental "
+                  f"{_bytes(mem['incr'])}")
+    for trig in report["triggers"]:
+        t = Table(title=f"ON UPDATE {trig['input']}", title_justify="left")
+        for col in ("view", "shape", "rank", "REEVAL flops", "INCR flops", "HYBRID flops",
+                    "bytes (chosen)", "chosen"):
+            t.add_column(col, justify="right" if col not in ("view", "chosen") else "left")
+        for v in trig["views"]:
+            chosen = v["chosen"]
+            t.add_row(v["view"], f"{int(v['shape'][0])}×{int(v['shape'][1])}",
+                      f"{v['rank']:g}", _fl(v["reeval"]["flops"]),
+                      _fl(v.get("incr", {}).get("flops")), _fl(v.get("hybrid", {}).get("flops")),
+                      _bytes(v[chosen]["bytes"]), chosen.upper())
+        console.print(t)
+        console.print(f"  re-evaluate everything: {_fl(trig['reeval']['flops'])} flops, "
+                      f"{_bytes(trig['reeval']['bytes'])} moved;  trigger: "
+                      f"{_fl(trig['trigger']['flops'])} flops, "
+                      f"{_bytes(trig['trigger']['bytes'])} moved;  predicted speedup "
+                      f"[bold]{trig['predicted_speedup']:.1f}×[/]")
+        if "formulas" in trig:
+            f = trig["formulas"]
+            console.print(f"  re-evaluation flops = {f['reeval']}")
+            for view, per in f["views"].items():
+                for strat, expr in per.items():
+                    console.print(f"  {view} {strat.upper():>6} flops = {expr}")
+
+
+def print_bench(console, result: dict) -> None:
+    from rich.table import Table
+
+    dims = ", ".join(f"{k}={v}" for k, v in result["dims"].items())
+    console.print(f"[bold]{result['program']}[/]  {dims}  update of {result['input']}, "
+                  f"rank {result['rank']}, {result['updates']} updates, seed {result['seed']}")
+    t = Table()
+    for col in ("strategy", "median", "p10", "p90", "speedup", "÷floor", "error",
+                "temp", "views"):
+        t.add_column(col, justify="left" if col == "strategy" else "right")
+    for s, r in result["strategies"].items():
+        sp = r["speedup_vs_reeval"]
+        fl = r["trigger_over_floor"]
+        t.add_row(s.upper(), _secs(r["median_s"]), _secs(r["p10_s"]), _secs(r["p90_s"]),
+                  f"{sp:.1f}×" if sp else "—", f"{fl:.1f}×" if fl else "—",
+                  f"{r['max_rel_error']:.1e}", _bytes(r["peak_temp_bytes"]),
+                  _bytes(r["view_bytes"]))
+    console.print(t)
+    if "refresh_s" in result:
+        console.print(f"one full re-evaluation (refresh): {_secs(result['refresh_s'])}")
+    rk = result["ranking"]
+    console.print("ranking, fastest first:  measured "
+                  + " < ".join(s.upper() for s in rk["measured"])
+                  + "   predicted " + " < ".join(s.upper() for s in rk["predicted"]))
+
+
+def plot_bench(result: dict, path: str) -> None:
+    """A bar chart of median time per update (p10–p90 as error bars), log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(result["strategies"])
+    med = [result["strategies"][s]["median_s"] * 1e3 for s in names]
+    lo = [m - result["strategies"][s]["p10_s"] * 1e3 for m, s in zip(med, names)]
+    hi = [result["strategies"][s]["p90_s"] * 1e3 - m for m, s in zip(med, names)]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    bars = ax.bar([s.upper() for s in names], med, yerr=[lo, hi], capsize=4,
+                  color=["#c44e52" if s == "reeval" else "#4c72b0" for s in names])
+    for b, s in zip(bars, names):
+        sp = result["strategies"][s]["speedup_vs_reeval"]
+        if sp:
+            ax.annotate(f"{sp:.1f}×", (b.get_x() + b.get_width() / 2, b.get_height()),
+                        ha="center", va="bottom", fontsize=9)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms per update (median, p10–p90)")
+    dims = ", ".join(f"{k}={v}" for k, v in result["dims"].items())
+    ax.set_title(f"{result['program']} ({dims}), update of {result['input']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
