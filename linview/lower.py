@@ -139,6 +139,7 @@ class _Lowerer:
                     raise self.parse_error(f"sizes of '{pname}' must be given as "
                                            f"{pname}(rows, cols)", specs[pname].pos)
                 shape = (dim(sizes[0]), dim(sizes[1]))
+                self.uni.rigid |= {x for x in shape if isinstance(x, sp.Symbol)}
             else:
                 shape = (dim(f"rows_{pname}"), dim(f"cols_{pname}"))
             is_scalar = shape == (1, 1)

@@ -29,7 +29,7 @@ import functools
 import importlib.resources
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
@@ -218,15 +218,23 @@ class _ToAst(Transformer):
     """
 
     # ----------------------------------------------------------- files
-    def start(self, module: ast.Module) -> ast.Module:
-        return module
-
-    def script(self, body: _Block) -> ast.Script:
-        if not body.stmts:
-            where = body.pragmas[0].pos if body.pragmas else (1, 1)
+    def start(self, *parts: _Block | ast.Function) -> ast.Module:
+        prelude = parts[0].pragmas if len(parts) == 2 else ()
+        main = parts[-1]
+        if isinstance(main, ast.Function):
+            return replace(main, pragmas=prelude + main.pragmas)
+        pragmas = prelude + main.pragmas
+        if not main.stmts:
+            where = pragmas[0].pos if pragmas else (1, 1)
             raise _Problem("the program has no statements", *where,
                            "write at least one assignment 'name = expr'")
-        return ast.Script(body.stmts, body.pragmas, pos=body.stmts[0].pos)
+        return ast.Script(main.stmts, pragmas, pos=main.stmts[0].pos)
+
+    def prelude(self, *pragmas: ast.Pragma) -> _Block:
+        return _Block((), pragmas)
+
+    def script(self, *items) -> _Block:
+        return self.body(*items)
 
     def function(self, tok: Token, header: tuple, body: _Block) -> ast.Function:
         outputs, name, params = header

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from linview import ir
+from linview import check, ir
 from linview.delta import Strategy, Trigger, TriggerOptions, build_trigger
 from linview.ir import Node, Op
 from linview.optimize import (
@@ -64,12 +64,21 @@ def make_plan(program: ir.Program, *, bindings: dict[str, int] | None = None,
               rank: int = 1, trigger_options: TriggerOptions | None = None,
               source_hash: str = "") -> Plan:
     sizes = Sizes(dict(bindings or {}), rank)
+    checking = check.enabled()
+    if checking:
+        check.check_program(program, "lower")
     program = _materialize_outputs(optimize_program(program, sizes))
+    if checking:
+        check.check_program(program, "optimize")
     symmetric = frozenset(symmetric_views(program))
     triggers = {}
     for x in program.dynamic:
         raw = build_trigger(program, x, trigger_options)
+        if checking:
+            check.check_trigger(raw, program, "delta")
         triggers[x] = optimize_trigger(raw, sizes, set(symmetric))
+        if checking:
+            check.check_trigger(triggers[x], program, "optimize_trigger")
     planner = ChainPlanner(sizes)
     evaluation = tuple((st.name, planner.order(push_transposes(st.expr)))
                        for st in program.statements)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import time
 from collections.abc import Mapping
 
@@ -21,6 +22,8 @@ import scipy.linalg.blas as blas
 import scipy.sparse as sps
 
 from linview.errors import InputError, NumericalError, StateError, UpdateError
+
+_BARE_SIZE = re.compile(r'd\["(\w+)"\]')
 
 #: a Woodbury core whose condition estimate exceeds this is refused (re-evaluation instead)
 CORE_CONDITION_LIMIT = 1e10
@@ -184,11 +187,13 @@ class TriggerModule:
         for name, shape in self.INPUTS.items():
             for axis, expr in enumerate(shape):
                 got = arrays[name].shape[axis]
-                if expr.isidentifier():
-                    if dims.setdefault(expr, got) != got:
+                bare = _BARE_SIZE.fullmatch(expr)
+                if bare:
+                    size = bare.group(1)
+                    if dims.setdefault(size, got) != got:
                         raise InputError(
                             f"input {name} has {('rows', 'columns')[axis]} {got}, but size "
-                            f"'{expr}' is {dims[expr]} from another input",
+                            f"'{size}' is {dims[size]} from another input",
                             hint=self._shapes_hint())
                 else:
                     compound.append((name, axis, expr, got))
@@ -196,7 +201,7 @@ class TriggerModule:
             try:
                 want = eval(expr, {"d": dims})  # noqa: S307 - generated size expression
             except KeyError:
-                want = None
+                raise InputError(f"cannot determine the sizes in {expr} from the inputs")
             if want is not None and want != got:
                 raise InputError(f"input {name} has {('rows', 'columns')[axis]} {got}, "
                                  f"expected {want}", hint=self._shapes_hint())

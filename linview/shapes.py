@@ -35,10 +35,14 @@ class Conflict(Exception):
 
 
 class Unifier:
-    """A substitution ``symbol -> size`` grown by :meth:`unify`."""
+    """A substitution ``symbol -> size`` grown by :meth:`unify`.
 
-    def __init__(self) -> None:
+    ``rigid`` symbols are sizes the user named in a pragma: they are never bound, so two
+    different declared sizes can never be made equal (``A(m,n)`` is not square)."""
+
+    def __init__(self, rigid: set[sp.Symbol] | None = None) -> None:
         self.subst: dict[sp.Symbol, sp.Expr] = {}
+        self.rigid: set[sp.Symbol] = set(rigid or ())
 
     def resolve(self, e: sp.Expr) -> sp.Expr:
         e = sp.sympify(e)
@@ -52,12 +56,12 @@ class Unifier:
         a, b = self.resolve(a), self.resolve(b)
         if a == b or sp.expand(a - b) == 0:
             return
-        if isinstance(a, sp.Symbol) and a not in b.free_symbols:
+        if isinstance(a, sp.Symbol) and a not in self.rigid and a not in b.free_symbols:
             self._bind(a, b)
-        elif isinstance(b, sp.Symbol) and b not in a.free_symbols:
+        elif isinstance(b, sp.Symbol) and b not in self.rigid and b not in a.free_symbols:
             self._bind(b, a)
         else:
-            free = sorted((a - b).free_symbols, key=str)
+            free = sorted((a - b).free_symbols - self.rigid, key=str)
             if len(free) == 1:
                 sol = sp.solve(sp.Eq(a, b), free[0])
                 if len(sol) == 1 and (sol[0].is_Integer is False or sol[0] > 0):
