@@ -15,7 +15,7 @@ from __future__ import annotations
 import sympy as sp
 
 from linview import printer
-from linview.delta import Strategy, Trigger, ViewDelta
+from linview.delta import Strategy, Trigger, ViewDelta, emitted_exprs
 from linview.ir import LEAVES, Node, Op
 from linview.plan import Plan, size_code
 
@@ -213,8 +213,7 @@ class NumpyGenerator:
         used_views = set()
         roots = []
         for vd in trig.deltas[1:]:
-            roots += [t.P for t in vd.terms] + [t.Q for t in vd.terms]
-            roots += [e for e in (vd.dense, vd.new_value) if e is not None]
+            roots += emitted_exprs(vd)
         for r_ in roots:
             used_views |= {n.attr for n in r_.walk() if n.op in (Op.VIEW, Op.INPUT)}
         used_views |= {vd.name for vd in trig.deltas}
@@ -249,6 +248,11 @@ class NumpyGenerator:
         if checks:
             lines.append(f"{ind}rt.check_finite({x!r}, "
                          + ", ".join(f"{c_}={c_}" for c_ in checks) + ")")
+        body = "\n".join(lines)
+        if 'd["' not in body:
+            lines.remove(f"{ind}d = self.dims")
+        if not any(tok in body for tok in ("*k", "k)", "(k", "k,")):
+            lines.remove(f"{ind}k = U.shape[1]")
         lines.append(f"{ind}# phase 2: apply")
         lines.append(f"{ind}rt.add_outer({names('view', x)}, U, V)")
         for vd in trig.deltas[1:]:
@@ -268,12 +272,8 @@ class NumpyGenerator:
 
     @staticmethod
     def _needed_factors(trig: Trigger) -> set[str]:
-        out = set()
-        for vd in trig.deltas:
-            for e in [t.P for t in vd.terms] + [t.Q for t in vd.terms] + \
-                    [x for x in (vd.dense, vd.new_value) if x is not None]:
-                out |= {n.attr for n in e.walk() if n.op is Op.FACTOR}
-        return out
+        return {n.attr for vd in trig.deltas for e in emitted_exprs(vd) for n in e.walk()
+                if n.op is Op.FACTOR}
 
     @staticmethod
     def _summary(vd: ViewDelta) -> str:

@@ -69,14 +69,13 @@ def _median_time(fn, repeat: int = 5) -> float:
 
 def memory_floor(views, trigger) -> float:
     """Seconds for one in-place rank-1 pass over each changed view and one dgemv over each read view."""
+    from linview.delta import emitted_exprs
     from linview.ir import Op
 
     changed = [vd.name for vd in trigger.deltas]
     read = set()
     for vd in trigger.deltas:
-        exprs = [t.P for t in vd.terms] + [t.Q for t in vd.terms]
-        exprs += [e for e in (vd.dense, vd.new_value) if e is not None]
-        for e in exprs:
+        for e in emitted_exprs(vd):
             read |= {n.attr for n in e.walk() if n.op in (Op.VIEW, Op.INPUT)}
     arrays = {k: np.array(v, order="F") for k, v in views._views.items()}
     total = 0.0

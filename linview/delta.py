@@ -109,6 +109,16 @@ class Trigger:
         raise KeyError(name)
 
 
+def emitted_exprs(vd: ViewDelta) -> list[Node]:
+    """The expressions a backend evaluates for ``vd``: the factor expressions (INCR), the
+    dense delta (HYBRID) or the new value (REEVAL)."""
+    if vd.strategy is Strategy.INCR:
+        return [t.P for t in vd.terms] + [t.Q for t in vd.terms]
+    if vd.strategy is Strategy.HYBRID:
+        return [vd.dense] if vd.dense is not None else []
+    return [vd.new_value] if vd.new_value is not None else []
+
+
 class NotMaintainable(Exception):
     """The expression has no low-rank delta rule (``.*``, ``./`` on changing matrices...)."""
 

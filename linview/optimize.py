@@ -281,9 +281,9 @@ class ChainPlanner:
                 if tuple(map(id, fs[i:j + 1])) in self.built:
                     cost[i][j] = 0.0
                     continue
-                best, arg = None, j - 1
-                # scan right to left so ties associate to the right (x ← A x)
-                for s in range(j - 1, i - 1, -1):
+                best, arg = None, i
+                # scan left to right so ties associate to the right: A (B x)
+                for s in range(i, j):
                     c = cost[i][s] + cost[s + 1][j] + 2 * dims[i] * dims[s + 1] * dims[j + 1]
                     if best is None or c < best * (1 - 1e-12):
                         best, arg = c, s

@@ -510,28 +510,32 @@ def _end_of_input(source: str) -> tuple[int, int]:
     return line, len(text) - (text.rfind("\n") + 1) + 1
 
 
-def _accepted_before(source: str, tok: Token) -> set[str] | None:
-    """The terminals the parser would accept in place of ``tok``, where it failed.
+def _replay(source: str, tok: Token) -> tuple[set[str] | None, Token | None]:
+    """The terminals the parser would accept in place of ``tok``, where it failed, and the
+    token before it.
 
     ``UnexpectedToken.expected`` is taken after LALR default reductions, which can lose
     choices (in ``(A + B y`` the parser has reduced ``A + B`` before it sees ``y`` and then
     expects only ``)``); replaying the parse up to ``tok`` and asking Lark's interactive
     parser gives the full set.
     """
+    before = None
     try:
         ip = _parser().parse_interactive(source)
         for t in ip.iter_parse():
             if t.start_pos == tok.start_pos and t.type == tok.type:
                 break
-        return set(ip.accepts())
+            before = t
+        return set(ip.accepts()), before
     except (LarkError, _Problem):
-        return None
+        return None, before
 
 
 def _unexpected_token(e: UnexpectedToken, source: str) -> _Problem:
     tok: Token = e.token
     kind = tok.type
-    expected = _accepted_before(source, tok) or set(e.expected)
+    accepted, before = _replay(source, tok)
+    expected = accepted or set(e.expected)
     operand = {"NAME", "NUMBER"} <= expected  # an operand (or a statement) may come here
     if kind == "$END":
         ctx = _context(source, len(source) + 1)
@@ -543,7 +547,9 @@ def _unexpected_token(e: UnexpectedToken, source: str) -> _Problem:
         if ctx.blocks and ctx.blocks[-1].type == "FOR":
             return _at(ctx.blocks[-1], "this 'for' loop has no 'end'",
                        "close the loop with 'end' or 'endfor'")
-        line, column = _end_of_input(source)
+        # Lark's end token borrows the position of the last token the parser saw.
+        end = (tok.end_line, tok.end_column)
+        line, column = end if all(isinstance(v, int) for v in end) else _end_of_input(source)
         return _Problem(f"the input ended too early: expected {_expected_words(expected)}",
                         line, column)
     if kind == "QUOTE" and operand:
@@ -578,7 +584,11 @@ def _unexpected_token(e: UnexpectedToken, source: str) -> _Problem:
     if ctx.brackets and ctx.brackets[-1].line < tok.line:
         b = ctx.brackets[-1]
         hint = f"the '{b.value}' at line {b.line}, column {b.column} is still open"
-    return _at(tok, f"found {_describe(tok)}, expected {_expected_words(expected)}", hint)
+    message = f"found {_describe(tok)}, expected {_expected_words(expected)}"
+    if kind == "_NL" and before is not None and before.end_line == tok.line:
+        # Point just after the last token, not after a comment that may follow it.
+        return _Problem(message, before.end_line, before.end_column, hint)
+    return _at(tok, message, hint)
 
 
 def _unexpected_character(e: UnexpectedCharacters, source: str) -> _Problem:

@@ -185,6 +185,9 @@ class GenProgram:
             env = self._run(inputs)
         return env["__max__"][0]
 
+    def __repr__(self) -> str:
+        return f"GenProgram(\n{self.describe()}\n)"
+
     def describe(self) -> str:
         return (f"{self.source}\n% sizes {self.sizes}; dynamic {self.dynamic}; "
                 f"inputs " + ", ".join(f"{n}:{s.kind}" for n, s in self.inputs.items()))
@@ -245,7 +248,7 @@ class _Gen:
     def constant(self, shape: Shape) -> Ex:
         r, c = shape
         R, C = self.dsrc(r), self.dsrc(c)
-        kind = self.pick(["eye", "zeros", "ones"])
+        kind = self.pick(["eye", "ones", "eye", "ones", "zeros"])
         nr, nc = self.dval(r), self.dval(c)
         if kind == "eye":
             src = f"eye({R})" if r == c and self.chance(50) else f"eye({R}, {C})"
@@ -257,9 +260,21 @@ class _Gen:
         return mk(name, ATOM, self.vars[name], lambda env: env[name])
 
     def leaf(self, shape: Shape) -> Ex:
-        names = [n for n, s in self.vars.items() if s == shape and n not in self.hidden]
+        visible = {n: s for n, s in self.vars.items() if n not in self.hidden}
+        names = [n for n, s in visible.items() if s == shape]
         if names and self.chance(85):
             return self.var(self.pick(names))
+        r, c = shape
+        flipped = [n for n, s in visible.items() if s == (c, r)]
+        if flipped and self.chance(70):
+            a = self.var(self.pick(flipped))
+            return mk(f"{a.src}'", POSTFIX, shape, lambda env: a.fn(env).T)
+        pairs = [(x, y) for x, sx in visible.items() for y, sy in visible.items()
+                 if sx[0] == r and sy[1] == c and sx[1] == sy[0]]
+        if pairs and self.chance(70):
+            x, y = self.pick(pairs)
+            a, b = self.var(x), self.var(y)
+            return mk(f"{x} * {y}", PROD, shape, lambda env: a.fn(env) @ b.fn(env))
         if shape == SCALAR:
             if self.simple_dims and self.chance(10):
                 sym = self.pick(sorted(self.size_src))

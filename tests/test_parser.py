@@ -381,6 +381,8 @@ ERRORS = [
     ("function y = f(x)", 1, 1, "function 'f' has no statements"),
     ("for i = 1\n x = 1;\nend", 1, 10, "expected ':' or an operator"),
     ("x = 3 +", 1, 8, "the input ended too early: expected an expression"),
+    ("x = 3 + % comment\n\n", 1, 8, "found the end of the line, expected an expression"),
+    ("x = 3;\ny = -", 2, 6, "the input ended too early"),
     ("x = 1 2", 1, 7, "found the number 2"),
     ("x = $", 1, 5, "unexpected character '$'"),
     ("x = 1...\n + 2", 1, 7, "unexpected character '.'"),

@@ -1,0 +1,293 @@
+"""Differential, property-based tests: random programs × random low-rank update sequences.
+
+Oracles, from most to least independent of linview:
+
+1. ``GenProgram.evaluate``: NumPy evaluation built by the generator (tests/strategies.py)
+   from the same random choices that produced the source text; it never sees linview's
+   AST or IR.  It checks the front end + lowering + reference interpreter, and the
+   generated module's re-evaluation path.
+2. ``interp.evaluate`` of the compiled plan's program on the current inputs: the ground
+   truth for every internal view after every update.
+3. ``interp.run_trigger``: the reference execution of a derived trigger, against the
+   generated module's ``on_update_<X>``.
+
+Errors are measured as ``max|a - b| / max(1, max|b|)``; programs whose intermediates grow
+beyond :data:`BOUND` are rejected (``assume``) so that round-off cannot reach the
+tolerances.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, note, settings
+from hypothesis import strategies as st
+
+import linview
+from linview import interp
+from linview.lower import lower
+from linview.parser import parse
+
+from .strategies import Case, GenProgram, cases, programs
+
+BOUND = 1e4  # largest magnitude of any intermediate we accept
+TOL_EVAL = 1e-9  # re-evaluation paths vs the NumPy oracle
+TOL_INCR = 1e-8  # incrementally maintained views vs re-evaluation
+
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                      HealthCheck.filter_too_much])
+
+
+# ---------------------------------------------------------------------------- helpers
+def rel_err(a, b) -> float:
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        return np.inf
+    if b.size == 0:
+        return 0.0
+    return float(np.max(np.abs(a - b))) / max(1.0, float(np.max(np.abs(b))))
+
+
+def assert_close(got, want, tol: float, what: str) -> None:
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != expected {want.shape}"
+    err = rel_err(got, want)
+    assert err <= tol, f"{what}: relative error {err:.3g} > {tol:g}"
+
+
+@functools.lru_cache(maxsize=256)
+def _compile_cached(source: str, strategy, dims: tuple):
+    return linview.compile(source, name="prog", dims=dict(dims), strategy=strategy)
+
+
+def compile_prog(p: GenProgram, strategy=None):
+    return _compile_cached(p.source, strategy, tuple(sorted(p.compile_dims.items())))
+
+
+def bindings(program, inputs: dict[str, np.ndarray]) -> dict[str, int]:
+    """Sizes of the program's symbols, read off the input arrays."""
+    out: dict[str, int] = {}
+    for decl in program.inputs:
+        for axis, d in enumerate(decl.shape):
+            if getattr(d, "is_Symbol", False):
+                out[d.name] = inputs[decl.name].shape[axis]
+    return out
+
+
+def good_inputs(p: GenProgram, seed: int) -> dict[str, np.ndarray]:
+    inputs = p.make_inputs(seed)
+    assume(p.max_magnitude(inputs) < BOUND)
+    return inputs
+
+
+def as_given(inputs: dict[str, np.ndarray], p: GenProgram, seed: int) -> dict:
+    """The inputs as a user might pass them: scalars sometimes as Python floats."""
+    out = {}
+    for k, v in inputs.items():
+        if p.inputs[k].kind == "scalar" and (seed + len(k)) % 2:
+            out[k] = float(v[0, 0])
+        else:
+            out[k] = v.copy()
+    return out
+
+
+def check_views(views, compiled, p: GenProgram, current: dict[str, np.ndarray],
+                what: str) -> None:
+    """Every view of ``views`` equals re-evaluation on ``current`` (three ways)."""
+    program = compiled.program
+    statements = {s.name for s in program.statements}
+    assert set(views._views) == set(current) | statements, what
+    ref = interp.evaluate(program, current, bindings(program, current))
+    for name, arr in views._views.items():
+        want = current[name] if name in current else ref[name]
+        assert_close(arr, want, TOL_INCR, f"{what}: view {name}")
+    expected = p.evaluate(current)
+    for o in p.outputs:
+        assert_close(views[o], expected[o], TOL_INCR, f"{what}: output {o} vs NumPy oracle")
+    fresh = compiled.load(**current)
+    for name, arr in fresh._views.items():
+        assert_close(views._views[name], arr, TOL_INCR, f"{what}: view {name} vs fresh load")
+
+
+def run_case(case: Case, strategy) -> None:
+    p = case.prog
+    note(p.source)
+    compiled = compile_prog(p, strategy)
+    inputs = good_inputs(p, case.seed)
+    current = {k: v.copy() for k, v in inputs.items()}
+    trajectory = [current]
+    for up in case.updates:  # reject sequences that drive magnitudes out of range first
+        U, V = p.make_update(up.name, up.rank, up.seed)
+        nxt = dict(trajectory[-1])
+        nxt[up.name] = nxt[up.name] + U @ V.T
+        assume(p.max_magnitude(nxt) < BOUND)
+        trajectory.append(nxt)
+    views = compiled.load(**as_given(inputs, p, case.seed))
+    check_views(views, compiled, p, current, "after load")
+    for i, up in enumerate(case.updates):
+        U, V = p.make_update(up.name, up.rank, up.seed)
+        if up.rank == 1 and up.seed % 2:  # 1-D factors for rank 1
+            views.update(up.name, U[:, 0], V[:, 0])
+        else:
+            views.update(up.name, U, V)
+        check_views(views, compiled, p, trajectory[i + 1],
+                    f"after update {i + 1} ({up.name}, rank {up.rank}, strategy {strategy})")
+
+
+# ---------------------------------------------------------------------------- 1. oracle
+@settings(max_examples=60, **SETTINGS)
+@given(p=programs(), seed=st.integers(0, 2**32 - 1))
+def test_interpreter_matches_numpy_oracle(p: GenProgram, seed: int):
+    """Lowering + reference interpreter (raw and optimized IR) and the generated module's
+    re-evaluation agree with the generator's own NumPy evaluation."""
+    inputs = good_inputs(p, seed)
+    expected = p.evaluate(inputs)
+    raw = lower(parse(p.source, "prog.m"), p.source, "prog.m")
+    got = interp.evaluate(raw, inputs, bindings(raw, inputs))
+    for o in p.outputs:
+        assert_close(got[o], expected[o], TOL_EVAL, f"interp (raw IR) output {o}")
+    compiled = compile_prog(p)
+    got = interp.evaluate(compiled.program, inputs, bindings(compiled.program, inputs))
+    for o in p.outputs:
+        assert_close(got[o], expected[o], TOL_EVAL, f"interp (optimized IR) output {o}")
+    views = compiled.load(**as_given(inputs, p, seed))
+    outs = views.outputs
+    assert list(outs) == list(p.outputs)
+    for o in p.outputs:
+        assert_close(outs[o], expected[o], TOL_EVAL, f"generated module output {o}")
+
+
+# ---------------------------------------------------------------------------- 2. updates
+@settings(max_examples=60, **SETTINGS)
+@given(case=cases())
+def test_views_track_reevaluation_default_strategy(case: Case):
+    run_case(case, None)
+
+
+@pytest.mark.parametrize("strategy", ["incr", "hybrid", "reeval"])
+@settings(max_examples=30, **SETTINGS)
+@given(case=cases())
+def test_views_track_reevaluation_forced_strategy(case: Case, strategy: str):
+    run_case(case, strategy)
+
+
+# ---------------------------------------------------------------------------- 3. triggers
+@settings(max_examples=50, **SETTINGS)
+@given(case=cases(max_updates=1),
+       strategy=st.sampled_from([None, "incr", "hybrid", "reeval"]))
+def test_reference_trigger_matches_generated_module(case: Case, strategy):
+    """``interp.run_trigger`` on the plan's trigger gives the same new views as the
+    generated ``on_update_<X>``, and views outside the trigger do not change."""
+    p = case.prog
+    note(p.source)
+    compiled = compile_prog(p, strategy)
+    inputs = good_inputs(p, case.seed)
+    up = case.updates[0]
+    U, V = p.make_update(up.name, up.rank, up.seed)
+    after = dict(inputs)
+    after[up.name] = inputs[up.name] + U @ V.T
+    assume(p.max_magnitude(after) < BOUND)
+    views = compiled.load(**inputs)
+    old = {k: v.copy() for k, v in views._views.items()}
+    trigger = compiled.plan.triggers[up.name]
+    new = interp.run_trigger(trigger, old, U, V, dict(views.dims))
+    views.update(up.name, U, V)
+    assert set(new) <= set(views._views)
+    assert up.name in new
+    ref = interp.evaluate(compiled.program, after, bindings(compiled.program, after))
+    ref.update(after)
+    for name, val in new.items():
+        assert_close(val, ref[name], TOL_INCR, f"run_trigger {name} vs re-evaluation")
+        assert_close(views._views[name], val, TOL_INCR, f"module {name} vs run_trigger")
+    if views.stats["fallbacks"] == 0:
+        for name in set(views._views) - set(new):
+            assert np.array_equal(views._views[name], old[name]), \
+                f"view {name} is outside the trigger of {up.name} but changed"
+
+
+# ---------------------------------------------------------------------------- 4. atomicity
+BAD_KINDS = ["nan_U", "inf_V", "rows_U", "rows_V", "rank_mismatch", "rank0", "unknown",
+             "static", "ndim3", "not_numeric"]
+
+
+def _snapshot(views) -> dict:
+    return {k: (v.shape, v.dtype.str, v.tobytes(order="A")) for k, v in views._views.items()}
+
+
+def _bad_update(kind: str, p: GenProgram, name: str, seed: int):
+    U, V = p.make_update(name, 2, seed)
+    r, c = p.shape_of(name)
+    if kind == "nan_U":
+        U[0, 1] = np.nan
+    elif kind == "inf_V":
+        V[-1, 0] = np.inf
+    elif kind == "rows_U":
+        U = np.ones((r + 1, 2))
+    elif kind == "rows_V":
+        V = np.ones((c + 2, 2))
+    elif kind == "rank_mismatch":
+        V = V[:, :1]
+    elif kind == "rank0":
+        U, V = np.zeros((r, 0)), np.zeros((c, 0))
+    elif kind == "unknown":
+        name = "no_such_input"
+    elif kind == "static":
+        name = next(n for n in p.inputs if n not in p.dynamic)
+        r, c = p.shape_of(name)
+        U, V = np.ones((r, 1)), np.ones((c, 1))
+    elif kind == "ndim3":
+        U = U.reshape(r, 2, 1)
+    elif kind == "not_numeric":
+        U = [["a", "b"]] * r
+    return name, U, V
+
+
+@settings(max_examples=50, **SETTINGS)
+@given(case=cases(max_updates=2), data=st.data())
+def test_bad_update_raises_and_changes_nothing(case: Case, data):
+    p = case.prog
+    note(p.source)
+    compiled = compile_prog(p)
+    inputs = good_inputs(p, case.seed)
+    views = compiled.load(**inputs)
+    first = case.updates[0]
+    current = dict(inputs)
+    U, V = p.make_update(first.name, first.rank, first.seed)
+    current[first.name] = current[first.name] + U @ V.T
+    assume(p.max_magnitude(current) < BOUND)
+    views.update(first.name, U, V)  # a non-trivial state to protect
+    kinds = [k for k in BAD_KINDS if k != "static" or set(p.inputs) - set(p.dynamic)]
+    kind = data.draw(st.sampled_from(kinds), label="bad update")
+    name, bU, bV = _bad_update(kind, p, first.name, first.seed + 1)
+    before = _snapshot(views)
+    count = views.updates
+    with pytest.raises(linview.UpdateError):
+        views.update(name, bU, bV)
+    assert _snapshot(views) == before, f"a refused update ({kind}) changed the views"
+    assert views.updates == count
+    # the module is still usable and consistent
+    check_views(views, compiled, p, current, f"after a refused update ({kind})")
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(case=cases(max_updates=1), scale=st.sampled_from([1e155, 1e200, 1e300]))
+def test_overflowing_update_is_refused_atomically_or_stays_finite(case: Case, scale):
+    """An update so large that views overflow must either be refused with a
+    LinviewError, leaving the state untouched, or leave every view finite."""
+    p = case.prog
+    note(p.source)
+    compiled = compile_prog(p)
+    inputs = good_inputs(p, case.seed)
+    views = compiled.load(**inputs)
+    up = case.updates[0]
+    U, V = p.make_update(up.name, up.rank, up.seed)
+    before = _snapshot(views)
+    try:
+        views.update(up.name, U * scale, V)
+    except linview.LinviewError:
+        assert _snapshot(views) == before, "a refused update changed the views"
+        return
+    for name, arr in views._views.items():
+        assert np.all(np.isfinite(arr)), f"view {name} is not finite after an accepted update"
