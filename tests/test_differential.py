@@ -30,7 +30,7 @@ from linview import interp
 from linview.lower import lower
 from linview.parser import parse
 
-from .strategies import Case, GenProgram, cases, programs
+from strategies import Case, GenProgram, cases, programs
 
 BOUND = 1e4  # largest magnitude of any intermediate we accept
 TOL_EVAL = 1e-9  # re-evaluation paths vs the NumPy oracle

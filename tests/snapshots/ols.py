@@ -55,7 +55,6 @@ class Ols(rt.TriggerModule):
         beta_p1: hybrid, dense delta
         beta: hybrid, dense delta
         """
-        d = self.dims
         k = U.shape[1]
         X = self._views['X']
         Y = self._views['Y']
@@ -94,8 +93,6 @@ class Ols(rt.TriggerModule):
         beta_p1: hybrid, dense delta
         beta: hybrid, dense delta
         """
-        d = self.dims
-        k = U.shape[1]
         X = self._views['X']
         Y = self._views['Y']
         beta_inv = self._views['beta_inv']

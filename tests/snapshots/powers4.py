@@ -43,7 +43,6 @@ class Powers4(rt.TriggerModule):
         B: incr, factored, rank 2*k
         C: incr, factored, rank 4*k
         """
-        d = self.dims
         k = U.shape[1]
         A = self._views['A']
         B = self._views['B']
