@@ -25,9 +25,9 @@ def demo(backend: str = "numpy", n: int = 1000, updates: int = 20) -> int:
     console = Console()
     dims = {"m": 2 * n, "n": n, "p": 1}
     console.rule("[bold]linview demo: ordinary least squares")
-    console.print(OLS)
+    console.print(OLS, markup=False, highlight=False)
     prog = linview.compile(OLS, name="ols", dims=dims, backend=backend)
-    console.print(prog.explain())
+    console.print(prog.explain(), markup=False, highlight=False)
     console.rule(f"[bold]{updates} row updates of X ({2 * n}×{n}), measured")
     result = run_bench(prog, updates=updates, strategies=["reeval", "auto"])
     print_bench(console, result)

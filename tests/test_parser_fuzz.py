@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -92,6 +93,8 @@ r = -p.' ./ 2.5e-1 ...
     + inv(eye(n) - A)^2 * p;
 """,
 ]
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+VALID += [p.read_text() for p in sorted(EXAMPLES.glob("*.m"))]
 VALID_TOKENS = re.compile(r"\s+|[A-Za-z_]\w*|\d*\.?\d+(?:[eE][+-]?\d+)?|\.\.\.|\.[*/']|.")
 
 
