@@ -16,7 +16,7 @@ import builtins
 import importlib
 import sys
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -113,11 +113,12 @@ def load_module(source: str, name: str) -> types.ModuleType:
 
 def compile(source: str, name: str | None = None, *, filename: str | None = None,  # noqa: A001
             dims: dict[str, int] | None = None, backend: str = "numpy",
-            model: str = "exp", strategy=None, rank: int = 1) -> CompiledProgram:
+            model: str = "auto", strategy=None, rank: int = 1) -> CompiledProgram:
     """Compile linview source text to a trigger module (see the module docstring).
 
     ``dims`` binds symbolic sizes for planning (chain order, strategy choice); ``model``
-    picks the iterative model of ``E^k``; ``strategy`` forces INCR/HYBRID/REEVAL for every
+    picks the iterative model of ``E^k`` and of recurrences ``T = A*T + B`` in loops
+    (``exp``, ``linear``, ``skip=S``, or ``auto``: the cheapest by the cost model); ``strategy`` forces INCR/HYBRID/REEVAL for every
     view (a string) or per view (a dict); ``rank`` is the expected update rank.
     """
     if backend not in BACKENDS:
@@ -126,10 +127,6 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     module_ast = parse(source, filename)
     options = parse_model(model) if model != "auto" else Options()
     program = lower(module_ast, source, filename, options)
-    if name:
-        from dataclasses import replace
-
-        program = replace(program, name=name)
     dims = dict(dims or {})
     known = {s.name for s in program.dim_symbols}
     unknown = sorted(set(dims) - known - {"k"})
@@ -141,6 +138,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
         from linview.cost import choose_model
 
         program, options = choose_model(module_ast, source, filename, dims, rank)
+    if name:
+        program = replace(program, name=name)
     trig_opts = parse_strategy(strategy)
     if trig_opts.default is None and not trig_opts.strategies:
         from linview.cost import strategy_chooser

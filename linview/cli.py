@@ -129,8 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("program", help="the .m file")
         sp.add_argument("--dims", action="append", metavar="n=..,m=..",
                         help="bind symbolic sizes (for planning, cost and bench)")
-        sp.add_argument("--model", default="exp",
-                        help="iterative model of E^k: exp, linear, skip=S or auto")
+        sp.add_argument("--model", default="auto",
+                        help="iterative model of E^k and of loops T = A*T + B: exp, linear, "
+                        "skip=S, or auto (cheapest by the cost model; default)")
         sp.add_argument("--strategy", default=None,
                         help="force incr, hybrid or reeval for every view (default: by cost)")
         if backend:

@@ -141,9 +141,14 @@ def choose_model(module_ast, source, filename, dims, rank):
 
     sizes = Sizes(dict(dims), rank)
     best = None
+    seen: set[tuple] = set()
     for opts in (Options("exp"), Options("linear"), Options("skip", 2), Options("skip", 4),
                  Options("skip", 8)):
-        program = optimize_program(lower(module_ast, source, filename, opts))
+        program = optimize_program(lower(module_ast, source, filename, opts), sizes)
+        key = tuple((s.name, id(s.expr)) for s in program.statements)
+        if key in seen:  # no powers or recurrences: every model gives this program
+            continue
+        seen.add(key)
         chooser = strategy_chooser(dims, rank)
         total = 0.0
         for x in program.dynamic:
@@ -153,8 +158,8 @@ def choose_model(module_ast, source, filename, dims, rank):
                 total += float(strategy_costs(st, list(vd.terms) if vd.terms else None,
                                               sizes)[vd.strategy])
         if best is None or total < best[0]:
-            best = (total, program, opts)
-    return best[1], best[2]
+            best = (total, opts)
+    return lower(module_ast, source, filename, best[1]), best[1]
 
 
 # ------------------------------------------------------------------ reports

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from linview import ast
-from linview import ir
+from linview import ast, ir, models
 from linview.errors import CompileError, ParseError, ShapeError, locate
 from linview.ir import Node, Op
 from linview.shapes import Conflict, Unifier, dim
@@ -209,6 +208,11 @@ class _Lowerer:
         if st.var in self.env and st.var not in self.loop_vars:
             raise self.parse_error(f"loop variable '{st.var}' shadows a variable", st.pos)
         self.loop_vars.add(st.var)
+        if self.options.model != "linear" and len(trips) > 1:
+            match = models.match_recurrence(st, self.env)
+            if match is not None:
+                models.recurrence(self, st, match, len(trips))
+                return
         for _ in trips:
             self.block(st.body)
 
@@ -385,44 +389,7 @@ class _Lowerer:
             for _ in range(k - 1):
                 out = self.build(Op.MUL, out, base, pos=e.pos)
             return out
-        b = self.materialize(base, f"{hint}_base")
-        return self.power_by_model(b, k, str(b.attr), e)
-
-    def power_by_model(self, b: Node, k: int, prefix: str, e) -> Node:
-        """``b^k`` as views, by the iterative model (thesis Table 6.1)."""
-        model, s = self.options.model, self.options.skip
-        mul = lambda x, y: self.build(Op.MUL, x, y, pos=e.pos)  # noqa: E731
-        if model == "linear":
-            out = b
-            for i in range(2, k + 1):
-                out = mul(out, b) if i == k else self.materialize(mul(out, b), f"{prefix}_pow{i}")
-            return out
-        if model == "skip" and s < k:
-            ps = self.power_by_squaring(b, s, prefix, mul)
-            ps = self.materialize(ps, f"{prefix}_pow{s}")
-            out, i = ps, s
-            while i + s <= k:
-                i += s
-                out = mul(out, ps)
-                if i != k:
-                    out = self.materialize(out, f"{prefix}_pow{i}")
-            if i < k:
-                rest = self.power_by_squaring(b, k - i, prefix, mul)
-                out = mul(out, self.materialize(rest, f"{prefix}_pow{k - i}"))
-            return out
-        return self.power_by_squaring(b, k, prefix, mul)
-
-    def power_by_squaring(self, b: Node, k: int, prefix: str, mul) -> Node:
-        squares = [b]  # squares[j] = b^(2^j), materialized
-        while 2 ** len(squares) <= k:
-            j = len(squares)
-            sq = mul(squares[-1], squares[-1])
-            squares.append(sq if 2 ** j == k else self.materialize(sq, f"{prefix}_pow{2 ** j}"))
-        out = None
-        for j, sq in enumerate(squares):
-            if k >> j & 1:
-                out = sq if out is None else mul(out, sq)
-        return out
+        return models.power(self, self.materialize(base, f"{hint}_base"), k, e.pos)
 
     def x_call(self, e: ast.Call, hint: str) -> Node:
         f, args = e.func, e.args

@@ -19,12 +19,25 @@ def names(prog):
 
 
 def test_loop_unrolls_into_ssa_versions():
-    p = low("function T = f(A, B, T0)\n T = T0;\n for i = 1:4\n  T = A*T + B;\n end\nend\n")
+    p = low("function T = f(A, B, T0)\n T = T0;\n for i = 1:4\n  T = A*T + B;\n end\nend\n",
+            model="linear")
     assert names(p) == ["T_1", "T_2", "T_3", "T_4"]
     assert dict(p.outputs)["T"].attr == "T_4"
     # T = T0 is a copy: T_1 reads the input directly
     assert {leaf.attr for leaf in p.statements[0].expr.walk() if leaf.op is Op.INPUT} == \
         {"A", "B", "T0"}
+
+
+@pytest.mark.parametrize("model,skip,expect", [
+    # thesis Table 6.1: T_i = P_{i/2} T_{i/2} + S_{i/2} B with P_i = A^i, S_i = I + ... + A^{i-1}
+    ("exp", 4, ["A_pow2", "A_pow4", "A_sum2", "A_sum4", "T_1", "T_2", "T_4", "T_8"]),
+    ("skip", 2, ["A_pow2", "A_sum2", "T_1", "T_2", "T_4", "T_6", "T_8"]),
+])
+def test_recurrences_follow_the_iterative_model(model, skip, expect):
+    src = "function T = f(A, B, T0)\n T = T0;\n for i = 1:8\n  T = A*T + B;\n end\nend\n"
+    p = low(src, model=model, skip=skip)
+    assert names(p) == expect
+    assert dict(p.outputs)["T"].attr == "T_8"
 
 
 def test_power_by_squaring_reuses_squares():
