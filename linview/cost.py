@@ -90,7 +90,7 @@ def strategy_counts(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
     """``{strategy: (flops, bytes)}`` for keeping ``st`` fresh (see :func:`strategy_costs`)."""
     size = size or sizes.value
     rows, cols = size(st.expr.rows), size(st.expr.cols)
-    fl, by = count(st.expr, size, set())
+    fl, by = count(ChainPlanner(sizes).order(st.expr), size, set())
     fl, by = fl + rows * cols, by + 16 * rows * cols
     for leaf in ir.leaves(st.expr, Op.VIEW, Op.INPUT):
         if leaf.attr in changed:
@@ -167,12 +167,15 @@ def _num(x) -> float:
     return float(x)
 
 
-def program_counts(program: ir.Program, size: SizeFn) -> tuple[object, object]:
-    """``(flops, bytes)`` of evaluating every view of ``program`` once."""
+def program_counts(program: ir.Program, size: SizeFn,
+                   sizes: Sizes | None = None) -> tuple[object, object]:
+    """``(flops, bytes)`` of evaluating every view of ``program`` once (products in the
+    order chosen for ``sizes``)."""
+    planner = ChainPlanner(sizes or Sizes())
     seen: set[int] = set()
     fl = by = 0
     for st in program.statements:
-        f, b = count(st.expr, size, seen)
+        f, b = count(planner.order(st.expr), size, seen)
         fl, by = fl + f, by + b
     return fl, by
 
@@ -211,7 +214,7 @@ def cost_report(compiled, formulas: bool = False) -> dict:
 
         raise CompileError("cost needs a value for every size; missing: " + ", ".join(missing),
                            hint="give them with --dims " + ",".join(f"{m}=..." for m in missing))
-    re_fl, re_by = program_counts(prog, sizes.value)
+    re_fl, re_by = program_counts(prog, sizes.value, sizes)
     report["memory"] = {"reeval": view_memory(prog, sizes.value, True),
                         "incr": view_memory(prog, sizes.value, False)}
     for x, trig in plan.triggers.items():
@@ -256,7 +259,7 @@ def symbolic_formulas(compiled, x: str) -> dict:
     plan = compiled.plan
     prog = plan.program
     raw = build_trigger(prog, x, compiled.options.get("trigger_options"))
-    out = {"reeval": str(sp.expand(program_counts(prog, symbolic)[0]))}
+    out = {"reeval": str(sp.expand(program_counts(prog, symbolic, plan.sizes)[0]))}
     changed = {x}
     views = {}
     for vd in raw.deltas[1:]:

@@ -257,7 +257,21 @@ class ChainPlanner:
             hit = memo.get(id(m))
             if hit is None:
                 if m.op is Op.MUL:
-                    hit = self.order_factors([go(f) for f in _chain(m)])
+                    # scalings and signs float out of the chain: d·(M r), not (d·M) r
+                    scalars, negate, factors = [], False, []
+                    for f in _chain(m):
+                        while f.op in (Op.SCALE, Op.NEG) and not f.is_scalar:
+                            if f.op is Op.NEG:
+                                negate, f = not negate, f.children[0]
+                            else:
+                                scalars.append(go(f.children[0]))
+                                f = f.children[1]
+                        factors.extend(_chain(f) if f.op is Op.MUL else [f])
+                    hit = self.order_factors([go(f) for f in factors])
+                    for sc in scalars:
+                        hit = ir.scale(sc, hit)
+                    if negate:
+                        hit = ir.neg(hit)
                 elif m.op in ir.LEAVES:
                     hit = m
                 else:
