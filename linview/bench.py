@@ -2,7 +2,8 @@
 
 For each strategy the program is compiled with that strategy forced (``auto`` = the cost
 model's choice), loaded on the same random inputs, and fed the same stream of random
-rank-k updates.  Per-update wall times give median, p10 and p90; speedups are ratios of
+rank-k updates.  ``reeval`` is the baseline: each update is applied to the input and the
+whole program is re-run (``views.reevaluate_update``).  Per-update wall times give median, p10 and p90; speedups are ratios of
 medians against REEVAL measured in the same run.  The *memory floor* (DESIGN.md §9) is one
 in-place rank-1 pass (``dgemm`` with beta = 1) over every view the trigger changes plus one
 matrix-vector pass (``dgemv``) over every view it reads, timed here too; ``trigger/floor``
@@ -130,23 +131,25 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
         bar.start()
     try:
         for s in strategies:
+            # "reeval" is the baseline: update the input, re-run the whole program
             variant = linview.compile(
                 source, name=prog.name, filename=prog.program.filename, dims=base.get("dims"),
-                backend=prog.backend, model=base.get("model", "exp"),
-                strategy=None if s == "auto" else s, rank=rank)
+                backend=prog.backend, model=base.get("model", "auto"),
+                strategy=None if s in ("auto", "reeval") else s, rank=rank)
             views = variant.load(**inputs)
+            step = views.reevaluate_update if s == "reeval" else views.update
             times = []
             task = bar.add_task(f"{s:>7}", total=updates) if bar else None
             for U, V in stream:
                 t0 = time.perf_counter()
-                views.update(x, U, V)
+                step(x, U, V)
                 times.append(time.perf_counter() - t0)
                 if bar:
                     bar.advance(task)
             tracemalloc.start()
             base_mem = tracemalloc.get_traced_memory()[0]
             for U, V in stream[:2]:
-                views.update(x, U, V)
+                step(x, U, V)
             peak = tracemalloc.get_traced_memory()[1] - base_mem
             tracemalloc.stop()
             err = views.verify()
@@ -166,9 +169,6 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
                 "predicted_flops": predicted["flops"],
                 "chosen": {vd.name: vd.strategy.value for vd in trig.deltas[1:]},
             }
-            if s == "reeval":
-                # time one full re-evaluation from scratch too (the constructor path)
-                result["refresh_s"] = _median_time(views.refresh, 3)
     finally:
         if bar:
             bar.stop()

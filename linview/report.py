@@ -83,8 +83,6 @@ def print_bench(console, result: dict) -> None:
                   f"{r['max_rel_error']:.1e}", _bytes(r["peak_temp_bytes"]),
                   _bytes(r["view_bytes"]))
     console.print(t)
-    if "refresh_s" in result:
-        console.print(f"one full re-evaluation (refresh): {_secs(result['refresh_s'])}")
     rk = result["ranking"]
     console.print("ranking, fastest first:  measured "
                   + " < ".join(s.upper() for s in rk["measured"])

@@ -258,7 +258,8 @@ class TriggerModule:
             getattr(self, f"on_update_{name}")(U, V)
         except IllConditioned:
             # a Woodbury core is (nearly) singular: nothing was applied; re-evaluate instead
-            self._fallback(name, U, V)
+            self.reevaluate_update(name, U, V)
+            self.stats["fallbacks"] += 1
         self.stats["trigger_seconds"] += time.perf_counter() - t0
         self.updates += 1
         self.stats["updates"] += 1
@@ -298,12 +299,13 @@ class TriggerModule:
             raise UpdateError(f"update of {name}: rank 0 (U and V have no columns)")
         return out[0], out[1]
 
-    def _fallback(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
+    def reevaluate_update(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
+        """Apply ``name += U Vᵀ`` by re-evaluating every view from the updated inputs (the
+        baseline incremental maintenance is measured against, and the fallback when a
+        Woodbury core is refused).  On a NumericalError the old state is kept."""
         arrays = {n: self._views[n] for n in self.INPUTS}
         arrays[name] = arrays[name] + U @ V.T
-        views = self._reevaluate(arrays)  # raises NumericalError with the old state intact
-        self._views = views
-        self.stats["fallbacks"] += 1
+        self._views = self._reevaluate(arrays)
 
     def _drift_policy(self) -> None:
         if self.refresh_every and self.updates % self.refresh_every == 0:
