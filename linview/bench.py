@@ -156,7 +156,7 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
             trig = variant.plan.triggers[x]
             floor = memory_floor(views, trig)
             predicted = next(t for t in cost_report(variant)["triggers"]
-                             if t["input"] == x)["trigger"]
+                             if t["input"] == x)["reeval" if s == "reeval" else "trigger"]
             t = np.array(times)
             result["strategies"][s] = {
                 "median_s": float(np.median(t)), "p10_s": float(np.percentile(t, 10)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import time
 from collections.abc import Mapping
@@ -157,6 +158,7 @@ class TriggerModule:
         self.check_every = check_every
         self.tolerance = tolerance
         self.stats = {"updates": 0, "fallbacks": 0, "refreshes": 0, "trigger_seconds": 0.0}
+        self.saved_meta: dict = {}
         if _state is not None:
             self.dims, self._views, self.updates = _state
             return
@@ -333,11 +335,13 @@ class TriggerModule:
         return errs if detail else max(errs.values(), default=0.0)
 
     # -------------------------------------------------------------- persistence
-    def save(self, path) -> None:
-        """Write inputs, views, dims, update count and the module source to an ``.npz``."""
-        arrays = {f"view:{k}": v for k, v in self._views.items()}
+    def save(self, path, extra: dict | None = None) -> None:
+        """Write inputs, views, dims, update count and the module source to an ``.npz``,
+        atomically (a temporary file renamed over ``path``).  ``extra`` is stored with
+        them (plain Python literals) and comes back as ``saved_meta["extra"]``."""
+        arrays = {f"view:{k}": v for k, v in self._views_for_saving().items()}
         meta = {"program": self.PROGRAM, "hash": self.SOURCE_HASH, "updates": self.updates,
-                "dims": self.dims}
+                "dims": self.dims, "extra": dict(extra or {})}
         buf = io.BytesIO()
         np.savez(buf, __meta__=np.array(repr(meta)),
                  __module__=np.array(self.MODULE_SOURCE), **arrays)
@@ -345,9 +349,12 @@ class TriggerModule:
         tmp = f"{path}.tmp"
         with open(tmp, "wb") as f:
             f.write(data)
-        import os
-
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
+
+    def _views_for_saving(self) -> dict[str, np.ndarray]:
+        return self._views
 
     @classmethod
     def _from_saved(cls, meta: dict, views: dict[str, np.ndarray], **options):
@@ -360,4 +367,6 @@ class TriggerModule:
         if set(views) != want:
             raise StateError("the saved state does not hold the views this program needs")
         views = {k: np.asfortranarray(v.astype(np.float64)) for k, v in views.items()}
-        return cls(_state=(dict(meta["dims"]), views, int(meta["updates"])), **options)
+        out = cls(_state=(dict(meta["dims"]), views, int(meta["updates"])), **options)
+        out.saved_meta = meta
+        return out

@@ -1,0 +1,97 @@
+"""Helpers that turn what users have into factored updates ``ΔX = U Vᵀ``.
+
+Each returns ``(U, V)`` with ``U: rows×k`` and ``V: cols×k``, ready for
+``views.update(name, U, V)``.  Row, column and cell changes have one-hot factors, which the
+generated triggers recognise and serve in O(n) per touched row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from linview.errors import UpdateError
+
+
+def _onehot(n: int, idx: Sequence[int]) -> np.ndarray:
+    idx = list(idx)
+    if any(not 0 <= i < n for i in idx):
+        raise UpdateError(f"index out of range 0..{n - 1}: {idx}")
+    E = np.zeros((n, len(idx)))
+    E[idx, np.arange(len(idx))] = 1.0
+    return E
+
+
+def row_update(i: int, delta, rows: int):
+    """Row ``i`` of an ``rows``-row matrix changes by ``delta``: ``(e_i, delta)``."""
+    return _onehot(rows, [i]), np.asarray(delta, dtype=float).reshape(-1, 1)
+
+
+def rows_update(idx: Sequence[int], deltas, rows: int):
+    """Several rows at once (one rank-k update): ``deltas`` is k×cols."""
+    D = np.atleast_2d(np.asarray(deltas, dtype=float))
+    if D.shape[0] != len(idx):
+        raise UpdateError(f"{len(idx)} row indices but {D.shape[0]} delta rows")
+    return _onehot(rows, idx), D.T.copy()
+
+
+def row_change(old_row, new_row, i: int, rows: int):
+    """Row ``i`` replaced: old → new."""
+    return row_update(i, np.asarray(new_row, float) - np.asarray(old_row, float), rows)
+
+
+def column_update(j: int, delta, cols: int):
+    """Column ``j`` changes by ``delta``: ``(delta, e_j)``."""
+    return np.asarray(delta, dtype=float).reshape(-1, 1), _onehot(cols, [j])
+
+
+def column_change(old_col, new_col, j: int, cols: int):
+    """Column ``j`` replaced: old → new (e.g. a page's out-links in a stochastic matrix)."""
+    return column_update(j, np.asarray(new_col, float) - np.asarray(old_col, float), cols)
+
+
+def cell_update(i: int, j: int, delta: float, shape: tuple[int, int]):
+    """One entry changes: ``(delta e_i, e_j)``."""
+    return delta * _onehot(shape[0], [i]), _onehot(shape[1], [j])
+
+
+def stochastic_column(links: Sequence[int], n: int) -> np.ndarray:
+    """The column of a column-stochastic link matrix for a page linking to ``links``
+    (uniform over them; uniform over all pages for a dangling page)."""
+    col = np.zeros(n)
+    if len(links):
+        col[list(links)] = 1.0 / len(links)
+    else:
+        col[:] = 1.0 / n
+    return col
+
+
+def edge_update(old_links: Sequence[int], new_links: Sequence[int], j: int, n: int):
+    """Page ``j``'s out-links change (edges inserted or deleted): a rank-1 column change
+    of the column-stochastic matrix."""
+    return column_change(stochastic_column(old_links, n), stochastic_column(new_links, n), j, n)
+
+
+def observation_update(i: int, old_x, new_x, old_y, new_y, rows: int) -> dict:
+    """OLS with inputs preallocated to a capacity of ``rows`` observations (unused rows are
+    zero): append (old = 0), remove (new = 0) or correct observation ``i``.  Returns
+    ``{"X": (U, V), "Y": (U, V)}``: apply both."""
+    return {"X": row_change(old_x, new_x, i, rows), "Y": row_change(old_y, new_y, i, rows)}
+
+
+def merge(updates: Sequence[tuple[np.ndarray, np.ndarray]]):
+    """A micro-batch of updates to the same input as one rank-k update."""
+    if not updates:
+        raise UpdateError("an empty batch")
+    return (np.hstack([np.atleast_2d(np.asarray(u, float).T).T for u, _ in updates]),
+            np.hstack([np.atleast_2d(np.asarray(v, float).T).T for _, v in updates]))
+
+
+def apply(views, name: str, update) -> None:
+    """``views.update(name, *update)``; a dict from :func:`observation_update` applies each."""
+    if isinstance(update, dict):
+        for k, (U, V) in update.items():
+            views.update(k, U, V)
+    else:
+        views.update(name, *update)
