@@ -73,15 +73,28 @@ def _plan_terms(terms, sizes: Sizes) -> list[Node]:
     return out
 
 
+#: a rough machine model for decisions: sustained flop rate of BLAS-3 and memory bandwidth.
+#: Matrix-vector work is bound by bytes, matrix-matrix work by flops; the estimated time of
+#: an operation is ``flops / FLOP_RATE + bytes / BYTE_RATE``.
+FLOP_RATE = 5e10
+BYTE_RATE = 1e10
+
+
+def seconds(flops, nbytes):
+    """Estimated time of ``flops`` and ``nbytes`` under the machine model above."""
+    return flops / FLOP_RATE + nbytes / BYTE_RATE
+
+
 def strategy_costs(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
                    changed: set[str] = frozenset(),
                    size: SizeFn | None = None) -> dict[Strategy, object]:
-    """Estimated flops of keeping ``st`` fresh by each applicable strategy.
+    """Estimated seconds of keeping ``st`` fresh by each applicable strategy.
 
     REEVAL pays for forming the new value of each changed operand (``V + P Qᵀ``) and for
     evaluating the statement; INCR for its factor expressions and ``V += P Qᵀ``; HYBRID for
     summing the terms into one dense delta and ``V += D``."""
-    return {s: fb[0] for s, fb in strategy_counts(st, terms, sizes, changed, size).items()}
+    return {s: seconds(*fb) for s, fb in strategy_counts(st, terms, sizes, changed,
+                                                         size).items()}
 
 
 def strategy_counts(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
@@ -90,13 +103,17 @@ def strategy_counts(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
     """``{strategy: (flops, bytes)}`` for keeping ``st`` fresh (see :func:`strategy_costs`)."""
     size = size or sizes.value
     rows, cols = size(st.expr.rows), size(st.expr.cols)
-    fl, by = count(ChainPlanner(sizes).order(st.expr), size, set())
-    fl, by = fl + rows * cols, by + 16 * rows * cols
-    for leaf in ir.leaves(st.expr, Op.VIEW, Op.INPUT):
-        if leaf.attr in changed:
-            fl += 3 * size(leaf.rows) * size(leaf.cols)
-            by += 16 * size(leaf.rows) * size(leaf.cols)
-    out = {Strategy.REEVAL: (fl, by)}
+
+    def new_value(leaf: Node) -> Node | None:  # the operand's new value, as a trigger has it
+        if leaf.op not in (Op.VIEW, Op.INPUT) or leaf.attr not in changed:
+            return None
+        u = ir.factor(f"dU_{leaf.attr}", (leaf.rows, 1))
+        v = ir.factor(f"dV_{leaf.attr}", (leaf.cols, 1))
+        return ir.add(leaf, ir.matmul(u, ir.transpose(v)))
+
+    new = ir.map_leaves(st.expr, new_value)
+    fl, by = count(ChainPlanner(sizes).order(distribute(push_transposes(new))), size, set())
+    out = {Strategy.REEVAL: (fl + rows * cols, by + 16 * rows * cols)}
     if terms is None:
         return out
     seen: set[int] = set()
@@ -113,7 +130,8 @@ def strategy_counts(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
 
 
 def strategy_chooser(bindings: dict[str, int], rank: int = 1):
-    """The default per-view chooser for :func:`linview.delta.build_trigger`."""
+    """The default per-view chooser for :func:`linview.delta.build_trigger` (by estimated
+    seconds, see :func:`seconds`)."""
     sizes = Sizes(dict(bindings), rank)
 
     def choose(st: ir.Statement, terms: list[Term] | None, inverse_of: str,

@@ -359,7 +359,7 @@ def _statement_delta(st: ir.Statement, changed: dict[str, ViewDelta],
         if leaf.op in (Op.VIEW, Op.INPUT) and leaf.attr in changed else None)
     return ViewDelta(st.name, target, Strategy.REEVAL, (), left, right, new_value=new_value,
                      inverse_of=inverse_of,
-                     reason=reason or "re-evaluation chosen")
+                     reason=reason or "cheapest by the cost model")
 
 
 def build_triggers(program: ir.Program, options: TriggerOptions | None = None

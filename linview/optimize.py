@@ -329,7 +329,7 @@ def optimize_trigger(trigger: Trigger, sizes: Sizes, symmetric: set[str]) -> Tri
         terms = tuple(Term(fix(t.P), fix(t.Q)) for t in vd.terms)
         new_value = dense = None
         if vd.new_value is not None:
-            new_value = planner.order(push_transposes(vd.new_value, symmetric))
+            new_value = fix(vd.new_value)  # (X + U Vᵀ) x becomes X x + U (Vᵀ x)
         if vd.dense is not None:
             dense = fix(vd.dense)
         deltas.append(replace(vd, terms=terms, new_value=new_value, dense=dense))

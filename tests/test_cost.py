@@ -135,7 +135,7 @@ def test_auto_model_is_chosen_by_cost():
         prog = linview.compile(GENERAL.format(k=16), name="g", model="auto",
                                dims={"n": 2000, "p": p_})
         return {s.name for s in prog.program.statements}
-    # square iterates: the exponential model (P_8 = A^8 is needed for T_16 = P_8 T_8 + ...)
-    assert "A_pow8" in views(2000)
-    # thin iterates: hybrid with small jumps (skip model); never squaring up to A^8
-    assert "A_pow8" not in views(1)
+    # square iterates: jumps T_2i = P_i T_i + S_i B (exp or skip model, thesis Fig. 6.8)
+    assert {"A_pow2", "A_sum2"} <= views(2000)
+    # thin iterates: one step at a time with dense deltas (linear HYBRID, thesis Fig. 6.7)
+    assert not any(v.startswith("A_pow") for v in views(1))
