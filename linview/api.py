@@ -118,8 +118,9 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
 
     ``dims`` binds symbolic sizes for planning (chain order, strategy choice); ``model``
     picks the iterative model of ``E^k`` and of recurrences ``T = A*T + B`` in loops
-    (``exp``, ``linear``, ``skip=S``, or ``auto``: the cheapest by the cost model); ``strategy`` forces INCR/HYBRID/REEVAL for every
-    view (a string) or per view (a dict); ``rank`` is the expected update rank.
+    (``exp``, ``linear``, ``skip=S``, or ``auto``: the cheapest by the cost model);
+    ``strategy`` forces INCR/HYBRID/REEVAL for every view (a string) or per view (a dict);
+    ``rank`` is the expected update rank.
     """
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend '{backend}'", hint="backends: numpy, spark")

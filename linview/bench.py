@@ -3,11 +3,12 @@
 For each strategy the program is compiled with that strategy forced (``auto`` = the cost
 model's choice), loaded on the same random inputs, and fed the same stream of random
 rank-k updates.  ``reeval`` is the baseline: each update is applied to the input and the
-whole program is re-run (``views.reevaluate_update``).  Per-update wall times give median, p10 and p90; speedups are ratios of
-medians against REEVAL measured in the same run.  The *memory floor* (DESIGN.md §9) is one
-in-place rank-1 pass (``dgemm`` with beta = 1) over every view the trigger changes plus one
-matrix-vector pass (``dgemv``) over every view it reads, timed here too; ``trigger/floor``
-says how far a trigger is from touching its data once.  After the stream, the maintained
+whole program is re-run (``views.reevaluate_update``).  Per-update wall times give median,
+p10 and p90; speedups are ratios of medians against REEVAL measured in the same run.  The
+*memory floor* (DESIGN.md §9) is one in-place rank-1 pass (``dgemm`` with beta = 1) over
+every view the trigger changes plus one matrix-vector pass (``dgemv``) over every view it
+reads, timed here too; ``trigger/floor`` says how far a trigger is from touching its data
+once.  After the stream, the maintained
 views are compared with re-evaluation (max relative error).
 """
 
@@ -69,7 +70,8 @@ def _median_time(fn, repeat: int = 5) -> float:
 
 
 def memory_floor(views, trigger) -> float:
-    """Seconds for one in-place rank-1 pass over each changed view and one dgemv over each read view."""
+    """Seconds for one in-place rank-1 pass over each changed view and one ``dgemv`` over
+    each view the trigger reads."""
     from linview.delta import emitted_exprs
     from linview.ir import Op
 
@@ -173,7 +175,7 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
         if bar:
             bar.stop()
     ref = result["strategies"].get("reeval")
-    for s, r in result["strategies"].items():
+    for r in result["strategies"].values():
         r["speedup_vs_reeval"] = ref["median_s"] / r["median_s"] if ref else None
     measured = sorted(result["strategies"], key=lambda s: result["strategies"][s]["median_s"])
     result["ranking"] = {

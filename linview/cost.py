@@ -242,7 +242,7 @@ def cost_report(compiled, formulas: bool = False) -> dict:
         totals = {"chosen": [apply, 0.0]}
         raw = build_trigger(prog, x, compiled.options.get("trigger_options"))
         changed = {x}
-        for vd_raw, vd in zip(raw.deltas[1:], trig.deltas[1:]):
+        for vd_raw, vd in zip(raw.deltas[1:], trig.deltas[1:], strict=True):
             st = prog.statement(vd.name)
             counts = strategy_counts(st, list(vd_raw.terms) if vd_raw.terms else None,
                                      sizes, changed)

@@ -68,9 +68,10 @@ class ViewDelta:
     """How one view (or the updated input itself) changes in a trigger.
 
     ``terms`` is the derived delta (INCR, HYBRID); ``dense`` is their sum as one expression
-    (HYBRID).  For REEVAL, ``new_value`` is the statement evaluated on new operand values.  ``left``/``right`` are the leaves through
-    which later statements see this delta: factor blocks ``U_v (rows×r)``, ``V_v (cols×r)``
-    for INCR; a dense ``D_v`` and the identity for HYBRID and REEVAL.
+    (HYBRID).  For REEVAL, ``new_value`` is the statement evaluated on new operand values.
+    ``left``/``right`` are the leaves through which later statements see this delta:
+    factor blocks ``U_v (rows×r)``, ``V_v (cols×r)`` for INCR; a dense ``D_v`` and the
+    identity for HYBRID and REEVAL.
     """
 
     name: str
@@ -223,7 +224,7 @@ def derive(expr: Node, changed: Mapping[str, ViewDelta]) -> list[Term]:
         if not any(d):
             memo[id(n)] = []
             continue
-        new = [_new(c, dc) for c, dc in zip(n.children, d)]
+        new = [_new(c, dc) for c, dc in zip(n.children, d, strict=True)]
         try:
             memo[id(n)] = RULES[n.op](n, d, new)
         except NotMaintainable:

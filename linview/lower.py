@@ -292,7 +292,7 @@ class _Lowerer:
                 self.unify(row[0].rows, blk.rows, e.pos, "blocks in one block row must have "
                            "the same number of rows", row[0].shape, blk.shape)
         widths = [sp.Add(*[self.uni.resolve(b.cols) for b in row]) for row in rows]
-        for w, row in zip(widths[1:], rows[1:]):
+        for w, row in zip(widths[1:], rows[1:], strict=True):
             self.unify(widths[0], w, e.pos, "block rows must have the same total number of "
                        "columns", (rows[0][0].rows, widths[0]), (row[0].rows, w))
         flat = [b for row in rows for b in row]

@@ -108,36 +108,33 @@ def materialize_products(program: ir.Program, sizes: Sizes) -> ir.Program:
         taken.add(f"{base}_p{i}")
         return f"{base}_p{i}"
 
+    def lift(st: ir.Statement, t: Node, factors: set[int], root: bool) -> Node:
+        """Views for the inner products of the ordered chain ``t``."""
+        if t.op is not Op.MUL or id(t) in factors:
+            return t
+        m = ir.matmul(lift(st, t.children[0], factors, False),
+                      lift(st, t.children[1], factors, False))
+        if root:
+            return m
+        name = fresh(st.name)
+        out.append(ir.Statement(name, m, st.origin, st.line))
+        return ir.view(name, m.shape)
+
+    def process(st: ir.Statement, n: Node, planner: ChainPlanner) -> Node:
+        if n.op is Op.MUL:
+            fs = [process(st, f, planner) for f in _chain(n)]
+            chain = fs[0]
+            for f in fs[1:]:
+                chain = ir.matmul(chain, f)
+            if len(fs) < 3:
+                return chain
+            return lift(st, planner.order(chain), {id(f) for f in fs}, True)
+        if n.op in ir.LEAVES:
+            return n
+        return n.replace(children=tuple(process(st, c, planner) for c in n.children))
+
     for st in program.statements:
-        planner = ChainPlanner(sizes)
-
-        def lift(t: Node, root: bool) -> Node:
-            if t.op is not Op.MUL or id(t) in leaves_of_chain:
-                return t
-            m = ir.matmul(lift(t.children[0], False), lift(t.children[1], False))
-            if root:
-                return m
-            name = fresh(st.name)
-            out.append(ir.Statement(name, m, st.origin, st.line))
-            return ir.view(name, m.shape)
-
-        def process(n: Node) -> Node:
-            nonlocal leaves_of_chain
-            if n.op is Op.MUL:
-                fs = [process(f) for f in _chain(n)]
-                chain = fs[0]
-                for f in fs[1:]:
-                    chain = ir.matmul(chain, f)
-                if len(fs) < 3:
-                    return chain
-                leaves_of_chain = {id(f) for f in fs}
-                return lift(planner.order(chain), True)
-            if n.op in ir.LEAVES:
-                return n
-            return n.replace(children=tuple(process(c) for c in n.children))
-
-        leaves_of_chain: set[int] = set()
-        out.append(replace(st, expr=process(st.expr)))
+        out.append(replace(st, expr=process(st, st.expr, ChainPlanner(sizes))))
     return program.with_statements(out)
 
 

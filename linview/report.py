@@ -98,12 +98,12 @@ def plot_bench(result: dict, path: str) -> None:
 
     names = list(result["strategies"])
     med = [result["strategies"][s]["median_s"] * 1e3 for s in names]
-    lo = [m - result["strategies"][s]["p10_s"] * 1e3 for m, s in zip(med, names)]
-    hi = [result["strategies"][s]["p90_s"] * 1e3 - m for m, s in zip(med, names)]
+    lo = [m - result["strategies"][s]["p10_s"] * 1e3 for m, s in zip(med, names, strict=True)]
+    hi = [result["strategies"][s]["p90_s"] * 1e3 - m for m, s in zip(med, names, strict=True)]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     bars = ax.bar([s.upper() for s in names], med, yerr=[lo, hi], capsize=4,
                   color=["#c44e52" if s == "reeval" else "#4c72b0" for s in names])
-    for b, s in zip(bars, names):
+    for b, s in zip(bars, names, strict=True):
         sp = result["strategies"][s]["speedup_vs_reeval"]
         if sp:
             ax.annotate(f"{sp:.1f}×", (b.get_x() + b.get_width() / 2, b.get_height()),

@@ -203,7 +203,8 @@ class TriggerModule:
             try:
                 want = eval(expr, {"d": dims})  # noqa: S307 - generated size expression
             except KeyError:
-                raise InputError(f"cannot determine the sizes in {expr} from the inputs")
+                raise InputError(f"cannot determine the sizes in {expr} from the inputs") \
+                    from None
             if want is not None and want != got:
                 raise InputError(f"input {name} has {('rows', 'columns')[axis]} {got}, "
                                  f"expected {want}", hint=self._shapes_hint())

@@ -149,13 +149,27 @@ class GenProgram:
                 out[name] = 0.5 * rng.standard_normal((r, c)) / np.sqrt(max(r, c))
         return out
 
-    def make_update(self, name: str, rank: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    def make_update(self, name: str, rank: int, seed: int,
+                    kind: str = "dense") -> tuple[np.ndarray, np.ndarray]:
         """Small factors ``U (rows×rank)``, ``V (cols×rank)``: entries ~ 0.1 N/sqrt(size), so
-        that ``‖U Vᵀ‖ ≈ 0.01·rank`` and well-conditioned inputs stay well conditioned."""
+        that ``‖U Vᵀ‖ ≈ 0.01·rank`` and well-conditioned inputs stay well conditioned.
+
+        ``kind`` shapes the update as users make them: ``dense``; ``row`` (U one-hot: whole
+        rows change), ``col`` (V one-hot: whole columns change), ``cell`` (both one-hot)."""
         rng = np.random.default_rng(seed)
         r, c = self.shape_of(name)
         U = 0.1 * rng.standard_normal((r, rank)) / np.sqrt(r)
         V = 0.1 * rng.standard_normal((c, rank)) / np.sqrt(c)
+
+        def one_hot(n: int) -> np.ndarray:
+            E = np.zeros((n, rank))
+            E[rng.integers(0, n, size=rank), np.arange(rank)] = 1.0
+            return E
+
+        if kind in ("row", "cell"):
+            U = one_hot(r) * 0.1
+        if kind in ("col", "cell"):
+            V = one_hot(c) * (0.1 if kind == "col" else 1.0)
         return U, V
 
     # -- the oracle
@@ -187,6 +201,9 @@ class GenProgram:
 
     def __repr__(self) -> str:
         return f"GenProgram(\n{self.describe()}\n)"
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # Hypothesis's pretty printer
+        printer.text(repr(self))
 
     def describe(self) -> str:
         return (f"{self.source}\n% sizes {self.sizes}; dynamic {self.dynamic}; "
@@ -528,7 +545,7 @@ def _stmt_text(name: str, ex: Ex, semicolon: bool) -> str:
 
 
 @st.composite
-def programs(draw, max_statements: int = 6, max_depth: int = 3) -> GenProgram:
+def programs(draw, max_statements: int = 7, max_depth: int = 3) -> GenProgram:
     """A random well-typed linview function file with its NumPy oracle."""
     nsyms = draw(st.integers(1, 3))
     syms = list(SIZE_SYMBOLS[:nsyms])
@@ -561,7 +578,7 @@ def programs(draw, max_statements: int = 6, max_depth: int = 3) -> GenProgram:
     steps: list = []
     assigned: list[str] = []
     taken = set(inputs)
-    n_st = draw(st.integers(1, max_statements))
+    n_st = draw(st.integers(2, max_statements))
     for _ in range(n_st):
         kind = g.pick(["assign", "assign", "assign", "loop", "reassign"])
         if kind == "reassign" and assigned:
@@ -707,6 +724,10 @@ class Update:
     name: str
     rank: int
     seed: int
+    kind: str = "dense"  # dense | row | col | cell (see GenProgram.make_update)
+
+
+UPDATE_KINDS = ("dense", "row", "col", "cell")
 
 
 def update_sequences(prog: GenProgram, min_size: int = 1, max_size: int = 4):
@@ -714,7 +735,7 @@ def update_sequences(prog: GenProgram, min_size: int = 1, max_size: int = 4):
     if not prog.dynamic:
         return st.just([])
     item = st.builds(Update, st.sampled_from(prog.dynamic), st.integers(1, 3),
-                     st.integers(0, 2**32 - 1))
+                     st.integers(0, 2**32 - 1), st.sampled_from(UPDATE_KINDS))
     return st.lists(item, min_size=min_size, max_size=max_size)
 
 
@@ -725,8 +746,12 @@ class Case:
     updates: list[Update]
 
     def __repr__(self) -> str:  # what Hypothesis prints for a falsifying example
-        ups = ", ".join(f"{u.name}(rank {u.rank}, seed {u.seed})" for u in self.updates)
+        ups = ", ".join(f"{u.name}(rank {u.rank}, seed {u.seed}, {u.kind})"
+                        for u in self.updates)
         return f"Case(seed={self.seed}, updates=[{ups}])\n{self.prog.describe()}"
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(repr(self))
 
 
 @st.composite

@@ -28,7 +28,7 @@ def trigger_flops(src, model="exp", strategy="incr", x="A", dims=None):
     decl = prog_ir.input(x)
     total = 2 * decl.shape[0] * decl.shape[1] * RANK  # x += U Vᵀ
     changed = {x}
-    for vd, chosen in zip(raw.deltas[1:], prog.plan.triggers[x].deltas[1:]):
+    for vd, chosen in zip(raw.deltas[1:], prog.plan.triggers[x].deltas[1:], strict=True):
         st = prog_ir.statement(vd.name)
         c = strategy_counts(st, list(vd.terms) if vd.terms else None, prog.plan.sizes,
                             changed, size=symbolic)

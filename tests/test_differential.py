@@ -36,8 +36,8 @@ BOUND = 1e4  # largest magnitude of any intermediate we accept
 TOL_EVAL = 1e-9  # re-evaluation paths vs the NumPy oracle
 TOL_INCR = 1e-8  # incrementally maintained views vs re-evaluation
 
-SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                      HealthCheck.filter_too_much])
+SETTINGS = dict(deadline=None, report_multiple_bugs=False,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -119,7 +119,7 @@ def run_case(case: Case, strategy) -> None:
     current = {k: v.copy() for k, v in inputs.items()}
     trajectory = [current]
     for up in case.updates:  # reject sequences that drive magnitudes out of range first
-        U, V = p.make_update(up.name, up.rank, up.seed)
+        U, V = p.make_update(up.name, up.rank, up.seed, up.kind)
         nxt = dict(trajectory[-1])
         nxt[up.name] = nxt[up.name] + U @ V.T
         assume(p.max_magnitude(nxt) < BOUND)
@@ -127,7 +127,7 @@ def run_case(case: Case, strategy) -> None:
     views = compiled.load(**as_given(inputs, p, case.seed))
     check_views(views, compiled, p, current, "after load")
     for i, up in enumerate(case.updates):
-        U, V = p.make_update(up.name, up.rank, up.seed)
+        U, V = p.make_update(up.name, up.rank, up.seed, up.kind)
         if up.rank == 1 and up.seed % 2:  # 1-D factors for rank 1
             views.update(up.name, U[:, 0], V[:, 0])
         else:
@@ -185,7 +185,7 @@ def test_reference_trigger_matches_generated_module(case: Case, strategy):
     compiled = compile_prog(p, strategy)
     inputs = good_inputs(p, case.seed)
     up = case.updates[0]
-    U, V = p.make_update(up.name, up.rank, up.seed)
+    U, V = p.make_update(up.name, up.rank, up.seed, up.kind)
     after = dict(inputs)
     after[up.name] = inputs[up.name] + U @ V.T
     assume(p.max_magnitude(after) < BOUND)
@@ -254,7 +254,7 @@ def test_bad_update_raises_and_changes_nothing(case: Case, data):
     views = compiled.load(**inputs)
     first = case.updates[0]
     current = dict(inputs)
-    U, V = p.make_update(first.name, first.rank, first.seed)
+    U, V = p.make_update(first.name, first.rank, first.seed, first.kind)
     current[first.name] = current[first.name] + U @ V.T
     assume(p.max_magnitude(current) < BOUND)
     views.update(first.name, U, V)  # a non-trivial state to protect
@@ -282,7 +282,7 @@ def test_overflowing_update_is_refused_atomically_or_stays_finite(case: Case, sc
     inputs = good_inputs(p, case.seed)
     views = compiled.load(**inputs)
     up = case.updates[0]
-    U, V = p.make_update(up.name, up.rank, up.seed)
+    U, V = p.make_update(up.name, up.rank, up.seed, up.kind)
     before = _snapshot(views)
     try:
         views.update(up.name, U * scale, V)
