@@ -8,8 +8,8 @@ p10 and p90; speedups are ratios of medians against REEVAL measured in the same 
 *memory floor* (DESIGN.md §9) is one in-place rank-1 pass (``dgemm`` with beta = 1) over
 every view the trigger changes plus one matrix-vector pass (``dgemv``) over every view it
 reads, timed here too; ``trigger/floor`` says how far a trigger is from touching its data
-once.  After the stream, the maintained
-views are compared with re-evaluation (max relative error).
+once.  After the stream, the maintained views are compared with re-evaluation (max
+relative error).
 """
 
 from __future__ import annotations
