@@ -38,6 +38,29 @@ class _Expr:
         self.temps: dict[int, str] = {}
         self.count = 0
         self.label = ""  # the view being computed, for error messages
+        self.groups: dict[int, list[Node]] = {}  # products of one view, see fuse_products
+        self.defined: set[str] = set(update_factors)  # factor blocks computed so far
+
+    def fuse_products(self, roots: list[Node]) -> None:
+        """Plan one pass per view: products ``W @ F1``, ``W @ F2`` of the same view with
+        factor blocks become ``W @ [F1, F2]`` (one gemm reading W once), emitted when the
+        first of them is needed and the others' factors are already computed."""
+        seen: set[int] = set()
+        groups: dict[int, list[Node]] = {}
+        for r in roots:
+            for n in r.walk():
+                if id(n) in seen or n.op is not Op.MUL:
+                    continue
+                seen.add(id(n))
+                a, b = n.children
+                leaf = a.children[0] if a.op is Op.T else a
+                if leaf.op in (Op.VIEW, Op.INPUT) and b.op is Op.FACTOR \
+                        and b.attr not in self.update_factors:
+                    groups.setdefault(id(a), []).append(n)
+        for members in groups.values():
+            if len(members) > 1:
+                for n in members:
+                    self.groups[id(n)] = members
 
     def code(self, n: Node) -> str:
         return self._code(n)[0]
@@ -49,6 +72,20 @@ class _Expr:
     def _code(self, n: Node) -> tuple[str, int]:
         if id(n) in self.temps:
             return self.temps[id(n)], _ATOM
+        if id(n) in self.groups:
+            ready = [m for m in self.groups[id(n)] if id(m) not in self.temps
+                     and m.children[1].attr in self.defined]
+            if len(ready) > 1 and n in ready:
+                names = [f"t{self.count + i}" for i in range(len(ready))]
+                self.count += len(ready)
+                view = self._wrap(n.children[0], _ATOM)
+                blocks = ", ".join(self.names("factor", m.children[1].attr) for m in ready)
+                math = f"{printer.fmt(n.children[0])} [{blocks}]"
+                self.lines.append(f"{self.indent}{', '.join(names)} = rt.fused_dot({view}, "
+                                  f"{blocks})  # {math}: one pass over the view")
+                for m, name in zip(ready, names, strict=True):
+                    self.temps[id(m)] = name
+                return self.temps[id(n)], _ATOM
         if id(n) in self.shared:
             text = self._render(n)[0]
             name = f"t{self.count}"
@@ -240,6 +277,8 @@ class NumpyGenerator:
                 lines.append(f"{ind}{names('view', nm)} = self._views[{nm!r}]")
         ex = _Expr(names, lines, ind, trigger=True, shared=shared_nodes(roots),
                    update_factors=("U", "V"))
+        if self.RUNTIME == "runtime":
+            ex.fuse_products(roots)
         lines.append(f"{ind}# phase 1: every delta from the old views")
         checks = []
         needed = self._needed_factors(trig)
@@ -252,9 +291,11 @@ class NumpyGenerator:
                 lines.append(f"{ind}{left} = " + self._stack([ex.code(t.P) for t in vd.terms]))
                 lines.append(f"{ind}{right} = " + self._stack([ex.code(t.Q) for t in vd.terms]))
                 checks += [left, right]
+                ex.defined |= {vd.left.attr, vd.right.attr}
             elif vd.strategy is Strategy.HYBRID:
                 lines.append(f"{ind}{left} = {ex.code(vd.dense)}")
                 checks.append(left)
+                ex.defined.add(vd.left.attr)
             else:
                 new = names("factor", f"new_{vd.name}")
                 lines.append(f"{ind}{new} = {ex.code(vd.new_value)}")

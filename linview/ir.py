@@ -296,6 +296,10 @@ def is_identity(a: Node) -> bool:
 
 def matmul(a: Node, b: Node) -> Node:
     """``a·b`` with identity, zero and scalar shortcuts."""
+    if a.op is Op.CONST:
+        return scale(a, b)
+    if b.op is Op.CONST:
+        return scale(b, a)
     if is_identity(a) and a.cols == b.rows:
         return b
     if is_identity(b) and b.rows == a.cols:

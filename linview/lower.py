@@ -210,8 +210,7 @@ class _Lowerer:
         self.loop_vars.add(st.var)
         if self.options.model != "linear" and len(trips) > 1:
             match = models.match_recurrence(st, self.env)
-            if match is not None:
-                models.recurrence(self, st, match, len(trips))
+            if match is not None and models.recurrence(self, st, match, len(trips)):
                 return
         for _ in trips:
             self.block(st.body)
@@ -322,9 +321,9 @@ class _Lowerer:
         if op in ("*", ".*"):
             if a.op is Op.CONST and b.op is Op.CONST:
                 return ir.const(a.attr * b.attr)
-            if a.is_scalar and not b.is_scalar:
+            if (a.is_scalar and not b.is_scalar) or a.op is Op.CONST:
                 return self.fresh(ir.scale(a, b))
-            if b.is_scalar and not a.is_scalar:
+            if (b.is_scalar and not a.is_scalar) or b.op is Op.CONST:
                 return self.fresh(ir.scale(b, a))
             if op == ".*":
                 return self.elementwise(Op.EMUL, a, b, e)

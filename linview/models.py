@@ -127,12 +127,17 @@ def _mentions(e, names: set[str]) -> bool:
     return any(_mentions(k, names) for k in kids)
 
 
-def recurrence(lw, st: ast.For, match, k: int) -> None:
-    """Lower ``for 1..k: T = X T + Y`` by the exp or skip model (Table 6.1)."""
+def recurrence(lw, st: ast.For, match, k: int) -> bool:
+    """Lower ``for 1..k: T = X T + Y`` by the exp or skip model (Table 6.1); ``False``
+    (nothing emitted) when X turns out to be a scalar, which a plain unrolling handles."""
     target, X, Y, neg = match
     assign = st.body[0]
     lw.current = assign
-    a = lw.materialize(lw.expr(X, target), f"{target}_A")
+    a = lw.expr(X, target)
+    if a.is_scalar:
+        lw.current = None
+        return False
+    a = lw.materialize(a, f"{target}_A")
     t0 = lw.env[target]
     lw.unify(a.rows, a.cols, assign.pos, "the matrix of a recurrence must be square", a.shape)
     lw.unify(a.cols, t0.rows, assign.pos, "inner dimensions of '*' must agree",
@@ -164,3 +169,4 @@ def recurrence(lw, st: ast.For, match, k: int) -> None:
     lw.env[target] = t
     lw.version[target] = lw.version.get(target, 0) + k
     lw.current = None
+    return True

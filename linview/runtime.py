@@ -68,6 +68,15 @@ def dot(A, X: np.ndarray) -> np.ndarray:
     return A @ X
 
 
+def fused_dot(A, *blocks: np.ndarray) -> list[np.ndarray]:
+    """``[A @ B1, A @ B2, ...]`` in one pass over ``A``: one gemm with ``[B1, B2, ...]``.
+    Reading a large view once instead of once per product is what counts for thin
+    factors, where a product is bound by memory, not flops."""
+    out = A @ np.hstack(blocks)
+    cuts = np.cumsum([b.shape[1] for b in blocks])[:-1]
+    return np.hsplit(out, cuts)
+
+
 def inv(A: np.ndarray, what: str) -> np.ndarray:
     """The inverse of a view, refusing singular matrices with a :class:`NumericalError`."""
     A = np.asarray(A, dtype=float)
@@ -219,7 +228,10 @@ class TriggerModule:
         views = dict(arrays)
         computed = self._evaluate(self.dims, arrays)
         for name, val in computed.items():
-            val = np.asfortranarray(np.asarray(val, dtype=np.float64))
+            val = np.asarray(val, dtype=np.float64)
+            if val.ndim < 2:  # a constant statement such as C = 0.5
+                val = val.reshape(1, -1)
+            val = np.asfortranarray(val)
             if not np.all(np.isfinite(val)):
                 raise NumericalError(f"{self.PROGRAM}: view {name} is not finite after "
                                      "evaluation", hint="check the inputs' conditioning")

@@ -72,9 +72,9 @@ class Ols(rt.TriggerModule):
         # Δbeta_inv = U_beta_inv V_beta_invᵀ, rank 2*k  (Woodbury on Δbeta_arg)
         #   U_beta_inv = [-beta_inv U_beta_arg inv(I_2*k + V_beta_argᵀ (beta_inv U_beta_arg))]
         #   V_beta_inv = [beta_inv V_beta_arg]
-        t1 = beta_inv @ U_beta_arg  # beta_inv U_beta_arg
+        t1, t2 = rt.fused_dot(beta_inv, U_beta_arg, V_beta_arg)  # beta_inv [U_beta_arg, V_beta_arg]: one pass over the view
         U_beta_inv = -(t1 @ rt.core_inv(np.eye(2*k) + V_beta_arg.T @ t1, "beta_inv"))
-        V_beta_inv = beta_inv @ V_beta_arg
+        V_beta_inv = t2
         # Δbeta_p1 = D_beta_p1 = V (Uᵀ Y)  (dense)
         D_beta_p1 = V @ (U.T @ Y)
         # beta re-evaluated: beta' = beta_inv (beta_p1 + D_beta_p1) + (U_beta_inv (V_beta_invᵀ beta_p1) + U_beta_inv (V_beta_invᵀ D_beta_p1))  (cheapest by the cost model)
