@@ -22,6 +22,9 @@ from linview.plan import Plan, size_code
 from .common import Namer, shared_nodes
 
 _ATOM, _UNARY, _MUL, _ADD = 10, 8, 7, 6
+#: IR ops printed as NumPy infix operators: (operator, precedence); 1x1 operands broadcast
+_BINARY = {Op.ADD: ("+", _ADD), Op.SUB: ("-", _ADD), Op.SCALE: ("*", _MUL),
+           Op.EMUL: ("*", _MUL), Op.EDIV: ("/", _MUL)}
 
 
 class _Expr:
@@ -112,10 +115,9 @@ class _Expr:
             return f"np.eye({size_code(n.rows)}, {size_code(n.cols)})", _ATOM
         if op in (Op.ZEROS, Op.ONES):
             return f"np.{op.value}(({size_code(n.rows)}, {size_code(n.cols)}))", _ATOM
-        if op is Op.ADD:
-            return f"{self._wrap(ch[0], _ADD)} + {self._wrap(ch[1], _ADD + 1)}", _ADD
-        if op is Op.SUB:
-            return f"{self._wrap(ch[0], _ADD)} - {self._wrap(ch[1], _ADD + 1)}", _ADD
+        if op in _BINARY:  # left-associative infix operators
+            sym, level = _BINARY[op]
+            return f"{self._wrap(ch[0], level)} {sym} {self._wrap(ch[1], level + 1)}", level
         if op is Op.NEG:
             return f"-{self._wrap(ch[0], _UNARY)}", _UNARY
         if op is Op.MUL:
@@ -125,12 +127,6 @@ class _Expr:
             if self.trigger and reads_view and b.op is Op.FACTOR and b.attr in self.update_factors:
                 return f"rt.dot({self.code(a)}, {self.code(b)})", _ATOM
             return f"{self._wrap(a, _MUL)} @ {self._wrap(b, _MUL + 1)}", _MUL
-        if op is Op.SCALE:
-            return f"{self._wrap(ch[0], _MUL)} * {self._wrap(ch[1], _MUL + 1)}", _MUL
-        if op is Op.EMUL:
-            return f"{self._wrap(ch[0], _MUL)} * {self._wrap(ch[1], _MUL + 1)}", _MUL
-        if op is Op.EDIV:
-            return f"{self._wrap(ch[0], _MUL)} / {self._wrap(ch[1], _MUL + 1)}", _MUL
         if op is Op.T:
             return f"{self._wrap(ch[0], _ATOM)}.T", _ATOM
         if op is Op.INV:
