@@ -79,7 +79,7 @@ class _Expr:
             ready = [m for m in self.groups[id(n)] if id(m) not in self.temps
                      and m.children[1].attr in self.defined]
             if len(ready) > 1 and n in ready:
-                names = [f"t{self.count + i}" for i in range(len(ready))]
+                names = [self.names("temp", f"t{self.count + i}") for i in range(len(ready))]
                 self.count += len(ready)
                 view = self._wrap(n.children[0], _ATOM)
                 blocks = ", ".join(self.names("factor", m.children[1].attr) for m in ready)
@@ -91,7 +91,7 @@ class _Expr:
                 return self.temps[id(n)], _ATOM
         if id(n) in self.shared:
             text = self._render(n)[0]
-            name = f"t{self.count}"
+            name = self.names("temp", f"t{self.count}")
             self.count += 1
             self.lines.append(f"{self.indent}{name} = {text}  # {printer.fmt(n)}")
             self.temps[id(n)] = name
@@ -138,13 +138,15 @@ class _Expr:
         if op is Op.TRACE:
             return f"np.full((1, 1), np.trace({self.code(ch[0])}))", _ATOM
         if op is Op.CONCAT:
+            blocks = [f"np.full((1, 1), {self.code(c)})" if c.op is Op.CONST else self.code(c)
+                      for c in ch]
             if len(n.attr) == 1:
-                return "np.hstack([" + ", ".join(self.code(c) for c in ch) + "])", _ATOM
+                return "np.hstack([" + ", ".join(blocks) + "])", _ATOM
             if all(k == 1 for k in n.attr):
-                return "np.vstack([" + ", ".join(self.code(c) for c in ch) + "])", _ATOM
+                return "np.vstack([" + ", ".join(blocks) + "])", _ATOM
             rows, i = [], 0
             for k in n.attr:
-                rows.append("[" + ", ".join(self.code(c) for c in ch[i:i + k]) + "]")
+                rows.append("[" + ", ".join(blocks[i:i + k]) + "]")
                 i += k
             return "np.block([" + ", ".join(rows) + "])", _ATOM
         raise NotImplementedError(op)

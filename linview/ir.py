@@ -300,6 +300,8 @@ def matmul(a: Node, b: Node) -> Node:
         return scale(a, b)
     if b.op is Op.CONST:
         return scale(b, a)
+    if a.is_scalar and b.is_scalar:  # 1x1 times 1x1: elementwise, also for plain numbers
+        return node(Op.EMUL, a, b)
     if is_identity(a) and a.cols == b.rows:
         return b
     if is_identity(b) and b.rows == a.cols:

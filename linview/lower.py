@@ -137,6 +137,10 @@ class _Lowerer:
                 if len(sizes) != 2:
                     raise self.parse_error(f"sizes of '{pname}' must be given as "
                                            f"{pname}(rows, cols)", specs[pname].pos)
+                if "k" in sizes:
+                    raise self.parse_error("the size name 'k' is reserved for the rank of "
+                                           "updates", specs[pname].pos,
+                                           "choose another name, e.g. K or n")
                 shape = (dim(sizes[0]), dim(sizes[1]))
                 self.uni.rigid |= {x for x in shape if isinstance(x, sp.Symbol)}
             else:
@@ -325,7 +329,7 @@ class _Lowerer:
                 return self.fresh(ir.scale(a, b))
             if (b.is_scalar and not a.is_scalar) or b.op is Op.CONST:
                 return self.fresh(ir.scale(b, a))
-            if op == ".*":
+            if op == ".*" or (a.is_scalar and b.is_scalar):
                 return self.elementwise(Op.EMUL, a, b, e)
             self.unify(a.cols, b.rows, e.pos, "inner dimensions of '*' must agree",
                        a.shape, b.shape)
@@ -363,6 +367,10 @@ class _Lowerer:
     def inverse(self, a: Node, e, hint: str) -> Node:
         self.unify(a.rows, a.cols, e.pos, "only square matrices can be inverted", a.shape)
         a = self.fresh(a)
+        if a.op is Op.CONST:
+            if a.attr == 0:
+                raise self.shape_error("inverse of the constant zero", e.pos)
+            return ir.const(1 / a.attr)
         if a.is_scalar:
             return self.build(Op.EDIV, ir.const(1), a, pos=e.pos)
         arg = self.materialize(a, f"{hint}_arg")
@@ -386,7 +394,7 @@ class _Lowerer:
         if base.is_scalar:
             out = base
             for _ in range(k - 1):
-                out = self.build(Op.MUL, out, base, pos=e.pos)
+                out = self.build(Op.EMUL, out, base, pos=e.pos)
             return out
         return models.power(self, self.materialize(base, f"{hint}_base"), k, e.pos)
 

@@ -231,7 +231,10 @@ class TriggerModule:
             val = np.asarray(val, dtype=np.float64)
             if val.ndim < 2:  # a constant statement such as C = 0.5
                 val = val.reshape(1, -1)
-            val = np.asfortranarray(val)
+            # a view that is a transpose or slice of another array (D = B') must own its
+            # memory: it is updated in place
+            val = np.array(val, order="F") if val.base is not None else \
+                np.asfortranarray(val)
             if not np.all(np.isfinite(val)):
                 raise NumericalError(f"{self.PROGRAM}: view {name} is not finite after "
                                      "evaluation", hint="check the inputs' conditioning")
