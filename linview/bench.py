@@ -102,7 +102,8 @@ def machine() -> dict:
 
 def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
               strategies=("reeval", "incr", "hybrid", "auto"), progress: bool = True,
-              input_name: str | None = None, scale: float = 0.1) -> dict:
+              input_name: str | None = None, scale: float = 0.1,
+              load_options: dict | None = None) -> dict:
     """Measure every strategy on the same inputs and updates; see the module docstring."""
     import linview
     from linview.cost import cost_report
@@ -138,7 +139,7 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
                 source, name=prog.name, filename=prog.program.filename, dims=base.get("dims"),
                 backend=prog.backend, model=base.get("model", "auto"),
                 strategy=None if s in ("auto", "reeval") else s, rank=rank)
-            views = variant.load(**inputs)
+            views = variant.load(**inputs, **(load_options or {}))
             step = views.reevaluate_update if s == "reeval" else views.update
             times = []
             task = bar.add_task(f"{s:>7}", total=updates) if bar else None

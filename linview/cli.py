@@ -46,6 +46,14 @@ def _compile(args, **extra):
                                 rank=getattr(args, "rank", 1), **extra)
 
 
+def load_options(args) -> dict:
+    """Keyword arguments for ``load()``: the Spark session settings, if any."""
+    if getattr(args, "backend", "numpy") != "spark":
+        return {}
+    return {k: v for k, v in (("master", args.master), ("partitions", args.partitions))
+            if v is not None}
+
+
 def _console():
     from rich.console import Console
 
@@ -89,7 +97,7 @@ def cmd_bench(args) -> int:
     prog = _compile(args)
     result = run_bench(prog, updates=args.updates, seed=args.seed, rank=args.rank,
                        strategies=args.strategies, progress=not args.json_only,
-                       input_name=args.input)
+                       input_name=args.input, load_options=load_options(args))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     if args.plot:
@@ -107,7 +115,8 @@ def cmd_run(args) -> int:
     prog = _compile(args)
     stats = run_stream(prog, inputs=args.input, updates=args.updates,
                        checkpoint=args.checkpoint, out=args.out,
-                       checkpoint_every=args.checkpoint_every)
+                       checkpoint_every=args.checkpoint_every,
+                       load_options=load_options(args))
     print(json.dumps(stats))
     return 0
 
@@ -136,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="force incr, hybrid or reeval for every view (default: by cost)")
         if backend:
             sp.add_argument("--backend", default="numpy", choices=["numpy", "spark"])
+            sp.add_argument("--master", default=None,
+                            help="Spark master URL (spark backend; default local[*])")
+            sp.add_argument("--partitions", type=int, default=None,
+                            help="blocks per distributed view (spark backend)")
 
     c = sub.add_parser("compile", help="emit the trigger module")
     common(c)

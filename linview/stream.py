@@ -128,17 +128,18 @@ def _load_input(spec: str):
 
 
 def run_stream(prog, *, inputs: list[str], updates: str, checkpoint: str | None = None,
-               out: str | None = None, checkpoint_every: int = 100) -> dict:
+               out: str | None = None, checkpoint_every: int = 100,
+               load_options: dict | None = None) -> dict:
     import linview
 
     ckpt = Path(checkpoint) if checkpoint else None
     state = ckpt / "state.npz" if ckpt else None
     wal = ckpt / "wal.jsonl" if ckpt else None
     if state is not None and state.exists():
-        views = linview.restore(state, program=prog)
+        views = linview.restore(state, program=prog, **(load_options or {}))
         offset = int(views.saved_meta.get("extra", {}).get("offset", 0))
     else:
-        views = prog.load(**dict(_load_input(s) for s in inputs))
+        views = prog.load(**dict(_load_input(s) for s in inputs), **(load_options or {}))
         offset = 0
     shapes = {n: views._views[n].shape for n in views.INPUTS}
     outdir = Path(out) if out else None
