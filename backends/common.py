@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from linview.ir import LEAVES, Node, Op
 
-RESERVED = {"np", "rt", "self", "d", "k", "U", "V", "views", "spark", "sc"}
+RESERVED = {"np", "rt", "self", "d", "k", "U", "V", "views", "spark", "sc", "inputs"}
 
 
 class Namer:

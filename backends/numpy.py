@@ -254,7 +254,7 @@ class NumpyGenerator:
         names.fixed("factor", "V", "V")
         ind = " " * 8
         r, c = _shape_doc(dcl.ref).split("×")
-        doc = [f"    def on_update_{self.names('view', x)}(self, U, V):",
+        doc = [f"    def on_update_{x}(self, U, V):",  # the runtime dispatches on the name
                f'        """ON UPDATE {x} BY (U, V): {x} += U Vᵀ, U: {r}×k, V: {c}×k.',
                ""]
         for vd in trig.deltas[1:]:

@@ -86,7 +86,7 @@ class CompiledProgram:
     def module_class(self) -> type:
         return getattr(self.module, self.plan.class_name)
 
-    def load(self, **inputs) -> runtime.TriggerModule:
+    def load(self, /, **inputs) -> runtime.TriggerModule:
         """Evaluate every view from ``inputs`` and return the live views object."""
         return self.module_class(**inputs)
 

@@ -161,11 +161,16 @@ class TriggerModule:
     #: the generated module's own source text (set by the loader; used by save())
     MODULE_SOURCE = ""
 
-    def __init__(self, *, refresh_every: int | None = None, check_every: int | None = None,
-                 tolerance: float = 1e-6, _state=None, **inputs):
-        self.refresh_every = refresh_every
-        self.check_every = check_every
-        self.tolerance = tolerance
+    #: keyword options of the constructor; an input of the same name takes precedence
+    OPTIONS = {"refresh_every": None, "check_every": None, "tolerance": 1e-6}
+
+    def __init__(self, /, _state=None, **kwargs):
+        opts = {k: kwargs.pop(k) if k in kwargs and k not in self.INPUTS else v
+                for k, v in self.OPTIONS.items()}
+        inputs = kwargs
+        self.refresh_every = opts["refresh_every"]
+        self.check_every = opts["check_every"]
+        self.tolerance = opts["tolerance"]
         self.stats = {"updates": 0, "fallbacks": 0, "refreshes": 0, "trigger_seconds": 0.0}
         self.saved_meta: dict = {}
         if _state is not None:
