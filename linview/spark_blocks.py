@@ -30,59 +30,13 @@ import operator
 import numpy as np
 
 from linview import spark_tasks as tasks
+from linview.spark_algebra import BlockAlgebra, Operand, _as2d, _scalar
 from linview.spark_context import BlockContext, active, lineage, relayout
 
 
 # ------------------------------------------------------------------ matrices
-def _scalar(x) -> float | None:
-    if isinstance(x, (int, float, np.number)) and not isinstance(x, bool):
-        return float(x)
-    if isinstance(x, np.ndarray) and x.size == 1:
-        return float(x.reshape(-1)[0])
-    return None
-
-
-def _collect_tree(x):
-    if isinstance(x, (DistMatrix, Transposed)):
-        return x.to_numpy()
-    if isinstance(x, (list, tuple)):
-        return type(x)(_collect_tree(v) for v in x)
-    if isinstance(x, dict):
-        return {k: _collect_tree(v) for k, v in x.items()}
-    return x
-
-
-class _Operand:
-    """What DistMatrix and its transpose share: NumPy defers every operator to them
-    (``__array_ufunc__ = None``), and NumPy functions see a collected copy (size-checked),
-    except ``np.trace`` which is computed block by block."""
-
-    __array_ufunc__ = None
-    __array_priority__ = 1000
-    ndim = 2
-    dtype = np.dtype(np.float64)
-
-    @property
-    def size(self) -> int:
-        return self.shape[0] * self.shape[1]
-
-    def __array__(self, dtype=None, copy=None):
-        out = self.to_numpy()
-        return out if dtype is None else out.astype(dtype)
-
-    def __array_function__(self, func, types, args, kwargs):
-        if func is np.trace and len(args) == 1 and not kwargs:
-            return self.trace()
-        return func(*_collect_tree(args), **_collect_tree(kwargs))
-
-
 def _base(x) -> tuple[DistMatrix, bool]:
     return (x.base, True) if isinstance(x, Transposed) else (x, False)
-
-
-def _as2d(x) -> tuple[np.ndarray, bool]:
-    x = x.toarray() if hasattr(x, "toarray") else np.asarray(x, dtype=np.float64)
-    return (x.reshape(-1, 1), True) if x.ndim == 1 else (x, False)
 
 
 def matmul(a, b):
@@ -90,6 +44,8 @@ def matmul(a, b):
     ``op(L)`` and the column blocks of ``op(R)``, one NumPy tile product per task; the tiles
     are assembled into row blocks (or collected when the product is small)."""
     (L, tl), (R, tr) = _base(a), _base(b)
+    L.fold()
+    R.fold()
     ctx, shape = L.ctx, (a.shape[0], b.shape[1])
     lrows = L.cols() if tl else L.rows()
     rcols = R.rows() if tr else R.cols()
@@ -102,10 +58,10 @@ def matmul(a, b):
         return np.asfortranarray(np.vstack([tasks.w_join(1, (i, got[i]))[1] for i in sorted(got)]))
     nb = len(ctx.splits(shape[0])) - 1
     rows = tiles.groupByKey(nb, tasks.identity).map(functools.partial(tasks.w_join, 1))
-    return DistMatrix(ctx, shape, rows=ctx.keep(rows))
+    return DistMatrix(ctx, shape, rows=ctx.keep(rows, "local"))
 
 
-class DistMatrix(_Operand):
+class DistMatrix(Operand, BlockAlgebra):
     """An m×n float64 matrix in row blocks, column blocks or both, times a lazy scalar."""
 
     def __init__(self, ctx: BlockContext, shape, rows=None, cols=None, scale: float = 1.0,
@@ -115,6 +71,8 @@ class DistMatrix(_Operand):
         self._rows, self._cols = rows, cols
         self.scale = float(scale)
         self.updates = updates  # updates since the lineage was last cut
+        #: low-rank terms not yet folded into the blocks: value = s·(B + Σ P Qᵀ)
+        self.pending: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
 
     def __repr__(self) -> str:
         return (f"DistMatrix({self.shape[0]}×{self.shape[1]}, {self.layout} blocks"
@@ -123,8 +81,8 @@ class DistMatrix(_Operand):
     @classmethod
     def from_numpy(cls, ctx: BlockContext, a: np.ndarray, layout: str = "row") -> DistMatrix:
         a = np.asarray(a, dtype=np.float64)
-        rows = ctx.keep(ctx.parallelize(a, 0), cut=True) if layout != "col" else None
-        cols = ctx.keep(ctx.parallelize(a, 1), cut=True) if layout != "row" else None
+        rows = ctx.keep(ctx.parallelize(a, 0), "local") if layout != "col" else None
+        cols = ctx.keep(ctx.parallelize(a, 1), "local") if layout != "row" else None
         return cls(ctx, a.shape, rows, cols)
 
     @property
@@ -138,12 +96,12 @@ class DistMatrix(_Operand):
     def rows(self):
         """Row blocks, made from column blocks by a shuffle if this matrix has none."""
         if self._rows is None:
-            self._rows = self.ctx.keep(relayout(self._cols, 1, self.ctx, self.shape))
+            self._rows = self.ctx.keep(relayout(self._cols, 1, self.ctx, self.shape), "local")
         return self._rows
 
     def cols(self):
         if self._cols is None:
-            self._cols = self.ctx.keep(relayout(self._rows, 0, self.ctx, self.shape))
+            self._cols = self.ctx.keep(relayout(self._rows, 0, self.ctx, self.shape), "local")
         return self._cols
 
     @property
@@ -151,7 +109,22 @@ class DistMatrix(_Operand):
         return Transposed(self)
 
     def scaled(self, s: float) -> DistMatrix:
-        return DistMatrix(self.ctx, self.shape, self._rows, self._cols, self.scale * s)
+        out = DistMatrix(self.ctx, self.shape, self._rows, self._cols, self.scale * s)
+        out.pending = self.pending
+        return out
+
+    def _correction(self, x: np.ndarray, transpose: bool):
+        """``op(Σ P Qᵀ) @ x`` of the pending terms, on the driver (None when none)."""
+        if not self.pending:
+            return None
+        P = np.hstack([p for p, _ in self.pending])
+        Q = np.hstack([q for _, q in self.pending])
+        return Q @ (P.T @ x) if transpose else P @ (Q.T @ x)
+
+    def _with(self, out: np.ndarray, x: np.ndarray, transpose: bool) -> np.ndarray:
+        corr = self._correction(x, transpose)
+        out = out if corr is None else out + corr
+        return out * self.scale if self.scale != 1 else out
 
     def lineage_depth(self) -> int:
         """The longest lineage (in RDDs) of this matrix's layouts: bounded by
@@ -174,8 +147,8 @@ class DistMatrix(_Operand):
             if big:
                 arg.unpersist()
         got.sort(key=operator.itemgetter(0))
-        out = np.vstack([b for _, b in got]) if stack else sum(b for _, b in got)
-        return out * self.scale if self.scale != 1 else out
+        return self._with(np.vstack([b for _, b in got]) if stack else sum(b for _, b in got),
+                          x, transpose)
 
     def __matmul__(self, x):
         if isinstance(x, (DistMatrix, Transposed)):
@@ -198,133 +171,52 @@ class DistMatrix(_Operand):
             return self._apply(x, transpose)
         m = self.shape[1] if transpose else self.shape[0]
         if nz.size == 0:
-            return np.zeros((m, x.shape[1]))
+            return self._with(np.zeros((m, x.shape[1])), x, transpose)
         splits = self.ctx.splits(self.shape[0] if transpose else self.shape[1])
         parts = sorted({int(np.searchsorted(splits, k, side="right")) - 1 for k in nz})
         got = self.ctx.sc.runJob(rdd, functools.partial(tasks.w_touch, x, nz, splits, transpose),
                                  parts)
-        return sum(got) * self.scale
-
-    # -------------------------------------------------------------- elementwise
-    def _pair(self, other, axis: int):
-        """``other`` as blocks of this matrix's layout ``axis`` (0: rows) and its scale."""
-        if isinstance(other, Transposed):
-            other = other.materialize()
-        if isinstance(other, DistMatrix):
-            return (other.rows() if axis == 0 else other.cols()), other.scale
-        other, _ = _as2d(other)
-        if other.shape != self.shape:
-            raise ValueError(f"shapes {self.shape} and {other.shape} do not match")
-        return self.ctx.parallelize(other, axis), 1.0
-
-    def _binop(self, other, op: str, rev: bool = False):
-        s = _scalar(other)
-        if s is not None and op == "mul":
-            return self.scaled(s)
-        if s is not None and op == "div" and not rev:
-            return self.scaled(1.0 / s)
-        if s is not None:
-            other = np.full(self.shape, s)
-        has_rows = self._rows is not None and (
-            not isinstance(other, DistMatrix) or other._rows is not None or self._cols is None)
-        axis = 0 if has_rows else 1
-        mine = self._rows if axis == 0 else self._cols
-        theirs, so = self._pair(other, axis)
-        out = mine.zip(theirs).map(functools.partial(tasks.w_zip, op, self.scale, so, rev))
-        out = self.ctx.keep(out)
-        return DistMatrix(self.ctx, self.shape, *((out, None) if axis == 0 else (None, out)))
-
-    def __add__(self, o):
-        return self._binop(o, "add")
-
-    def __radd__(self, o):
-        return self._binop(o, "add", True)
-
-    def __sub__(self, o):
-        return self._binop(o, "sub")
-
-    def __rsub__(self, o):
-        return self._binop(o, "sub", True)
-
-    def __mul__(self, o):
-        return self._binop(o, "mul")
-
-    def __rmul__(self, o):
-        return self._binop(o, "mul", True)
-
-    def __truediv__(self, o):
-        return self._binop(o, "div")
-
-    def __rtruediv__(self, o):
-        return self._binop(o, "div", True)
-
-    def __neg__(self):
-        return self.scaled(-1.0)
-
-    # -------------------------------------------------------------- reductions
-    def _blocks(self):
-        return (self._rows, 0) if self._rows is not None else (self._cols, 1)
-
-    def sum(self, axis=None, keepdims=False):
-        """Column sums (axis 0), row sums (axis 1) or the total, on the driver."""
-        rdd, blk_axis = self._blocks()
-        if axis is None:
-            return float(sum(rdd.map(tasks.w_total).collect())) * self.scale
-        got = sorted(rdd.map(functools.partial(tasks.w_sum, axis)).collect(),
-                     key=operator.itemgetter(0))
-        parts = [b for _, b in got]
-        out = np.concatenate(parts, axis=blk_axis) if axis != blk_axis else sum(parts)
-        out = out * self.scale
-        return out if keepdims else out.ravel()
-
-    def trace(self) -> float:
-        rdd, blk_axis = self._blocks()
-        splits = self.ctx.splits(self.shape[blk_axis])
-        return sum(rdd.map(functools.partial(tasks.w_trace, splits, blk_axis == 0)).collect()) \
-            * self.scale
-
-    def max_abs(self) -> float:
-        return max(self._blocks()[0].map(functools.partial(tasks.w_reduce, "max")).collect()) \
-            * abs(self.scale)
-
-    def all_finite(self) -> bool:
-        return bool(np.isfinite(self.scale)) and all(
-            self._blocks()[0].map(functools.partial(tasks.w_reduce, "finite")).collect())
+        return self._with(sum(got), x, transpose)
 
     def to_numpy(self) -> np.ndarray:
         """The whole matrix on the driver (refused above ``driver_max_elements``)."""
         self.ctx.check_collect(self.shape, "cannot collect a distributed view on the driver")
-        rdd, axis = self._blocks()
+        rdd, axis = (self._rows, 0) if self._rows is not None else (self._cols, 1)
         got = sorted(rdd.collect(), key=operator.itemgetter(0))
         out = np.concatenate([b for _, b in got], axis=axis)
+        for P, Q in self.pending:
+            out += P @ Q.T
         return np.asfortranarray(out * self.scale if self.scale != 1 else out)
 
     # -------------------------------------------------------------- updates
     def placed(self, layout: str) -> DistMatrix:
         """A new holder with exactly the blocks ``layout`` asks for ("row", "col",
         "both"), the scalar applied, persisted, lineage cut at the next job."""
+        self.fold()
         s = self.scale
         rdds = [(self.rows() if layout != "col" else None),
                 (self.cols() if layout != "row" else None)]
         if s != 1:
             rdds = [r.map(functools.partial(tasks.w_scale, s)) if r is not None else None
                     for r in rdds]
-        rdds = [self.ctx.keep(r, cut=True) if r is not None else None for r in rdds]
+        rdds = [self.ctx.keep(r, "local") if r is not None else None for r in rdds]
         return DistMatrix(self.ctx, self.shape, *rdds)
 
     def _outer_rdds(self, P, Q):
-        P = np.asarray(P, dtype=np.float64) / self.scale
-        Q = np.asarray(Q, dtype=np.float64)
+        """The next blocks ``B + P Qᵀ`` (lazy maps; P, Q already in B's scale)."""
         out = []
         for axis, rdd in ((0, self._rows), (1, self._cols)):
             fn = functools.partial(tasks.w_outer, P, Q, self.ctx.splits(self.shape[axis]), axis)
             out.append(rdd.map(fn, preservesPartitioning=True) if rdd is not None else None)
         return out
 
-    def _swap(self, new) -> None:
+    def _state(self) -> tuple:
+        return self._rows, self._cols, self.updates, self.pending
+
+    def _swap(self, new, old=None) -> None:
         """Install the next RDDs; inside a trigger's transaction they are materialized at
-        commit, outside one right away (and the old RDDs unpersisted)."""
-        old = (self._rows, self._cols, self.updates)
+        commit, outside one right away."""
+        old = old or self._state()
         self.updates += 1
         cut = self.updates >= self.ctx.checkpoint_every
         if cut:
@@ -336,10 +228,7 @@ class DistMatrix(_Operand):
             txn.holders.append((self, old))
             return
         self.ctx.sc.union(self.rdds()).count()
-        self._rewrap()
-        for r in old[:2]:
-            if r is not None and self.ctx.cached.pop(r.id(), None) is not None:
-                r.unpersist(blocking=False)
+        self._rewrap()  # the old RDDs may be shared: BlockContext.sweep unpersists them
 
     def _rewrap(self) -> None:
         """Drop the Python-side chain of PipelinedRDD parents (the JVM lineage is cut by
@@ -357,18 +246,39 @@ class DistMatrix(_Operand):
 
     def add_outer(self, P, Q) -> None:
         """``A += P Qᵀ``: row block ``I`` gets ``P[I] Qᵀ``, column block ``J`` gets
-        ``P Q[J]ᵀ`` (BLAS dgemm, beta = 1, inside the task)."""
-        if np.shape(P)[1]:
-            self._swap(self._outer_rdds(P, Q))
+        ``P Q[J]ᵀ`` (BLAS dgemm, beta = 1, inside the task).  With ``fold_every = f > 1``
+        the terms wait on the driver (products add ``P (Qᵀ x)``) and every f-th update
+        folds them all in one pass."""
+        if not np.shape(P)[1]:
+            return
+        old = self._state()
+        term = (np.asarray(P, dtype=np.float64) / self.scale, np.asarray(Q, dtype=np.float64))
+        self.pending = self.pending + (term,)
+        if len(self.pending) >= self.ctx.fold_every:
+            self.fold(old)
+        elif active() is not None:
+            active().holders.append((self, old))
+
+    def fold(self, old=None) -> None:
+        """Fold the pending terms into the blocks (one map pass over every layout)."""
+        if self.pending:
+            old = old or self._state()
+            P = np.hstack([p for p, _ in self.pending])
+            Q = np.hstack([q for _, q in self.pending])
+            self.pending = ()
+            self._swap(self._outer_rdds(P, Q), old)
 
     def plus_outer(self, P, Q) -> DistMatrix:
-        """A new matrix ``A + P Qᵀ`` (A unchanged)."""
-        rows, cols = (self.ctx.keep(r) if r is not None else None
-                      for r in self._outer_rdds(P, Q))
-        return DistMatrix(self.ctx, self.shape, rows, cols, self.scale)
+        """A new matrix ``A + P Qᵀ`` sharing A's blocks (A unchanged)."""
+        out = self.scaled(1.0)
+        out.pending = self.pending + ((np.asarray(P, dtype=np.float64) / self.scale,
+                                       np.asarray(Q, dtype=np.float64)),)
+        out.updates = self.updates
+        return out
 
     def add_dense(self, D) -> None:
         """``A += D`` block by block (D a driver array or a distributed matrix)."""
+        self.fold()
         new = []
         for axis, rdd in ((0, self._rows), (1, self._cols)):
             if rdd is None:
@@ -388,11 +298,12 @@ class DistMatrix(_Operand):
         elif isinstance(value, Transposed):
             value = value.materialize()
         v = value.placed(self.layout)
-        self.scale = 1.0
-        self._swap([v._rows, v._cols])
+        old = self._state()
+        self.scale, self.pending = 1.0, ()
+        self._swap([v._rows, v._cols], old)
 
 
-class Transposed(_Operand):
+class Transposed(Operand):
     """``Aᵀ`` of a DistMatrix, without moving data: its row blocks are A's column blocks."""
 
     def __init__(self, base: DistMatrix):
@@ -427,8 +338,9 @@ class Transposed(_Operand):
     def materialize(self) -> DistMatrix:
         """Aᵀ as its own DistMatrix (each block transposed; no shuffle)."""
         b, ctx = self.base, self.base.ctx
-        rows = ctx.keep(b._cols.map(tasks.w_transpose)) if b._cols is not None else None
-        cols = ctx.keep(b._rows.map(tasks.w_transpose)) if b._rows is not None else None
+        b.fold()
+        rows = ctx.keep(b._cols.map(tasks.w_transpose), "local") if b._cols is not None else None
+        cols = ctx.keep(b._rows.map(tasks.w_transpose), "local") if b._rows is not None else None
         return DistMatrix(ctx, self.shape, rows, cols, b.scale)
 
     def __mul__(self, o):
@@ -463,6 +375,9 @@ class Transposed(_Operand):
 
     def trace(self) -> float:
         return self.base.trace()
+
+    def reduce_rdd(self, tag, what: str):
+        return self.base.reduce_rdd(tag, what)
 
     def max_abs(self) -> float:
         return self.base.max_abs()

@@ -37,11 +37,13 @@ class Transaction:
         self.arrays.append((a, a.copy(order="K")))
 
     def commit(self) -> None:
-        new = [(h, r) for h, _ in self.holders for r in (h._rows, h._cols) if r is not None]
+        new = {r.id(): (h, r) for h, old in self.holders
+               for r, o in zip((h._rows, h._cols), old[:2], strict=True)
+               if r is not None and r is not o}
         if new:
-            ctx = new[0][0].ctx
+            ctx = next(iter(new.values()))[0].ctx
             try:
-                ctx.sc.union([r for _, r in new]).count()
+                ctx.sc.union([r for _, r in new.values()]).count()
             except BaseException:
                 self.rollback()
                 raise
@@ -51,7 +53,7 @@ class Transaction:
 
     def rollback(self) -> None:
         for h, old in reversed(self.holders):
-            h._rows, h._cols, h.updates = old
+            h._rows, h._cols, h.updates, h.pending = old
         for a, saved in reversed(self.arrays):
             a[...] = saved
         self.holders, self.arrays = [], []
@@ -68,7 +70,8 @@ class BlockContext:
 
     def __init__(self, sc, partitions: int | None = None, checkpoint_every: int = 50,
                  checkpoint_dir: str | None = None, driver_max_elements: int = 1 << 27,
-                 distribute_min: int = 256, broadcast_bytes: int = 4 << 20):
+                 distribute_min: int = 256, broadcast_bytes: int = 4 << 20,
+                 fold_every: int = 1):
         from pyspark import StorageLevel
 
         self.sc = sc
@@ -80,6 +83,7 @@ class BlockContext:
         self.driver_max_elements = int(driver_max_elements)
         self.distribute_min = int(distribute_min)
         self.broadcast_bytes = broadcast_bytes
+        self.fold_every = max(1, int(fold_every))
         self.level = StorageLevel.MEMORY_AND_DISK
         self.cached: dict[int, object] = {}
         self._cut: set[int] = set()
@@ -92,11 +96,14 @@ class BlockContext:
     def small(self, shape) -> bool:
         return min(shape) < self.distribute_min or tuple(shape) == (1, 1)
 
-    def keep(self, rdd, cut: bool = False):
-        """Persist ``rdd`` (and mark it to have its lineage cut when next materialized)."""
+    def keep(self, rdd, cut: bool | str = False):
+        """Persist ``rdd``; ``cut`` marks it to have its lineage cut by the first job that
+        computes it: ``"local"`` by a local checkpoint (every matrix an operation makes,
+        so that no view keeps the re-evaluation's lineage), ``True`` by the context's
+        policy (a reliable checkpoint when ``checkpoint_dir`` was given)."""
         rdd.persist(self.level)
         if cut and rdd.id() not in self._cut:
-            rdd.checkpoint() if self.reliable else rdd.localCheckpoint()
+            rdd.checkpoint() if self.reliable and cut is True else rdd.localCheckpoint()
             self._cut.add(rdd.id())
         self.cached[rdd.id()] = rdd
         return rdd

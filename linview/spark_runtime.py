@@ -16,15 +16,9 @@ executors need numpy, scipy and linview: :func:`ship` sends a zip of the install
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-import re
-import shutil
-import sys
-import tempfile
 import time
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -32,17 +26,22 @@ import numpy as np
 
 from linview import runtime
 from linview import spark_tasks as tasks
-from linview.errors import BackendError, InputError, LinviewError, NumericalError
+from linview.errors import InputError, NumericalError
 from linview.runtime import IllConditioned, core_inv  # noqa: F401 - used by generated code
 from linview.spark_blocks import DistMatrix, Transposed
 from linview.spark_context import BlockContext, Transaction, active
+from linview.spark_session import (  # noqa: F401 - part of this module's interface
+    SESSION_CONF,
+    get_session,
+    local_session,
+    package_zip,
+    read_parquet,
+    ship,
+    spark_errors,
+    write_parquet,
+)
 
 _DIST = (DistMatrix, Transposed)
-INSTALL_HINT = ("the Spark backend needs PySpark and a Java runtime (17 or 21): "
-                "pip install 'linview[spark]' and e.g. apt-get install openjdk-17-jre-headless "
-                "(or set JAVA_HOME)")
-TASK_HINT = ("check that the Spark session is alive and that executors have numpy, scipy "
-             "and linview (linview.spark_runtime.ship(sc) or spark-submit --py-files)")
 
 
 # ------------------------------------------------------------------ helpers (as runtime's)
@@ -80,6 +79,11 @@ def dot(A, X):
     return runtime.dot(A, X)
 
 
+def fused_dot(A, *blocks: np.ndarray) -> list[np.ndarray]:
+    """``[A @ B1, A @ B2, ...]`` in one pass over A (one Spark job for a distributed A)."""
+    return runtime.fused_dot(A, *blocks)
+
+
 def inv(A, what: str) -> np.ndarray:
     """The inverse of a view, computed on the driver (refused beyond its memory limit)."""
     if isinstance(A, _DIST):
@@ -104,170 +108,6 @@ def max_abs(a) -> float:
     return float(np.max(np.abs(a))) if a.size else 0.0
 
 
-# ------------------------------------------------------------------ session
-def _short(e: BaseException) -> str:
-    """One line out of a Py4J/Spark error: the Python exception a task raised, else the
-    first Java exception line, else the first line."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    py = [ln for ln in lines if re.match(r"^[A-Za-z_]\w*(Error|Exception): ", ln)]
-    java = [ln for ln in lines if re.match(r"^[\w.$]+(Error|Exception)\b", ln)]
-    text = (py or java or lines or [type(e).__name__])[-1 if py else 0]
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
-def _is_spark_error(e: BaseException) -> bool:
-    mod = type(e).__module__ or ""
-    return mod.startswith(("py4j", "pyspark")) or isinstance(e, ConnectionError)
-
-
-@contextlib.contextmanager
-def spark_errors(what: str):
-    """Turn Py4J/PySpark failures into a :class:`BackendError` saying what failed."""
-    try:
-        yield
-    except LinviewError:
-        raise
-    except Exception as e:
-        if not _is_spark_error(e):
-            raise
-        raise BackendError(f"{what}: Spark failed: {_short(e)}", hint=TASK_HINT) from None
-
-
-def _java_available() -> bool:
-    home = os.environ.get("JAVA_HOME")
-    return bool(shutil.which("java") or (home and Path(home, "bin", "java").exists()))
-
-
-def get_session(spark=None, master: str | None = None):
-    """``(session or context, SparkContext)``: the caller's, checked to be alive, or a new
-    ``local[*]`` (or ``master``) session with linview shipped to its executors."""
-    try:
-        from pyspark import SparkContext
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise BackendError("PySpark is not installed", hint=INSTALL_HINT) from None
-    if spark is not None:
-        sc = getattr(spark, "sparkContext", spark)
-        if not isinstance(sc, SparkContext):
-            raise BackendError(f"spark= must be a pyspark.sql.SparkSession or SparkContext, "
-                               f"not {type(spark).__name__}")
-        if getattr(sc, "_jsc", None) is None:
-            raise BackendError("the Spark session given with spark= has been stopped",
-                               hint="pass a live session, or none to start local[*]")
-        try:
-            sc.defaultParallelism  # noqa: B018 - a round trip to the JVM
-        except Exception as e:
-            raise BackendError(f"the Spark session does not answer: {_short(e)}",
-                               hint=INSTALL_HINT) from None
-        return spark, sc
-    if not _java_available():
-        raise BackendError("cannot start Spark: no Java runtime found (java on PATH or "
-                           "JAVA_HOME)", hint=INSTALL_HINT)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    try:
-        spark = (SparkSession.builder.master(master or "local[*]").appName("linview")
-                 .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-        sc = spark.sparkContext
-        ship(sc)
-    except Exception as e:
-        raise BackendError(f"cannot start Spark ({master or 'local[*]'}): {_short(e)}",
-                           hint=INSTALL_HINT) from None
-    return spark, sc
-
-
-def local_session(master: str = "local[2]", **conf):
-    """A small local session for tests, demos and benchmarks (UI off, few shuffle
-    partitions, workers on this Python); ``conf`` keys use ``_`` for ``.``."""
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    b = (SparkSession.builder.master(master).appName("linview")
-         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-         .config("spark.sql.shuffle.partitions", "4"))
-    for k, v in conf.items():
-        b = b.config(k.replace("_", "."), str(v))
-    spark = b.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    ship(spark.sparkContext)
-    return spark
-
-
-_SHIPPED: set[str] = set()
-
-
-@functools.lru_cache(maxsize=1)
-def package_zip() -> str:
-    """A zip of the imported linview package, with ``linview/backends`` and
-    ``linview/grammar`` wherever they come from (wheel, editable install or source tree)."""
-    import linview
-    import linview.backends
-    import linview.grammar
-
-    roots = [("linview", Path(linview.__file__).parent),
-             ("linview/backends", Path(list(linview.backends.__path__)[0])),
-             ("linview/grammar", Path(list(linview.grammar.__path__)[0]))]
-    path = Path(tempfile.mkdtemp(prefix="linview-ship-")) / "linview.zip"
-    names: set[str] = set()
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        for arc, folder in roots:
-            for f in sorted(folder.rglob("*")):
-                name = f"{arc}/{f.relative_to(folder).as_posix()}"
-                if (f.is_file() and f.suffix in (".py", ".lark") and name not in names
-                        and "__pycache__" not in f.parts):
-                    z.write(f, name)
-                    names.add(name)
-    return str(path)
-
-
-def ship(sc) -> str | None:
-    """``sc.addPyFile`` a zip of linview, once per SparkContext, so that executors can run
-    the block functions (the generated module itself only runs on the driver)."""
-    key = sc.applicationId
-    if key in _SHIPPED:
-        return None
-    path = package_zip()
-    sc.addPyFile(path)
-    _SHIPPED.add(key)
-    return path
-
-
-# ------------------------------------------------------------------ inputs
-def read_parquet(ctx: BlockContext, spark, path, what: str) -> DistMatrix:
-    """A matrix from Parquet with columns ``row`` (long, 0..m-1, each once) and ``values``
-    (array<double>, n each), read by Spark into row blocks."""
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
-
-    spark = spark if isinstance(spark, SparkSession) else SparkSession(ctx.sc)
-    df = spark.read.parquet(str(path))
-    if not {"row", "values"} <= set(df.columns):
-        raise InputError(f"{what}: Parquet {path} needs columns 'row' and 'values', "
-                         f"has {', '.join(df.columns)}")
-    st = df.agg(F.count(F.lit(1)), F.countDistinct("row"), F.min("row"), F.max("row"),
-                F.min(F.size("values")), F.max(F.size("values"))).first()
-    count, distinct, lo, hi, w0, w1 = st
-    if not count or count != distinct or lo != 0 or hi != count - 1 or w0 != w1 or w0 < 1:
-        raise InputError(f"{what}: Parquet {path} must hold rows 0..m-1 exactly once, each "
-                         "with the same number of values")
-    splits = ctx.splits(count)
-    rdd = (df.select("row", "values").rdd.map(functools.partial(tasks.w_parquet_key, splits))
-           .groupByKey(len(splits) - 1, tasks.identity).map(tasks.w_parquet_block))
-    return DistMatrix(ctx, (count, w0), rows=ctx.keep(rdd, cut=True))
-
-
-def write_parquet(a, path) -> None:
-    """Write a matrix as Parquet in the layout :func:`read_parquet` reads (needs pyarrow)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    a = runtime.as_matrix(a, "matrix")
-    m, n = a.shape
-    values = pa.ListArray.from_arrays(pa.array(np.arange(0, m * n + 1, n, dtype=np.int32)),
-                                      pa.array(np.ascontiguousarray(a).ravel()))
-    pq.write_table(pa.table({"row": pa.array(np.arange(m, dtype=np.int64)),
-                             "values": values}), str(path))
-
-
 # ------------------------------------------------------------------ base class
 class SparkTriggerModule(runtime.TriggerModule):
     """:class:`linview.runtime.TriggerModule` with views in Spark.  Generated subclasses add
@@ -278,21 +118,25 @@ class SparkTriggerModule(runtime.TriggerModule):
     ``checkpoint_every`` (updates between lineage cuts, default 50), ``checkpoint_dir``
     (reliable checkpoints there instead of local ones), ``distribute_min`` (views with both
     dimensions at least this are distributed, default 256), ``driver_max_elements`` (the
-    largest matrix collected or inverted on the driver).  Inputs: arrays, numbers, ``.npy``
-    paths, or Parquet paths (see :func:`read_parquet`).
+    largest matrix collected or inverted on the driver), ``fold_every`` (default 1: every
+    update is a map over the blocks; f > 1 keeps up to f low-rank terms on the driver,
+    added to every product as ``P (Qᵀ x)``, and folds them in one pass every f updates).
+    Inputs: arrays, numbers, ``.npy`` paths, or Parquet paths (see :func:`read_parquet`).
     """
 
     PARTITIONING: Mapping[str, str] = {}
 
     def __init__(self, *, spark=None, master: str | None = None, partitions: int | None = None,
                  checkpoint_every: int = 50, checkpoint_dir=None, distribute_min: int = 256,
-                 driver_max_elements: int = 1 << 27, refresh_every: int | None = None,
+                 driver_max_elements: int = 1 << 27, fold_every: int = 1,
+                 refresh_every: int | None = None,
                  check_every: int | None = None, tolerance: float = 1e-6, _state=None,
                  **inputs):
         self.spark, sc = get_session(spark, master)
         with spark_errors(f"loading {self.PROGRAM}"):
             self._ctx = BlockContext(sc, partitions, checkpoint_every, checkpoint_dir,
-                                     driver_max_elements, distribute_min)
+                                     driver_max_elements, distribute_min,
+                                     fold_every=fold_every)
             super().__init__(refresh_every=refresh_every, check_every=check_every,
                              tolerance=tolerance, _state=_state, **inputs)
             if _state is not None:
@@ -348,7 +192,8 @@ class SparkTriggerModule(runtime.TriggerModule):
                and not np.all(np.isfinite(v))]
         dist = [(n, v) for n, v in views.items() if isinstance(v, DistMatrix)]
         if dist:
-            jobs = [r.map(functools.partial(tasks.w_tag, n)) for n, v in dist for r in v.rdds()]
+            jobs = [r.map(functools.partial(tasks.w_reduce, n, "finite", 1.0))
+                    for n, v in dist for r in v.rdds()]
             bad += sorted({n for n, ok in self._ctx.sc.union(jobs).collect() if not ok})
             for _, v in dist:
                 v._rewrap()
@@ -438,15 +283,23 @@ class SparkTriggerModule(runtime.TriggerModule):
             self._sweep()
 
     def verify(self, detail: bool = False):
-        """Max relative error of every view against re-evaluation (block by block for
-        distributed views; only scalars reach the driver)."""
+        """Max relative error of every view against re-evaluation.  Distributed views are
+        compared block by block, all of them in one Spark job; only maxima reach the
+        driver."""
         with spark_errors("verify"):
             fresh = self._evaluate(self.dims, {n: self._views[n] for n in self.INPUTS})
-            errs = {}
+            top: dict[tuple[str, str], float] = {}
+            jobs = []
             for name, ref in fresh.items():
-                scale = max(max_abs(ref), 1e-300)
-                errs[name] = max_abs(self._views[name] - ref) / scale
+                for key, m in (("diff", self._views[name] - ref), ("ref", ref)):
+                    if isinstance(m, _DIST):
+                        jobs.append(m.reduce_rdd((name, key), "max"))
+                    else:
+                        top[name, key] = max_abs(m)
+            for tag, val in (self._ctx.sc.union(jobs).collect() if jobs else []):
+                top[tag] = max(top.get(tag, 0.0), val)
             self._sweep()
+        errs = {n: top[n, "diff"] / max(top[n, "ref"], 1e-300) for n in fresh}
         return errs if detail else max(errs.values(), default=0.0)
 
     def save(self, path) -> None:

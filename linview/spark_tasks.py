@@ -88,11 +88,12 @@ def w_split(splits, axis, kv):
         yield j, (i, b[:, lo:hi] if axis == 1 else b[lo:hi, :])
 
 
-def w_reduce(what, kv):
+def w_reduce(tag, what, s, kv):
+    """``(tag, all entries finite)`` or ``(tag, max |s·b|)`` of one block."""
     b = kv[1]
     if what == "finite":
-        return bool(np.all(np.isfinite(b)))
-    return float(np.max(np.abs(b))) if b.size else 0.0
+        return tag, bool(np.all(np.isfinite(b)))
+    return tag, (float(np.max(np.abs(b))) * abs(s) if b.size else 0.0)
 
 
 def w_sum(axis, kv):
@@ -110,8 +111,6 @@ def w_total(kv):
     return float(kv[1].sum())
 
 
-def w_tag(tag, kv):
-    return tag, bool(np.all(np.isfinite(kv[1])))
 
 
 def w_parquet_key(splits, row):

@@ -1,0 +1,317 @@
+"""The Spark backend: generated module, hybrid partitioning, block-matrix triggers, lineage
+cuts, save/restore and error reporting.
+
+Every test runs against one ``local[2]`` session.  Programs are the examples with small
+inputs (n around 6 to 20) and ``distribute_min=2``, so every matrix view is a distributed
+block matrix in 2 or 3 blocks per dimension, and outputs are compared with the NumPy
+backend and with re-evaluation.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+from linview.backends.spark import partitioning
+
+import linview
+from linview import spark_runtime as srt
+from linview.errors import BackendError, LinviewError, NumericalError
+from linview.spark_blocks import DistMatrix
+
+try:  # tests/ may or may not be a package
+    from tests.test_examples import BY_NAME, make_scenario, rel_err
+except ImportError:  # pragma: no cover - depends on how pytest set sys.path
+    from test_examples import BY_NAME, make_scenario, rel_err
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.spark
+
+N_UPDATES = 3  # ranks 1, 2, 1 (the first one as 1-D vectors)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = srt.local_session("local[2]")
+    yield session
+    session.stop()
+
+
+_COMPILED: dict[tuple[str, str], linview.CompiledProgram] = {}
+
+
+def compiled(name: str, backend: str) -> linview.CompiledProgram:
+    if (name, backend) not in _COMPILED:
+        _COMPILED[name, backend] = linview.compile_file(BY_NAME[name].path, backend=backend)
+    return _COMPILED[name, backend]
+
+
+def spark_load(name: str, spark, inputs, **options):
+    options = {"distribute_min": 2, "partitions": 2, **options}
+    return compiled(name, "spark").load(spark=spark, **inputs, **options)
+
+
+# ------------------------------------------------------------------ generated code
+def test_partitioning_of_powers_and_ols():
+    powers = compiled("powers", "spark")
+    parts = partitioning(powers.plan)
+    assert parts["A"] == "both"  # A·U_B and Aᵀ·V_B in the trigger
+    assert powers.module_class.PARTITIONING == parts
+    assert "# Hybrid partitioning" in powers.source
+    ols = compiled("ols", "spark")
+    parts = partitioning(ols.plan)
+    # the triggers read X only as Xᵀ·U (on X and on Y), re-evaluation as Xᵀ·X: columns
+    assert parts["X"] == "col"
+    assert parts["beta_inv"] == "row"  # beta_inv·U_beta_arg
+    assert ols.module_class.PARTITIONING["X"] == "col"
+    imports = [ln for ln in ols.source.splitlines() if ln.startswith(("import", "from"))]
+    assert imports == ["import numpy as np", "from linview import spark_runtime as rt"]
+
+
+@pytest.mark.parametrize("name", list(BY_NAME))
+def test_trigger_code_is_the_numpy_backends(name):
+    """Same expressions as the NumPy module; every ``rt.`` helper that either module
+    calls exists in the Spark runtime (fused products included, should the generator emit them)."""
+    spark_src, numpy_src = compiled(name, "spark").source, compiled(name, "numpy").source
+    for helper in set(re.findall(r"\brt\.(\w+)", spark_src + numpy_src)) - {"TriggerModule"}:
+        assert hasattr(srt, helper), helper
+    if "fused_dot" not in numpy_src:
+        def body(src):
+            return src[src.index("    def _evaluate"):]
+
+        assert body(spark_src) == body(numpy_src)
+
+
+def test_package_zip_holds_the_subpackages(tmp_path):
+    """What ``ship`` sends is importable on its own, as on an executor without linview."""
+    path = srt.package_zip()
+    names = zipfile.ZipFile(path).namelist()
+    for want in ("linview/__init__.py", "linview/spark_tasks.py",
+                 "linview/backends/numpy.py", "linview/grammar/linview.lark"):
+        assert want in names
+    code = ("import sys, sysconfig; sys.path[:0] = [sys.argv[1]]; "
+            "sys.path.append(sysconfig.get_paths()['purelib']); "
+            "import linview.spark_tasks, linview.backends.spark; "
+            "assert linview.spark_tasks.__file__.startswith(sys.argv[1]), linview.__file__")
+    out = subprocess.run([sys.executable, "-S", "-c", code, path], cwd=tmp_path,
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+
+
+# ------------------------------------------------------------------ examples
+@pytest.mark.parametrize("name", list(BY_NAME))
+def test_example_matches_numpy_and_reevaluation(name, spark):
+    ex = BY_NAME[name]
+    sc = make_scenario(ex, list(compiled(name, "numpy").program.dynamic))
+    numpy_views = compiled(name, "numpy").load(**sc.inputs)
+    # 3 blocks per dimension for OLS (uneven: 20 = 7+7+6 rows), 1 for the two programs with
+    # the most views (speed), 2 for the others
+    parts = {"ols": 3, "sums_of_powers": 1, "general_form": 1}.get(name, 2)
+    views = spark_load(name, spark, sc.inputs, partitions=parts)
+    assert views.distributed(), "no view was distributed"
+    for vname, U, V in sc.updates[:N_UPDATES]:
+        numpy_views.update(vname, U, V)
+        views.update(vname, U, V)
+    assert views.stats["fallbacks"] == 0
+    fresh = compiled(name, "numpy").load(**views.inputs)  # re-evaluation of the new inputs
+    for out, want in numpy_views.outputs.items():
+        assert rel_err(views[out], want) < 1e-8, out
+        assert rel_err(views[out], fresh[out]) < 1e-8, out
+    views.release()
+
+
+def test_verify_refresh_and_views(spark):
+    rng = np.random.default_rng(6)
+    A = BY_NAME["powers"].make_inputs(rng)["A"]
+    views = spark_load("powers", spark, {"A": A})
+    u, v = rng.standard_normal(10) * 0.05, rng.standard_normal(10) * 0.05
+    views.update("A", u, v)
+    before = views.outputs
+    assert views.verify() < 1e-8  # a distributed re-evaluation, compared block by block
+    views.refresh()
+    A2 = A + np.outer(u, v)
+    for out, want in (("C", np.linalg.matrix_power(A2, 4)),
+                      ("D", np.linalg.matrix_power(A2, 16))):
+        assert rel_err(views[out], want) < 1e-8
+        assert rel_err(before[out], want) < 1e-8
+    assert rel_err(views["A"], A2) < 1e-14
+    assert views["B"].flags.writeable is False
+    # a row update (one-hot U): A·U reads only the column block that holds that column
+    e = np.zeros(10)
+    e[7] = 1.0
+    views.update("A", e, v)
+    A3 = A2 + np.outer(e, v)
+    assert rel_err(views["C"], np.linalg.matrix_power(A3, 4)) < 1e-8
+
+
+def test_layouts_follow_the_analysis(spark):
+    rng = np.random.default_rng(1)
+    views = spark_load("powers", spark, {"A": rng.standard_normal((8, 8)) / 8})
+    layouts = {n: v.layout for n, v in views.distributed().items()}
+    assert layouts == dict(views.PARTITIONING)
+    assert layouts["A"] == "both" and layouts["D"] == "row"
+
+
+def test_deferred_folding_of_low_rank_terms(spark, tmp_path):
+    """``fold_every=3``: terms wait on the driver (products add ``P (Qᵀ x)``) and every
+    third update folds them into the blocks in one pass."""
+    ex = BY_NAME["powers"]
+    sc = make_scenario(ex, ["A"])
+    numpy_views = compiled("powers", "numpy").load(**sc.inputs)
+    views = spark_load("powers", spark, sc.inputs, fold_every=3)
+    pending = []
+    for vname, U, V in sc.updates[:4]:
+        numpy_views.update(vname, U, V)
+        views.update(vname, U, V)
+        pending.append(len(views.distributed()["B"].pending))
+    assert pending == [1, 2, 0, 1]
+    for out, want in numpy_views.outputs.items():
+        assert rel_err(views[out], want) < 1e-8, out
+    views.save(tmp_path / "p.npz")  # the saved values include the pending terms
+    back = linview.restore(tmp_path / "p.npz", program=compiled("powers", "spark"),
+                           spark=spark, distribute_min=2)
+    assert rel_err(back["D"], numpy_views["D"]) < 1e-8
+    assert views.verify() < 1e-8
+    views.release()
+    back.release()
+
+
+# ------------------------------------------------------------------ lineage
+def test_lineage_stays_bounded_over_many_updates(spark):
+    n = 6
+    rng = np.random.default_rng(2)
+    src = "function C = twice(A)\n %#linview dims A(n,n)\n C = 2 * A;\nend\n"
+    prog = linview.compile(src, name="twice", backend="spark")
+    A = rng.standard_normal((n, n))
+    views = prog.load(A=A, spark=spark, distribute_min=2, partitions=1, checkpoint_every=10)
+    jvm = spark.sparkContext._jsc
+    depths, cached = [], []
+    for i in range(200):
+        u, v = rng.standard_normal(n), rng.standard_normal(n)
+        views.update("A", u, v)
+        A = A + np.outer(u, v)
+        if i + 1 in (100, 200):
+            depths.append(views.lineage_depth())
+            cached.append(jvm.getPersistentRDDs().size())
+    assert depths[0].keys() == {"A", "C"}
+    assert max(max(d.values()) for d in depths) <= 10 + 3, depths
+    assert cached[0] == cached[1]  # the old RDDs are unpersisted
+    assert len(views._ctx.cached) == 2
+    assert rel_err(views["C"], 2 * A) < 1e-12
+    views.release()
+
+
+def test_reliable_checkpoints_in_a_directory(spark, tmp_path):
+    rng = np.random.default_rng(7)
+    src = "function C = twice(A)\n %#linview dims A(n,n)\n C = 2 * A;\nend\n"
+    prog = linview.compile(src, name="twice", backend="spark")
+    A = rng.standard_normal((5, 5))
+    views = prog.load(A=A, spark=spark, distribute_min=2, partitions=1, checkpoint_every=5,
+                      checkpoint_dir=tmp_path / "ckpt")
+    for _ in range(12):
+        u, v = rng.standard_normal(5), rng.standard_normal(5)
+        views.update("A", u, v)
+        A = A + np.outer(u, v)
+    assert max(views.lineage_depth().values()) <= 5 + 3
+    assert any((tmp_path / "ckpt").rglob("part-*"))
+    assert rel_err(views["C"], 2 * A) < 1e-12
+    views.release()
+
+
+# ------------------------------------------------------------------ persistence, inputs
+def test_save_restore_round_trip(spark, tmp_path):
+    rng = np.random.default_rng(3)
+    ex = BY_NAME["ols"]
+    inputs = ex.make_inputs(rng)
+    views = spark_load("ols", spark, inputs)
+    views.update("X", rng.standard_normal(20) * 0.1, rng.standard_normal(6) * 0.1)
+    path = tmp_path / "ols.npz"
+    views.save(path)
+    saved = views["beta"].copy()
+    back = linview.restore(path, program=compiled("ols", "spark"), spark=spark,
+                           distribute_min=2)
+    assert isinstance(back._views["X"], DistMatrix)
+    assert np.array_equal(back["beta"], views["beta"])
+    u, v = rng.standard_normal(20) * 0.1, rng.standard_normal(6) * 0.1
+    back.update("X", u, v)
+    views.update("X", u, v)
+    assert rel_err(back["beta"], views["beta"]) < 1e-12
+    plain = linview.restore(path, spark=spark)  # the module source is in the file
+    assert np.array_equal(plain["beta"], saved)
+
+
+def test_inputs_from_npy_and_parquet(spark, tmp_path):
+    rng = np.random.default_rng(4)
+    X, Y = rng.standard_normal((20, 6)), rng.standard_normal((20, 2))
+    np.save(tmp_path / "X.npy", X)
+    srt.write_parquet(Y, tmp_path / "Y.parquet")
+    views = spark_load("ols", spark, {"X": str(tmp_path / "X.npy"),
+                                      "Y": tmp_path / "Y.parquet"})
+    want = np.linalg.lstsq(X, Y, rcond=None)[0]
+    assert rel_err(views["beta"], want) < 1e-10
+    assert np.array_equal(views["Y"], Y)
+
+
+# ------------------------------------------------------------------ errors
+@pytest.mark.parametrize("bad", [object(), "stopped"])
+def test_broken_session_is_a_backend_error(bad):
+    if bad == "stopped":
+        from pyspark import SparkContext
+
+        class Stopped(SparkContext):
+            def __init__(self):  # a context whose JVM side is gone
+                self._jsc = None
+
+        bad = Stopped()
+    with pytest.raises(BackendError) as e:
+        compiled("powers", "spark").load(A=np.eye(4), spark=bad)
+    assert "Py4J" not in str(e.value) and "Traceback" not in str(e.value)
+
+
+def test_missing_java_is_a_backend_error(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(BackendError, match="Java") as e:
+        compiled("powers", "spark").load(A=np.eye(4))
+    assert "openjdk" in str(e.value)
+
+
+def test_a_failing_task_is_a_backend_error(spark):
+    rdd = spark.sparkContext.parallelize([0], 1)
+    with pytest.raises(BackendError) as e, srt.spark_errors("probe"):
+        rdd.map(lambda x: 1 / x).collect()
+    text = str(e.value)
+    assert "ZeroDivisionError: division by zero" in text
+    assert "Traceback" not in text and "py4j" not in text.lower()
+    assert e.value.__cause__ is None and e.value.__suppress_context__
+
+
+@pytest.mark.filterwarnings("ignore::scipy.linalg.LinAlgWarning")
+def test_singular_update_leaves_the_views_unchanged(spark):
+    rng = np.random.default_rng(8)
+    inputs = BY_NAME["ols"].make_inputs(rng)
+    X = inputs["X"]
+    views = spark_load("ols", spark, inputs)
+    before = views["beta"].copy()
+    e = np.zeros(X.shape[1])
+    e[2] = 1.0
+    # X += (-X[:, 2]) e_2ᵀ zeroes a column: X'X turns singular, Sherman–Morrison refuses,
+    # the fallback re-evaluation refuses too, and nothing changes
+    with pytest.raises(NumericalError):
+        views.update("X", -X[:, 2], e)
+    assert np.array_equal(views["beta"], before)
+    assert np.array_equal(views["X"], X)
+    u, v = rng.standard_normal(20) * 0.1, rng.standard_normal(6) * 0.1
+    views.update("X", u, v)
+    want = np.linalg.lstsq(X + np.outer(u, v), inputs["Y"], rcond=None)[0]
+    assert rel_err(views["beta"], want) < 1e-8
+
+
+def test_inverse_beyond_the_driver_limit(spark):
+    rng = np.random.default_rng(5)
+    with pytest.raises(LinviewError, match="driver_max_elements = 20"):
+        spark_load("ols", spark, BY_NAME["ols"].make_inputs(rng), driver_max_elements=20)
