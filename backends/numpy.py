@@ -216,6 +216,9 @@ class NumpyGenerator:
               f"{size_code(st.expr.cols)!r}),")
         w("    }")
         w("    OUTPUTS = {" + ", ".join(f"{k!r}: {v.attr!r}" for k, v in prog.outputs) + "}")
+        if prog.not_one:
+            w("    NOT_ONE = {" + ", ".join(f"{size_code(e)!r}: {why!r}"
+                                             for e, why in prog.not_one) + "}")
         out += self.class_attributes()
         w("")
         out += self.evaluate_method()

@@ -437,6 +437,8 @@ class Program:
     source: str = ""
     bindings: tuple[tuple[str, int], ...] = ()
     notes: tuple[str, ...] = field(default=())
+    #: sizes the compiled program assumes are not 1, with the reason (checked at load)
+    not_one: tuple[tuple[sp.Expr, str], ...] = ()
 
     def input(self, name: str) -> InputDecl:
         for d in self.inputs:
@@ -494,4 +496,5 @@ class Program:
             inputs=tuple(replace(d, shape=fix_shape(d.shape)) for d in self.inputs),
             statements=tuple(replace(s, expr=fix(s.expr)) for s in self.statements),
             outputs=tuple((k, fix(v)) for k, v in self.outputs),
+            not_one=tuple((sp.sympify(e).subs(mapping), why) for e, why in self.not_one),
         )

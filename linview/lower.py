@@ -54,6 +54,7 @@ class _Lowerer:
         self.total: dict[str, int] = {}
         self.loop_vars: set[str] = set()
         self.current: ast.Assign | None = None
+        self.not_one: list[tuple] = []
 
     # ----------------------------------------------------------------- errors
     def where(self, pos: ast.Pos):
@@ -167,7 +168,8 @@ class _Lowerer:
         if not outputs:
             raise self.parse_error("the program has no outputs", m.pos)
         prog = ir.Program(name=name, inputs=tuple(decls), statements=tuple(self.statements),
-                          outputs=tuple(outputs), filename=self.filename, source=self.source)
+                          outputs=tuple(outputs), filename=self.filename, source=self.source,
+                          not_one=tuple(self.not_one))
         return prog.subs(self.uni.solution())
 
     # ----------------------------------------------------------------- statements
@@ -441,6 +443,12 @@ class _Lowerer:
                 raise self.parse_error("sum(X, d) needs d = 1 or 2", args[1].pos)
         else:
             d = 2 if x.rows == 1 else 1
+            if d == 1 and not sp.sympify(x.rows).is_Number:
+                line = e.pos[0] if e.pos else 0
+                self.not_one.append((x.rows, f"sum() on line {line} of {self.filename} was "
+                                     f"compiled to sum columns, assuming {x.rows} > 1; for "
+                                     "a single row Octave sums the row instead: write "
+                                     "sum(X, 1) or sum(X, 2)"))
         if (d == 1 and x.rows == 1) or (d == 2 and x.cols == 1):
             return x
         return self.build(Op.SUM, x, pos=e.pos, attr=d)

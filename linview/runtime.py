@@ -158,6 +158,8 @@ class TriggerModule:
     DYNAMIC: tuple[str, ...] = ()
     VIEWS: Mapping[str, tuple[str, str]] = {}
     OUTPUTS: Mapping[str, str] = {}
+    #: {size expression: reason} of sizes the program was compiled assuming are not 1
+    NOT_ONE: Mapping[str, str] = {}
     #: the generated module's own source text (set by the loader; used by save())
     MODULE_SOURCE = ""
 
@@ -222,6 +224,9 @@ class TriggerModule:
             if want is not None and want != got:
                 raise InputError(f"input {name} has {('rows', 'columns')[axis]} {got}, "
                                  f"expected {want}", hint=self._shapes_hint())
+        for expr, why in self.NOT_ONE.items():
+            if eval(expr, {"d": dims}) == 1:  # noqa: S307 - generated size expression
+                raise InputError(f"{self.PROGRAM}: {why}")
         return dims
 
     def _shapes_hint(self) -> str:

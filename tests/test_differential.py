@@ -444,11 +444,8 @@ def test_reproducer(source, sizes, updates):
     replay(source, sizes, updates)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: sum(X) without a dimension is resolved at compile time as sum(X, 1) when the "
-    "row count of X is a symbol; Octave sums along the first non-singleton dimension, so "
-    "for X 1x3 at run time Octave gives sum(X) = 6 (1x1) and linview a 1x3 row.  Either "
-    "follow Octave at load time or refuse the input."))
+# sum(X) without a dimension is resolved at compile time (column sums when the row count
+# is a symbol); a single-row X, where Octave would sum the row, is refused at load.
 @pytest.mark.parametrize("pragma", ["", "  %#linview dims X(m,n)\n"])
 def test_sum_without_dimension_follows_octave_on_a_row(pragma):
     compiled = linview.compile(f"function C = f(X)\n{pragma}  C = sum(X);\nend\n", name="f")
