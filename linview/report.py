@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 
-def _fl(x) -> str:
+def _scaled(x, units, last: str) -> str:
+    """``x`` in the largest of ``units`` ((suffix, divisor), largest first) it reaches."""
     if x is None:
         return "—"
-    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+    for unit, div in units:
         if abs(x) >= div:
             return f"{x / div:.3g}{unit}"
-    return f"{x:.3g}"
+    return last.format(x)
+
+
+def _fl(x) -> str:
+    return _scaled(x, (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)), "{:.3g}")
 
 
 def _bytes(x) -> str:
-    if x is None:
-        return "—"
-    for unit, div in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
-        if abs(x) >= div:
-            return f"{x / div:.3g} {unit}"
-    return f"{int(x)} B"
+    return _scaled(x, ((" GiB", 2 ** 30), (" MiB", 2 ** 20), (" KiB", 2 ** 10)), "{:.0f} B")
 
 
 def _secs(x) -> str:
@@ -26,9 +26,7 @@ def _secs(x) -> str:
         return "—"
     if x >= 1:
         return f"{x:.3g} s"
-    if x >= 1e-3:
-        return f"{x * 1e3:.3g} ms"
-    return f"{x * 1e6:.3g} µs"
+    return f"{x * 1e3:.3g} ms" if x >= 1e-3 else f"{x * 1e6:.3g} µs"
 
 
 def print_cost(console, report: dict) -> None:
