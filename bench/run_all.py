@@ -86,8 +86,10 @@ def render(results: list[dict]) -> str:
         "`python bench/spark_bench.py` and are in `results/spark.json`.",
         "",
         f"Machine: {m.get('cpus')} CPUs ({m.get('machine')}), Python {m.get('python')}, "
-        f"NumPy {m.get('numpy')}.  Absolute times hold for this machine only; the ratios",
-        "were taken in one run on the same inputs and updates.",
+        f"NumPy {m.get('numpy')}.",
+        "Absolute times hold for this machine only; the ratios were taken in one run on the",
+        "same inputs and updates.  The committed results were taken while other jobs shared",
+        "the two cores (load average 4–8): absolute times are pessimistic and noisy.",
         "",
         "Each update changes one random row of the first dynamic input (rank 1).  REEVAL is",
         "the baseline: update the input, re-run the program.  `÷floor` is the trigger time",
