@@ -222,7 +222,7 @@ class NumpyGenerator:
         out += self.class_attributes()
         w("")
         out += self.evaluate_method()
-        for x, trig in p.triggers.items():
+        for trig in p.triggers.values():
             w("")
             out += self.trigger_method(trig)
         return "\n".join(out) + "\n"
@@ -230,13 +230,14 @@ class NumpyGenerator:
     # ------------------------------------------------------------------ re-evaluation
     def evaluate_method(self) -> list[str]:
         lines = ["    def _evaluate(self, d, inputs):",
-                 '        """Re-evaluation: every view from the inputs (the constructor\'s path)."""']
+                 '        """Re-evaluation: every view from the inputs (the constructor\'s '
+                 'path)."""']
         ind = " " * 8
         for dcl in self.prog.inputs:
             lines.append(f"{ind}{self.names('view', dcl.name)} = inputs[{dcl.name!r}]")
         roots = [e for _, e in self.plan.evaluation]
         ex = _Expr(self.names, lines, ind, trigger=False, shared=shared_nodes(roots))
-        for (name, expr), st in zip(self.plan.evaluation, self.prog.statements):
+        for (name, expr), st in zip(self.plan.evaluation, self.prog.statements, strict=True):
             where = f" ({self.prog.filename}:{st.line})" if st.line else ""
             lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}")
             ex.label = name
@@ -278,8 +279,7 @@ class NumpyGenerator:
                 lines.append(f"{ind}{names('view', nm)} = self._views[{nm!r}]")
         ex = _Expr(names, lines, ind, trigger=True, shared=shared_nodes(roots),
                    update_factors=("U", "V"))
-        if self.RUNTIME == "runtime":
-            ex.fuse_products(roots)
+        ex.fuse_products(roots)
         lines.append(f"{ind}# phase 1: every delta from the old views")
         checks = []
         needed = self._needed_factors(trig)

@@ -14,9 +14,11 @@ Operators make the NumPy backend's generated expressions run unchanged:
 * ``A @ B`` of two distributed matrices (re-evaluation): the cartesian product of the row
   blocks of A and the column blocks of B, one tile ``A[I,:] B[:,J]`` per task, assembled
   into row blocks of the product;
-* ``A ± B``, ``A .* B``: block by block; ``A.add_outer(P, Q)``: ``A[I,:] += P[I] Qᵀ`` /
-  ``A[:,J] += P Q[J]ᵀ`` as a map into the next persisted RDD, with the lineage cut every
-  ``checkpoint_every`` updates.
+* ``A ± B``, ``A .* B``: block by block (:mod:`linview.spark_algebra`);
+  ``A.add_outer(P, Q)``: ``A[I,:] += P[I] Qᵀ`` / ``A[:,J] += P Q[J]ᵀ`` as a map into the
+  next persisted RDD, with the lineage cut every ``checkpoint_every`` updates; with
+  ``fold_every = f > 1`` the terms wait on the driver as ``A = B + Σ P Qᵀ`` (products add
+  ``P (Qᵀ x)``) and are folded into the blocks in one pass every f updates.
 
 The functions Spark tasks run are in :mod:`linview.spark_tasks`; the Spark plumbing
 (persistence, checkpoints, transactions) in :mod:`linview.spark_context`.
