@@ -45,9 +45,10 @@ class _Expr:
         self.defined: set[str] = set(update_factors)  # factor blocks computed so far
 
     def fuse_products(self, roots: list[Node]) -> None:
-        """Plan one pass per view: products ``W @ F1``, ``W @ F2`` of the same view with
-        factor blocks become ``W @ [F1, F2]`` (one gemm reading W once), emitted when the
-        first of them is needed and the others' factors are already computed."""
+        """Plan one pass per view and trigger level: the products ``W F1``, ``Wᵀ F2``... of
+        one view with factor blocks become ``rt.fused_dot(W, F1, F2, ops="NT")`` (one read of
+        W for all of them), emitted when the first is needed, with every member whose
+        factor is already computed."""
         seen: set[int] = set()
         groups: dict[int, list[Node]] = {}
         for r in roots:
@@ -57,13 +58,35 @@ class _Expr:
                 seen.add(id(n))
                 a, b = n.children
                 leaf = a.children[0] if a.op is Op.T else a
-                if leaf.op in (Op.VIEW, Op.INPUT) and b.op is Op.FACTOR \
-                        and b.attr not in self.update_factors:
-                    groups.setdefault(id(a), []).append(n)
+                if leaf.op in (Op.VIEW, Op.INPUT) and b.op is Op.FACTOR:
+                    groups.setdefault(id(leaf), []).append(n)
         for members in groups.values():
             if len(members) > 1:
                 for n in members:
                     self.groups[id(n)] = members
+
+    def _fused(self, n: Node) -> str | None:
+        """The temporary holding ``n`` after emitting its group's ``rt.fused_dot``, or None
+        when fewer than two products of the group are ready."""
+        ready = [m for m in self.groups[id(n)] if id(m) not in self.temps
+                 and m.children[1].attr in self.defined]
+        if len(ready) < 2 or n not in ready:
+            return None
+        names = [self.names("temp", f"t{self.count + i}") for i in range(len(ready))]
+        self.count += len(ready)
+        a = n.children[0]
+        leaf = a.children[0] if a.op is Op.T else a
+        view = self.code(leaf)
+        blocks = [self.names("factor", m.children[1].attr) for m in ready]
+        ops = "".join("T" if m.children[0].op is Op.T else "N" for m in ready)
+        math = ", ".join(f"{printer.fmt(m.children[0])} {b}" for m, b in zip(ready, blocks,
+                                                                           strict=True))
+        self.lines.append(f"{self.indent}# {math}: the products reading {view}, together")
+        self.lines.append(f"{self.indent}{', '.join(names)} = rt.fused_dot({view}, "
+                          f"{', '.join(blocks)}, ops={ops!r})")
+        for m, name in zip(ready, names, strict=True):
+            self.temps[id(m)] = name
+        return self.temps[id(n)]
 
     def code(self, n: Node) -> str:
         return self._code(n)[0]
@@ -76,19 +99,9 @@ class _Expr:
         if id(n) in self.temps:
             return self.temps[id(n)], _ATOM
         if id(n) in self.groups:
-            ready = [m for m in self.groups[id(n)] if id(m) not in self.temps
-                     and m.children[1].attr in self.defined]
-            if len(ready) > 1 and n in ready:
-                names = [self.names("temp", f"t{self.count + i}") for i in range(len(ready))]
-                self.count += len(ready)
-                view = self._wrap(n.children[0], _ATOM)
-                blocks = ", ".join(self.names("factor", m.children[1].attr) for m in ready)
-                math = f"{printer.fmt(n.children[0])} [{blocks}]"
-                self.lines.append(f"{self.indent}{', '.join(names)} = rt.fused_dot({view}, "
-                                  f"{blocks})  # {math}: one pass over the view")
-                for m, name in zip(ready, names, strict=True):
-                    self.temps[id(m)] = name
-                return self.temps[id(n)], _ATOM
+            name = self._fused(n)
+            if name is not None:
+                return name, _ATOM
         if id(n) in self.shared:
             text = self._render(n)[0]
             name = self.names("temp", f"t{self.count}")
@@ -281,7 +294,7 @@ class NumpyGenerator:
                    update_factors=("U", "V"))
         ex.fuse_products(roots)
         lines.append(f"{ind}# phase 1: every delta from the old views")
-        checks = []
+        checks: list[tuple[str, list[str]]] = []  # (view, the parts of its delta)
         needed = self._needed_factors(trig)
         for vd in trig.deltas[1:]:
             lines += [f"{ind}# {line}" for line in self._math(vd)]
@@ -291,21 +304,22 @@ class NumpyGenerator:
                 right = names("factor", vd.right.attr)
                 lines.append(f"{ind}{left} = " + self._stack([ex.code(t.P) for t in vd.terms]))
                 lines.append(f"{ind}{right} = " + self._stack([ex.code(t.Q) for t in vd.terms]))
-                checks += [left, right]
+                checks.append((vd.name, [left, right]))
                 ex.defined |= {vd.left.attr, vd.right.attr}
             elif vd.strategy is Strategy.HYBRID:
                 lines.append(f"{ind}{left} = {ex.code(vd.dense)}")
-                checks.append(left)
+                checks.append((vd.name, [left]))
                 ex.defined.add(vd.left.attr)
             else:
                 new = names("factor", f"new_{vd.name}")
                 lines.append(f"{ind}{new} = {ex.code(vd.new_value)}")
                 if vd.left.attr in needed:
                     lines.append(f"{ind}{left} = {new} - {names('view', vd.name)}")
-                checks.append(new)
+                checks.append((vd.name, [new]))
         if checks:
-            lines.append(f"{ind}rt.check_finite({x!r}, "
-                         + ", ".join(f"{c_}={c_}" for c_ in checks) + ")")
+            lines.append(f"{ind}rt.check_deltas({x!r}, {{" + ", ".join(
+                f"{v!r}: ({', '.join(parts)}{',' if len(parts) == 1 else ''})"
+                for v, parts in checks) + "})")
         body = "\n".join(lines)
         if 'd["' not in body:
             lines.remove(f"{ind}d = self.dims")

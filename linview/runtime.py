@@ -28,6 +28,8 @@ _BARE_SIZE = re.compile(r'd\["(\w+)"\]')
 
 #: a Woodbury core whose condition estimate exceeds this is refused (re-evaluation instead)
 CORE_CONDITION_LIMIT = 1e10
+#: a factored delta whose entries may exceed this is not applied (re-evaluation instead)
+OVERFLOW_GUARD = 1e300
 
 
 class IllConditioned(NumericalError):
@@ -59,22 +61,42 @@ def assign(A: np.ndarray, value: np.ndarray) -> None:
     A[...] = value
 
 
+def one_hot(X: np.ndarray) -> np.ndarray | None:
+    """The non-zero rows of an update factor when they are few (a row, column or cell
+    update), else None."""
+    rows = np.flatnonzero(X.any(axis=1))
+    return rows if rows.size * 4 <= X.shape[0] else None
+
+
 def dot(A, X: np.ndarray) -> np.ndarray:
     """``A @ X`` for an update factor ``X``: when ``X`` has few non-zero rows (a row, column
     or cell update is one-hot) only those columns of ``A`` are read: O(n·nnz) not O(n²)."""
-    rows = np.flatnonzero(X.any(axis=1))
-    if rows.size * 4 <= X.shape[0]:
+    rows = one_hot(X)
+    if rows is not None:
         return A[:, rows] @ X[rows]
     return A @ X
 
 
-def fused_dot(A, *blocks: np.ndarray) -> list[np.ndarray]:
-    """``[A @ B1, A @ B2, ...]`` in one pass over ``A``: one gemm with ``[B1, B2, ...]``.
-    Reading a large view once instead of once per product is what counts for thin
-    factors, where a product is bound by memory, not flops."""
-    out = A @ np.hstack(blocks)
-    cuts = np.cumsum([b.shape[1] for b in blocks])[:-1]
-    return np.hsplit(out, cuts)
+def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray]:
+    """``[op1(A) @ B1, op2(A) @ B2, ...]`` with ``ops[i]`` "N" (A) or "T" (Aᵀ): the products
+    of one view at one trigger level.  Blocks of each kind are stacked into one gemm
+    (``A [B1, B3]``, ``Aᵀ [B2]``), which reads A once per kind instead of once per
+    product: for thin factors a product is bound by memory, not flops.  One-hot blocks
+    read only their columns of A (see :func:`dot`)."""
+    ops = ops or "N" * len(blocks)
+    out: list = [None] * len(blocks)
+    kinds: dict[str, list[int]] = {}
+    for i, (B, o) in enumerate(zip(blocks, ops, strict=True)):
+        if one_hot(B) is not None:
+            out[i] = dot(A.T if o == "T" else A, B)
+        else:
+            kinds.setdefault(o, []).append(i)
+    for o, idx in kinds.items():
+        res = (A.T if o == "T" else A) @ np.hstack([blocks[i] for i in idx])
+        cuts = np.cumsum([blocks[i].shape[1] for i in idx])[:-1]
+        for i, part in zip(idx, np.hsplit(res, cuts), strict=True):
+            out[i] = part
+    return out
 
 
 def inv(A: np.ndarray, what: str) -> np.ndarray:
@@ -110,11 +132,23 @@ def core_inv(K: np.ndarray, what: str) -> np.ndarray:
     return np.linalg.inv(K)
 
 
-def check_finite(trigger: str, **arrays: np.ndarray) -> None:
-    """Phase-1 guard: refuse to apply deltas that contain NaN or Inf."""
-    for name, a in arrays.items():
-        if not np.all(np.isfinite(a)):
-            raise IllConditioned(f"update of {trigger}: delta {name} is not finite")
+def check_deltas(trigger: str, deltas: dict[str, tuple[np.ndarray, ...]]) -> None:
+    """Phase-1 guard, before any view changes: ``(P, Q)`` for a factored delta ``P Qᵀ``,
+    ``(D,)`` for a dense delta or a new value.  Every part must be finite,
+    and a factored delta must not overflow when applied:
+    ``max |P Qᵀ| ≤ Σ_j max|P[:, j]| · max|Q[:, j]| < OVERFLOW_GUARD``.  A failed check
+    raises :class:`IllConditioned` (the update re-evaluates instead).  ``deltas`` maps
+    view names to parts: ``{"S": (U_S, V_S), "beta": (new_beta,)}``."""
+    for view, parts in deltas.items():
+        for a in parts:
+            if not np.all(np.isfinite(a)):
+                raise IllConditioned(f"update of {trigger}: the delta of {view} is not finite")
+        if len(parts) == 2 and parts[0].size and parts[1].size:
+            with np.errstate(over="ignore", invalid="ignore"):
+                bound = float(np.abs(parts[0]).max(axis=0) @ np.abs(parts[1]).max(axis=0))
+            if not bound < OVERFLOW_GUARD:
+                raise IllConditioned(f"update of {trigger}: the delta of {view} would overflow "
+                                     f"(|ΔV| bound {bound:.3g})")
 
 
 def as_matrix(x, what: str, rows=None, cols=None) -> np.ndarray:

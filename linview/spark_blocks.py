@@ -16,9 +16,11 @@ Operators make the NumPy backend's generated expressions run unchanged:
   into row blocks of the product;
 * ``A ± B``, ``A .* B``: block by block (:mod:`linview.spark_algebra`);
   ``A.add_outer(P, Q)``: ``A[I,:] += P[I] Qᵀ`` / ``A[:,J] += P Q[J]ᵀ`` as a map into the
-  next persisted RDD, with the lineage cut every ``checkpoint_every`` updates; with
-  ``fold_every = f > 1`` the terms wait on the driver as ``A = B + Σ P Qᵀ`` (products add
-  ``P (Qᵀ x)``) and are folded into the blocks in one pass every f updates.
+  next persisted RDD, with the lineage cut every ``checkpoint_every`` such passes.  The
+  terms first wait on the driver, ``A = B + Σ P Qᵀ`` (products add ``P (Qᵀ x)``), and are
+  folded into the blocks in one pass when their total rank reaches the context's
+  :meth:`~linview.spark_context.BlockContext.fold_limit`: a write pass over a large matrix
+  costs far more than the driver's thin corrections.
 
 The functions Spark tasks run are in :mod:`linview.spark_tasks`; the Spark plumbing
 (persistence, checkpoints, transactions) in :mod:`linview.spark_context`.
@@ -31,6 +33,7 @@ import operator
 
 import numpy as np
 
+from linview import runtime
 from linview import spark_tasks as tasks
 from linview.spark_algebra import BlockAlgebra, Operand, _as2d, _scalar
 from linview.spark_context import BlockContext, active, lineage, relayout
@@ -135,22 +138,55 @@ class DistMatrix(Operand, BlockAlgebra):
 
     # -------------------------------------------------------------- products with x
     def _apply(self, x: np.ndarray, transpose: bool) -> np.ndarray:
-        """``s · op(A) @ x`` for a driver array x: stacked per-block products when the
-        layout matches (row blocks for A, column blocks for Aᵀ), else a sum over blocks."""
-        stack_rdd = self._cols if transpose else self._rows
-        stack = stack_rdd is not None
-        rdd = stack_rdd if stack else (self._rows if transpose else self._cols)
-        splits = self.ctx.splits(self.shape[0] if transpose else self.shape[1])
-        big = x.nbytes > self.ctx.broadcast_bytes
-        arg = self.ctx.sc.broadcast(x) if big else x
+        """``s · op(A) @ x`` for a driver array x."""
+        return self.fused([x], "T" if transpose else "N")[0]
+
+    def fused(self, blocks, ops: str) -> list[np.ndarray]:
+        """``[s · op_i(A) @ B_i]`` (``ops[i]`` "N" or "T") in one Spark job: every product of
+        this view at one trigger level.  With both layouts, "N" products read row blocks
+        and "T" products column blocks, each stacking its blocks' rows of the result (no
+        reduction); with one layout, every product reads it, the other kind as a sum of
+        per-block n×r partial products.  A one-hot factor (row, column or cell update)
+        whose layout the job does not read anyway goes through :meth:`dot` (the few blocks
+        it touches)."""
+        axis_of = {"N": 0 if self._rows is not None else 1,
+                   "T": 1 if self._cols is not None else 0}
+        out: list = [None] * len(blocks)
+        jobs: dict[int, list[int]] = {}
+        for i, o in enumerate(ops):
+            jobs.setdefault(axis_of[o], []).append(i)
+        touch = {"N": self._cols, "T": self._rows}  # the blocks dot reads
+        for axis, idx in list(jobs.items()):
+            if all(runtime.one_hot(blocks[i]) is not None and touch[ops[i]] is not None
+                   for i in idx):
+                for i in jobs.pop(axis):
+                    out[i] = self.dot(blocks[i], ops[i] == "T")
+        if not jobs:
+            return out
+        xs = [np.asarray(b, dtype=np.float64) for b in blocks]
+        big = sum(x.nbytes for x in xs) > self.ctx.broadcast_bytes
+        arg = self.ctx.sc.broadcast(xs) if big else xs
+        rdds = []
+        for axis, idx in jobs.items():
+            rdd = self._rows if axis == 0 else self._cols
+            splits = self.ctx.splits(self.shape[axis])
+            fn = functools.partial(tasks.w_products, arg, [(i, ops[i]) for i in idx], splits,
+                                   axis)
+            rdds.append(rdd.map(fn))
         try:
-            got = rdd.map(functools.partial(tasks.w_apply, arg, splits, transpose, stack)).collect()
+            got = (rdds[0] if len(rdds) == 1 else self.ctx.sc.union(rdds)).collect()
         finally:
             if big:
                 arg.unpersist()
-        got.sort(key=operator.itemgetter(0))
-        return self._with(np.vstack([b for _, b in got]) if stack else sum(b for _, b in got),
-                          x, transpose)
+        got.sort(key=operator.itemgetter(0, 1))
+        for axis, idx in jobs.items():
+            parts = [r for ax, _, r in got if ax == axis]
+            for i in idx:
+                stacked = (ops[i] == "N") == (axis == 0)
+                pieces = [r[i] for r in parts]
+                res = np.vstack(pieces) if stacked else functools.reduce(np.add, pieces)
+                out[i] = self._with(res, xs[i], ops[i] == "T")
+        return out
 
     def __matmul__(self, x):
         if isinstance(x, (DistMatrix, Transposed)):
@@ -167,9 +203,9 @@ class DistMatrix(Operand, BlockAlgebra):
     def dot(self, x: np.ndarray, transpose: bool = False) -> np.ndarray:
         """``op(A) @ x`` reading only the blocks that hold the columns of ``op(A)`` at the
         non-zero rows of x, when those are few (row, column or cell updates)."""
-        nz = np.flatnonzero(x.any(axis=1))
+        nz = runtime.one_hot(x)
         rdd = self._rows if transpose else self._cols
-        if nz.size * 4 > x.shape[0] or rdd is None:
+        if nz is None or rdd is None:
             return self._apply(x, transpose)
         m = self.shape[1] if transpose else self.shape[0]
         if nz.size == 0:
@@ -247,19 +283,22 @@ class DistMatrix(Operand, BlockAlgebra):
                     self.ctx.cached[r.id()] = w
 
     def add_outer(self, P, Q) -> None:
-        """``A += P Qᵀ``: row block ``I`` gets ``P[I] Qᵀ``, column block ``J`` gets
-        ``P Q[J]ᵀ`` (BLAS dgemm, beta = 1, inside the task).  With ``fold_every = f > 1``
-        the terms wait on the driver (products add ``P (Qᵀ x)``) and every f-th update
-        folds them all in one pass."""
+        """``A += P Qᵀ``: the term waits on the driver with the others (products add
+        ``P (Qᵀ x)``) until their total rank reaches the fold limit; then all of them are
+        folded in one pass: row block ``I`` gets ``P[I] Qᵀ``, column block ``J`` gets
+        ``P Q[J]ᵀ`` (BLAS dgemm, beta = 1, inside the task)."""
         if not np.shape(P)[1]:
             return
         old = self._state()
         term = (np.asarray(P, dtype=np.float64) / self.scale, np.asarray(Q, dtype=np.float64))
         self.pending = self.pending + (term,)
-        if len(self.pending) >= self.ctx.fold_every:
+        if self.pending_rank() >= self.ctx.fold_limit(self.shape):
             self.fold(old)
         elif active() is not None:
             active().holders.append((self, old))
+
+    def pending_rank(self) -> int:
+        return sum(p.shape[1] for p, _ in self.pending)
 
     def fold(self, old=None) -> None:
         """Fold the pending terms into the blocks (one map pass over every layout)."""

@@ -71,7 +71,7 @@ class BlockContext:
     def __init__(self, sc, partitions: int | None = None, checkpoint_every: int = 50,
                  checkpoint_dir: str | None = None, driver_max_elements: int = 1 << 27,
                  distribute_min: int = 256, broadcast_bytes: int = 4 << 20,
-                 fold_every: int = 1):
+                 fold_rank: int | None = None):
         from pyspark import StorageLevel
 
         self.sc = sc
@@ -83,7 +83,7 @@ class BlockContext:
         self.driver_max_elements = int(driver_max_elements)
         self.distribute_min = int(distribute_min)
         self.broadcast_bytes = broadcast_bytes
-        self.fold_every = max(1, int(fold_every))
+        self.fold_rank = None if fold_rank is None else max(0, int(fold_rank))
         self.level = StorageLevel.MEMORY_AND_DISK
         self.cached: dict[int, object] = {}
         self._cut: set[int] = set()
@@ -92,6 +92,17 @@ class BlockContext:
         """Block boundaries of a dimension of size n: ``min(partitions, n)`` blocks."""
         nb = max(1, min(self.partitions, n))
         return tuple(int(x) for x in np.linspace(0, n, nb + 1).round())
+
+    #: pending low-rank terms of one view kept on the driver (bytes of P and Q), by default
+    PENDING_BYTES = 64 << 20
+
+    def fold_limit(self, shape) -> int:
+        """The total rank of pending terms ``Σ P Qᵀ`` at which a view's terms are folded
+        into its blocks: ``fold_rank`` if given, else as many as fit in ``PENDING_BYTES``
+        (at most 256; the driver adds ``P (Qᵀ x)`` to every product, 4·n·rank·r flops)."""
+        if self.fold_rank is not None:
+            return self.fold_rank
+        return max(1, min(256, self.PENDING_BYTES // (8 * (shape[0] + shape[1]))))
 
     def small(self, shape) -> bool:
         return min(shape) < self.distribute_min or tuple(shape) == (1, 1)

@@ -79,9 +79,13 @@ def dot(A, X):
     return runtime.dot(A, X)
 
 
-def fused_dot(A, *blocks: np.ndarray) -> list[np.ndarray]:
-    """``[A @ B1, A @ B2, ...]`` in one pass over A (one Spark job for a distributed A)."""
-    return runtime.fused_dot(A, *blocks)
+def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray]:
+    """``[op1(A) @ B1, op2(A) @ B2, ...]`` in one pass over A (one Spark job for a
+    distributed A; see :meth:`DistMatrix.fused`)."""
+    ops = ops or "N" * len(blocks)
+    if isinstance(A, DistMatrix):
+        return A.fused(blocks, ops)
+    return runtime.fused_dot(A, *blocks, ops=ops)
 
 
 def inv(A, what: str) -> np.ndarray:
@@ -93,12 +97,17 @@ def inv(A, what: str) -> np.ndarray:
     return runtime.inv(A, what)
 
 
-def check_finite(trigger: str, **arrays) -> None:
-    """Phase-1 guard: refuse deltas that contain NaN or Inf."""
-    for name, a in arrays.items():
-        ok = a.all_finite() if isinstance(a, _DIST) else np.all(np.isfinite(a))
-        if not ok:
-            raise IllConditioned(f"update of {trigger}: delta {name} is not finite")
+def check_deltas(trigger: str, deltas: dict) -> None:
+    """Phase-1 guard (:func:`linview.runtime.check_deltas`); distributed parts are checked
+    block by block."""
+    local = {}
+    for view, parts in deltas.items():
+        if any(isinstance(a, _DIST) for a in parts):
+            if not all(a.all_finite() for a in parts if isinstance(a, _DIST)):
+                raise IllConditioned(f"update of {trigger}: the delta of {view} is not finite")
+            parts = tuple(a for a in parts if not isinstance(a, _DIST))
+        local[view] = parts
+    runtime.check_deltas(trigger, local)
 
 
 def max_abs(a) -> float:
@@ -118,9 +127,10 @@ class SparkTriggerModule(runtime.TriggerModule):
     ``checkpoint_every`` (updates between lineage cuts, default 50), ``checkpoint_dir``
     (reliable checkpoints there instead of local ones), ``distribute_min`` (views with both
     dimensions at least this are distributed, default 256), ``driver_max_elements`` (the
-    largest matrix collected or inverted on the driver), ``fold_every`` (default 1: every
-    update is a map over the blocks; f > 1 keeps up to f low-rank terms on the driver,
-    added to every product as ``P (Qᵀ x)``, and folds them in one pass every f updates).
+    largest matrix collected or inverted on the driver), ``fold_rank`` (low-rank terms
+    ``P Qᵀ`` wait on the driver, added to every product as ``P (Qᵀ x)``, until their total
+    rank reaches it, then are folded into the blocks in one pass; default: what fits in
+    64 MiB of the driver, at most 256; 0 folds at every update).
     Inputs: arrays, numbers, ``.npy`` paths, or Parquet paths (see :func:`read_parquet`).
     """
 
@@ -128,7 +138,7 @@ class SparkTriggerModule(runtime.TriggerModule):
 
     def __init__(self, *, spark=None, master: str | None = None, partitions: int | None = None,
                  checkpoint_every: int = 50, checkpoint_dir=None, distribute_min: int = 256,
-                 driver_max_elements: int = 1 << 27, fold_every: int = 1,
+                 driver_max_elements: int = 1 << 27, fold_rank: int | None = None,
                  refresh_every: int | None = None,
                  check_every: int | None = None, tolerance: float = 1e-6, _state=None,
                  **inputs):
@@ -136,7 +146,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         with spark_errors(f"loading {self.PROGRAM}"):
             self._ctx = BlockContext(sc, partitions, checkpoint_every, checkpoint_dir,
                                      driver_max_elements, distribute_min,
-                                     fold_every=fold_every)
+                                     fold_rank=fold_rank)
             super().__init__(refresh_every=refresh_every, check_every=check_every,
                              tolerance=tolerance, _state=_state, **inputs)
             if _state is not None:

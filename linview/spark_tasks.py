@@ -24,12 +24,20 @@ def identity(k):
     return k
 
 
-def w_apply(x, splits, transpose, stack, kv):
-    """``op(b) @ x`` (stack: the block's rows of the result) or ``op(b) @ x[I]`` (sum)."""
+def w_products(xs, which, splits, axis, kv):
+    """The products of one trigger level on one block: for each ``(i, op)`` in ``which``,
+    ``op(A) @ xs[i]`` restricted to this block.  A row block (axis 0) gives its rows of
+    ``A x`` and the partial ``A[I,:]ᵀ x[I]``; a column block its rows of ``Aᵀ x`` and the
+    partial ``A[:,J] x[J]``.  Returns ``(axis, block, {i: result})``."""
     i, b = kv
-    x = val(x)
-    m = b.T if transpose else b
-    return i, (m @ x if stack else m @ x[splits[i]:splits[i + 1]])
+    xs = val(xs)
+    lo, hi = splits[i], splits[i + 1]
+    out = {}
+    for j, op in which:
+        m = b.T if op == "T" else b
+        stacked = (op == "N") == (axis == 0)
+        out[j] = runtime.dot(m, xs[j] if stacked else xs[j][lo:hi])
+    return axis, i, out
 
 
 def w_touch(x, idx, splits, transpose, it):

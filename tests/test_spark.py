@@ -111,7 +111,8 @@ def test_example_matches_numpy_and_reevaluation(name, spark):
     # 3 blocks per dimension for OLS (uneven: 20 = 7+7+6 rows), 1 for the two programs with
     # the most views (speed), 2 for the others
     parts = {"ols": 3, "sums_of_powers": 1, "general_form": 1}.get(name, 2)
-    views = spark_load(name, spark, sc.inputs, partitions=parts)
+    # fold_rank=2: with updates of rank 1, 2, 1 some terms wait on the driver, some fold
+    views = spark_load(name, spark, sc.inputs, partitions=parts, fold_rank=2)
     assert views.distributed(), "no view was distributed"
     for vname, U, V in sc.updates[:N_UPDATES]:
         numpy_views.update(vname, U, V)
@@ -157,18 +158,22 @@ def test_layouts_follow_the_analysis(spark):
 
 
 def test_deferred_folding_of_low_rank_terms(spark, tmp_path):
-    """``fold_every=3``: terms wait on the driver (products add ``P (Qᵀ x)``) and every
-    third update folds them into the blocks in one pass."""
+    """``fold_rank=5``: terms wait on the driver (products add ``P (Qᵀ x)``) until their
+    total rank reaches 5, then are folded into the blocks in one pass.  ``B = A²`` gets a
+    rank-2k term per update of rank k."""
     ex = BY_NAME["powers"]
     sc = make_scenario(ex, ["A"])
     numpy_views = compiled("powers", "numpy").load(**sc.inputs)
-    views = spark_load("powers", spark, sc.inputs, fold_every=3)
-    pending = []
-    for vname, U, V in sc.updates[:4]:
+    views = spark_load("powers", spark, sc.inputs, fold_rank=5)
+    pending, want, rank = [], [], 0
+    for vname, U, V in sc.updates[:5]:
         numpy_views.update(vname, U, V)
         views.update(vname, U, V)
-        pending.append(len(views.distributed()["B"].pending))
-    assert pending == [1, 2, 0, 1]
+        pending.append(views.distributed()["B"].pending_rank())
+        rank += 2 * (1 if np.ndim(U) == 1 else U.shape[1])
+        want.append(0 if rank >= 5 else rank)
+        rank = want[-1]
+    assert pending == want and 0 in want and max(want) > 0, (pending, want)
     for out, want in numpy_views.outputs.items():
         assert rel_err(views[out], want) < 1e-8, out
     views.save(tmp_path / "p.npz")  # the saved values include the pending terms
@@ -187,7 +192,9 @@ def test_lineage_stays_bounded_over_many_updates(spark):
     src = "function C = twice(A)\n %#linview dims A(n,n)\n C = 2 * A;\nend\n"
     prog = linview.compile(src, name="twice", backend="spark")
     A = rng.standard_normal((n, n))
-    views = prog.load(A=A, spark=spark, distribute_min=2, partitions=1, checkpoint_every=10)
+    # fold_rank=0: every update is a pass over the blocks, the lineage grows by one RDD
+    views = prog.load(A=A, spark=spark, distribute_min=2, partitions=1, checkpoint_every=10,
+                      fold_rank=0)
     jvm = spark.sparkContext._jsc
     depths, cached = [], []
     for i in range(200):
@@ -211,7 +218,7 @@ def test_reliable_checkpoints_in_a_directory(spark, tmp_path):
     prog = linview.compile(src, name="twice", backend="spark")
     A = rng.standard_normal((5, 5))
     views = prog.load(A=A, spark=spark, distribute_min=2, partitions=1, checkpoint_every=5,
-                      checkpoint_dir=tmp_path / "ckpt")
+                      checkpoint_dir=tmp_path / "ckpt", fold_rank=0)
     for _ in range(12):
         u, v = rng.standard_normal(5), rng.standard_normal(5)
         views.update("A", u, v)

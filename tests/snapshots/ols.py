@@ -72,14 +72,15 @@ class Ols(rt.TriggerModule):
         # Δbeta_inv = U_beta_inv V_beta_invᵀ, rank 2*k  (Woodbury on Δbeta_arg)
         #   U_beta_inv = [-beta_inv U_beta_arg inv(I_2*k + V_beta_argᵀ (beta_inv U_beta_arg))]
         #   V_beta_inv = [beta_inv V_beta_arg]
-        t1, t2 = rt.fused_dot(beta_inv, U_beta_arg, V_beta_arg)  # beta_inv [U_beta_arg, V_beta_arg]: one pass over the view
+        # beta_inv U_beta_arg, beta_inv V_beta_arg: the products reading beta_inv, together
+        t1, t2 = rt.fused_dot(beta_inv, U_beta_arg, V_beta_arg, ops='NN')
         U_beta_inv = -(t1 @ rt.core_inv(np.eye(2*k) + V_beta_arg.T @ t1, "beta_inv"))
         V_beta_inv = t2
         # Δbeta_p1 = D_beta_p1 = V (Uᵀ Y)  (dense)
         D_beta_p1 = V @ (U.T @ Y)
         # beta re-evaluated: beta' = beta_inv (beta_p1 + D_beta_p1) + (U_beta_inv (V_beta_invᵀ beta_p1) + U_beta_inv (V_beta_invᵀ D_beta_p1))  (cheapest by the cost model)
         new_beta = beta_inv @ (beta_p1 + D_beta_p1) + (U_beta_inv @ (V_beta_inv.T @ beta_p1) + U_beta_inv @ (V_beta_inv.T @ D_beta_p1))
-        rt.check_finite('X', U_beta_arg=U_beta_arg, V_beta_arg=V_beta_arg, U_beta_inv=U_beta_inv, V_beta_inv=V_beta_inv, D_beta_p1=D_beta_p1, new_beta=new_beta)
+        rt.check_deltas('X', {'beta_arg': (U_beta_arg, V_beta_arg), 'beta_inv': (U_beta_inv, V_beta_inv), 'beta_p1': (D_beta_p1,), 'beta': (new_beta,)})
         # phase 2: apply
         rt.add_outer(X, U, V)
         rt.add_outer(beta_arg, U_beta_arg, V_beta_arg)
@@ -103,7 +104,7 @@ class Ols(rt.TriggerModule):
         D_beta_p1 = rt.dot(X.T, U) @ V.T
         # Δbeta = D_beta = beta_inv D_beta_p1  (dense)
         D_beta = beta_inv @ D_beta_p1
-        rt.check_finite('Y', D_beta_p1=D_beta_p1, D_beta=D_beta)
+        rt.check_deltas('Y', {'beta_p1': (D_beta_p1,), 'beta': (D_beta,)})
         # phase 2: apply
         rt.add_outer(Y, U, V)
         rt.add_dense(beta_p1, D_beta_p1)

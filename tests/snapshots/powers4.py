@@ -51,14 +51,18 @@ class Powers4(rt.TriggerModule):
         # ΔB = U_B V_Bᵀ, rank 2*k
         #   U_B = [U, A U + U (Vᵀ U)]
         #   V_B = [Aᵀ V, V]
-        U_B = np.hstack([U, rt.dot(A, U) + U @ (V.T @ U)])
-        V_B = np.hstack([rt.dot(A.T, V), V])
+        # A U, Aᵀ V: the products reading A, together
+        t0, t1 = rt.fused_dot(A, U, V, ops='NT')
+        U_B = np.hstack([U, t0 + U @ (V.T @ U)])
+        V_B = np.hstack([t1, V])
         # ΔC = U_C V_Cᵀ, rank 4*k
         #   U_C = [U_B, B U_B + U_B (V_Bᵀ U_B)]
         #   V_C = [Bᵀ V_B, V_B]
-        U_C = np.hstack([U_B, B @ U_B + U_B @ (V_B.T @ U_B)])
-        V_C = np.hstack([B.T @ V_B, V_B])
-        rt.check_finite('A', U_B=U_B, V_B=V_B, U_C=U_C, V_C=V_C)
+        # B U_B, Bᵀ V_B: the products reading B, together
+        t2, t3 = rt.fused_dot(B, U_B, V_B, ops='NT')
+        U_C = np.hstack([U_B, t2 + U_B @ (V_B.T @ U_B)])
+        V_C = np.hstack([t3, V_B])
+        rt.check_deltas('A', {'B': (U_B, V_B), 'C': (U_C, V_C)})
         # phase 2: apply
         rt.add_outer(A, U, V)
         rt.add_outer(B, U_B, V_B)
