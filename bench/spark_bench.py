@@ -118,7 +118,7 @@ def bench_power(spark, args, rng) -> dict:
     t0 = time.perf_counter()
     views = prog.load(A=A, spark=spark, partitions=args.partitions,
                       distribute_min=args.distribute_min,
-                      fold_every=args.fold_every)
+                      fold_rank=args.fold_rank)
     load = time.perf_counter() - t0
     layouts = {k: d.layout for k, d in views.distributed().items()}
     u, v = rank1(rng, n, n, 1e-3)
@@ -194,7 +194,7 @@ def bench_ols(spark, args, rng) -> dict:
     nprog = linview.compile_file(OLS, backend="numpy", dims={"m": 2 * n, "n": n, "p": 1})
     views = sprog.load(X=X, Y=Y, spark=spark, partitions=args.partitions,
                       distribute_min=args.distribute_min,
-                      fold_every=args.fold_every)
+                      fold_rank=args.fold_rank)
     local = nprog.load(X=X, Y=Y)
     ups = [rank1(rng, 2 * n, n, 0.1) for _ in range(args.updates + 1)]
     views.update("X", *ups[0])
@@ -224,7 +224,7 @@ def bench_stream(spark, args, rng) -> dict:
     views = prog.load(X=X, Y=Y, spark=spark, partitions=args.partitions,
                       checkpoint_every=args.checkpoint_every,
                       distribute_min=args.distribute_min,
-                      fold_every=args.fold_every)
+                      fold_rank=args.fold_rank)
     jvm = jvm_pid(spark)
     runtime = spark.sparkContext._jvm.java.lang.Runtime.getRuntime()
     persistent = spark.sparkContext._jsc.getPersistentRDDs
@@ -299,8 +299,9 @@ def main(argv=None) -> int:
     ap.add_argument("--updates", type=int, default=5, help="timed INCR updates in (a), (b)")
     ap.add_argument("--reevals", type=int, default=2, help="timed re-evaluations")
     ap.add_argument("--checkpoint-every", type=int, default=50)
-    ap.add_argument("--fold-every", type=int, default=1,
-                    help="fold pending low-rank terms into the blocks every f updates")
+    ap.add_argument("--fold-rank", type=int, default=None,
+                    help="fold pending low-rank terms into the blocks at this total rank "
+                         "(default: the backend's; 0: at every update)")
     ap.add_argument("--partitions", type=int, default=None)
     ap.add_argument("--distribute-min", type=int, default=256,
                     help="distribute views with both dimensions at least this")
@@ -320,10 +321,10 @@ def main(argv=None) -> int:
         t0, load = time.perf_counter(), os.getloadavg()
         out = fn(spark, args, rng)
         out.update(wall_s=time.perf_counter() - t0, load_average_at_start=load,
-                   layout=args.layout, fold_every=args.fold_every, args=res["args"])
+                   layout=args.layout, fold_rank=args.fold_rank, args=res["args"])
         print(table({case: out}), flush=True)
         key = case if args.layout == "analysis" else f"{case}_{args.layout}_layout"
-        res[key if args.fold_every == 1 else f"{key}_fold{args.fold_every}"] = out
+        res[key if args.fold_rank is None else f"{key}_fold{args.fold_rank}"] = out
     if args.json:  # cases already in the file and not run now are kept
         old = json.loads(args.json.read_text()) if args.json.exists() else {}
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,8 @@ Operators make the NumPy backend's generated expressions run unchanged:
   with column blocks only ``Σ_J A[:,J] x[J]``;  ``A.T @ x``: column blocks ``A[:,J]ᵀ x``;
   ``x @ A = (Aᵀ xᵀ)ᵀ``;  scalars ``s·A`` stay lazy (a factor applied to the r-column result);
 * ``A @ B`` of two distributed matrices (re-evaluation): the cartesian product of the row
-  blocks of A and the column blocks of B, one tile ``A[I,:] B[:,J]`` per task, assembled
-  into row blocks of the product;
+  blocks of A and the column blocks of B, tiles ``A[I,:] B[:,J]`` computed in the tasks
+  and assembled into row blocks of the product (see :func:`matmul`);
 * ``A ± B``, ``A .* B``: block by block (:mod:`linview.spark_algebra`);
   ``A.add_outer(P, Q)``: ``A[I,:] += P[I] Qᵀ`` / ``A[:,J] += P Q[J]ᵀ`` as a map into the
   next persisted RDD, with the lineage cut every ``checkpoint_every`` such passes.  The
@@ -45,24 +45,32 @@ def _base(x) -> tuple[DistMatrix, bool]:
 
 
 def matmul(a, b):
-    """``op(L) @ op(R)`` of two distributed matrices: cartesian product of the row blocks of
-    ``op(L)`` and the column blocks of ``op(R)``, one NumPy tile product per task; the tiles
-    are assembled into row blocks (or collected when the product is small)."""
+    """``op(L) @ op(R)`` of two distributed matrices: the cartesian product of the row blocks
+    of ``op(L)`` and the column blocks of ``op(R)``, NumPy tile products in the tasks.
+
+    When ``op(R)`` fits in one task (``driver_max_elements``), its column blocks are
+    gathered into one partition and the task of row block I computes all of
+    ``C[I,:] = [L_I R_J]_J``: the product comes out in row blocks without a shuffle.  A
+    larger ``op(R)`` gets one task per tile, the tiles grouped into row blocks by a
+    shuffle.  A small product is collected on the driver."""
     (L, tl), (R, tr) = _base(a), _base(b)
     L.fold()
     R.fold()
     ctx, shape = L.ctx, (a.shape[0], b.shape[1])
     lrows = L.cols() if tl else L.rows()
     rcols = R.rows() if tr else R.cols()
-    tiles = lrows.cartesian(rcols).map(functools.partial(tasks.w_tile, tl, tr, L.scale * R.scale))
+    s = L.scale * R.scale
+    if R.shape[0] * R.shape[1] <= ctx.driver_max_elements:
+        rows = lrows.cartesian(rcols.coalesce(1)).mapPartitions(
+            functools.partial(tasks.w_row_block, tl, tr, s))
+    else:
+        tiles = lrows.cartesian(rcols).map(functools.partial(tasks.w_tile, tl, tr, s))
+        nb = len(ctx.splits(shape[0])) - 1
+        rows = tiles.groupByKey(nb, tasks.identity).map(functools.partial(tasks.w_join, 1))
     if ctx.small(shape):
         ctx.check_collect(shape, "cannot collect a product on the driver")
-        got: dict[int, list] = {}
-        for i, jt in tiles.collect():
-            got.setdefault(i, []).append(jt)
-        return np.asfortranarray(np.vstack([tasks.w_join(1, (i, got[i]))[1] for i in sorted(got)]))
-    nb = len(ctx.splits(shape[0])) - 1
-    rows = tiles.groupByKey(nb, tasks.identity).map(functools.partial(tasks.w_join, 1))
+        got = sorted(rows.collect(), key=operator.itemgetter(0))
+        return np.asfortranarray(np.vstack([blk for _, blk in got]))
     return DistMatrix(ctx, shape, rows=ctx.keep(rows, "local"))
 
 

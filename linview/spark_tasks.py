@@ -81,6 +81,17 @@ def w_tile(tl, tr, s, pair):
     return i, (j, s * ((L.T if tl else L) @ (R.T if tr else R)))
 
 
+def w_row_block(tl, tr, s, pairs):
+    """Row block I of a product from the pairs ``(L_I, R_J)`` of one task: its tiles side
+    by side."""
+    tiles, i = [], None
+    for pair in pairs:
+        i, tile = w_tile(tl, tr, s, pair)
+        tiles.append(tile)
+    if tiles:
+        yield w_join(1, (i, tiles))
+
+
 def w_join(axis, kv):
     """Assemble pieces ``(k, piece)`` of one block, ordered by k, along ``axis``."""
     i, parts = kv

@@ -157,6 +157,51 @@ def test_layouts_follow_the_analysis(spark):
     assert layouts["A"] == "both" and layouts["D"] == "row"
 
 
+@pytest.mark.parametrize("limit", [10_000, 50])  # op(R) gathered in one task, or tiles
+def test_block_products_of_every_orientation(spark, limit):
+    """``op(L) @ op(R)`` of two distributed matrices, both ways of assembling the result
+    (uneven blocks: 11 = 4 + 4 + 3)."""
+    from linview.spark_blocks import matmul
+    from linview.spark_context import BlockContext
+
+    ctx = BlockContext(spark.sparkContext, 3, driver_max_elements=limit, distribute_min=2)
+    rng = np.random.default_rng(11)
+    A, B = rng.standard_normal((11, 7)), rng.standard_normal((7, 11))
+    dA, dB = DistMatrix.from_numpy(ctx, A, "row"), DistMatrix.from_numpy(ctx, B, "col")
+    for left, right, want in ((dA, dB, A @ B), (dB.T, dA.T, B.T @ A.T),
+                              (dA.scaled(2.0), dA.T, 2 * A @ A.T), (dB.T, dB, B.T @ B)):
+        C = matmul(left, right)
+        blocks = sorted(C.rows().collect(), key=lambda kv: kv[0])
+        assert rel_err(np.vstack([b for _, b in blocks]), want) < 1e-14
+
+
+@pytest.mark.parametrize("layout", ["row", "col", "both"])
+def test_fused_products_read_each_layout_once(spark, layout):
+    """``rt.fused_dot(A, X, Y, e, ops="NTN")``: one Spark job for every product of a view,
+    stacked or summed per block whatever the layout, pending low-rank terms included, and
+    the same values as NumPy's (a one-hot factor included)."""
+    from linview.spark_context import BlockContext
+
+    sc = spark.sparkContext
+    ctx = BlockContext(sc, 3, distribute_min=2, fold_rank=100)
+    rng = np.random.default_rng(12)
+    A = rng.standard_normal((10, 8))
+    dA = DistMatrix.from_numpy(ctx, A, layout)
+    P, Q = rng.standard_normal((10, 2)), rng.standard_normal((8, 2))
+    dA.add_outer(P, Q)  # waits on the driver
+    assert dA.pending_rank() == 2
+    A = A + P @ Q.T
+    X, Y, e = rng.standard_normal((8, 3)), rng.standard_normal((10, 2)), np.zeros((8, 1))
+    e[5] = 1.0
+    jobs = sc.statusTracker().getJobIdsForGroup()
+    got = srt.fused_dot(dA.scaled(-0.5), X, Y, e, ops="NTN")
+    new_jobs = set(sc.statusTracker().getJobIdsForGroup()) - set(jobs)
+    want = [-0.5 * A @ X, -0.5 * A.T @ Y, -0.5 * A @ e]
+    for g, w in zip(got, want, strict=True):
+        assert rel_err(g, w) < 1e-14
+    assert len(new_jobs) == 1, new_jobs  # (with both layouts: row and column blocks)
+
+
 def test_deferred_folding_of_low_rank_terms(spark, tmp_path):
     """``fold_rank=5``: terms wait on the driver (products add ``P (Qᵀ x)``) until their
     total rank reaches 5, then are folded into the blocks in one pass.  ``B = A²`` gets a
