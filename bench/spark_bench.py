@@ -89,15 +89,6 @@ def rank1(rng, rows: int, cols: int, size: float):
     return rng.standard_normal(rows) * size, rng.standard_normal(cols) / np.sqrt(cols)
 
 
-def force_layout(prog, layout: str) -> None:
-    """``--layout row|col``: override the access analysis (every view in those blocks; the
-    products the other layout would serve become sums over blocks), to measure what the
-    hybrid partitioning buys."""
-    if layout != "analysis":
-        cls = prog.module_class
-        cls.PARTITIONING = {k: layout for k in cls.PARTITIONING}
-
-
 def reevaluate(views, name: str, u, v) -> None:
     """The re-evaluation strategy: change the input, then re-evaluate every view."""
     X = views._views[name]
@@ -112,13 +103,12 @@ def reevaluate(views, name: str, u, v) -> None:
 def bench_power(spark, args, rng) -> dict:
     n = args.n
     prog = linview.compile(POWER, name="pow16", backend="spark", dims={"n": n})
-    force_layout(prog, args.layout)
     Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
     A = 0.9 * Q  # spectral radius 0.9: A^16 stays O(1)
     t0 = time.perf_counter()
     views = prog.load(A=A, spark=spark, partitions=args.partitions,
                       distribute_min=args.distribute_min,
-                      fold_rank=args.fold_rank)
+                      fold_rank=args.fold_rank, layout=args.layout)
     load = time.perf_counter() - t0
     layouts = {k: d.layout for k, d in views.distributed().items()}
     u, v = rank1(rng, n, n, 1e-3)
@@ -190,11 +180,10 @@ def bench_ols(spark, args, rng) -> dict:
     n = args.ols_n
     X, Y = ols_inputs(rng, n)
     sprog = linview.compile_file(OLS, backend="spark", dims={"m": 2 * n, "n": n, "p": 1})
-    force_layout(sprog, args.layout)
     nprog = linview.compile_file(OLS, backend="numpy", dims={"m": 2 * n, "n": n, "p": 1})
     views = sprog.load(X=X, Y=Y, spark=spark, partitions=args.partitions,
                       distribute_min=args.distribute_min,
-                      fold_rank=args.fold_rank)
+                      fold_rank=args.fold_rank, layout=args.layout)
     local = nprog.load(X=X, Y=Y)
     ups = [rank1(rng, 2 * n, n, 0.1) for _ in range(args.updates + 1)]
     views.update("X", *ups[0])
@@ -220,11 +209,10 @@ def bench_stream(spark, args, rng) -> dict:
     n, count = args.stream_n, args.stream_updates
     X, Y = ols_inputs(rng, n)
     prog = linview.compile_file(OLS, backend="spark", dims={"m": 2 * n, "n": n, "p": 1})
-    force_layout(prog, args.layout)
     views = prog.load(X=X, Y=Y, spark=spark, partitions=args.partitions,
                       checkpoint_every=args.checkpoint_every,
                       distribute_min=args.distribute_min,
-                      fold_rank=args.fold_rank)
+                      fold_rank=args.fold_rank, layout=args.layout)
     jvm = jvm_pid(spark)
     runtime = spark.sparkContext._jvm.java.lang.Runtime.getRuntime()
     persistent = spark.sparkContext._jsc.getPersistentRDDs
@@ -308,8 +296,8 @@ def main(argv=None) -> int:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--driver-memory", default="8g")
     ap.add_argument("--only", default="power,ols,stream", help="cases to run")
-    ap.add_argument("--layout", default="analysis", choices=("analysis", "row", "col"),
-                    help="blocks of every view: the access analysis (hybrid) or forced")
+    ap.add_argument("--layout", default="hybrid", choices=("hybrid", "row", "col"),
+                    help="blocks of every view: the access analysis (hybrid) or one layout")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args(argv)
     spark = srt.local_session(args.master, spark_driver_memory=args.driver_memory)
@@ -323,7 +311,7 @@ def main(argv=None) -> int:
         out.update(wall_s=time.perf_counter() - t0, load_average_at_start=load,
                    layout=args.layout, fold_rank=args.fold_rank, args=res["args"])
         print(table({case: out}), flush=True)
-        key = case if args.layout == "analysis" else f"{case}_{args.layout}_layout"
+        key = case if args.layout == "hybrid" else f"{case}_{args.layout}_layout"
         res[key if args.fold_rank is None else f"{key}_fold{args.fold_rank}"] = out
     if args.json:  # cases already in the file and not run now are kept
         old = json.loads(args.json.read_text()) if args.json.exists() else {}

@@ -204,9 +204,7 @@ class TriggerModule:
         opts = {k: kwargs.pop(k) if k in kwargs and k not in self.INPUTS else v
                 for k, v in self.OPTIONS.items()}
         inputs = kwargs
-        self.refresh_every = opts["refresh_every"]
-        self.check_every = opts["check_every"]
-        self.tolerance = opts["tolerance"]
+        self._configure(opts)
         self.stats = {"updates": 0, "fallbacks": 0, "refreshes": 0, "trigger_seconds": 0.0}
         self.saved_meta: dict = {}
         if _state is not None:
@@ -216,6 +214,12 @@ class TriggerModule:
         arrays = self._validate_inputs(inputs)
         self._views = self._reevaluate(arrays)
         self.updates = 0
+
+    def _configure(self, opts: dict) -> None:
+        """Apply the constructor's options (``OPTIONS`` keys) before any input is read."""
+        self.refresh_every = opts["refresh_every"]
+        self.check_every = opts["check_every"]
+        self.tolerance = opts["tolerance"]
 
     # -------------------------------------------------------------- inputs
     def _validate_inputs(self, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:

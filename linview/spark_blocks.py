@@ -150,50 +150,38 @@ class DistMatrix(Operand, BlockAlgebra):
         return self.fused([x], "T" if transpose else "N")[0]
 
     def fused(self, blocks, ops: str) -> list[np.ndarray]:
-        """``[s · op_i(A) @ B_i]`` (``ops[i]`` "N" or "T") in one Spark job: every product of
-        this view at one trigger level.  With both layouts, "N" products read row blocks
-        and "T" products column blocks, each stacking its blocks' rows of the result (no
-        reduction); with one layout, every product reads it, the other kind as a sum of
-        per-block n×r partial products.  A one-hot factor (row, column or cell update)
-        whose layout the job does not read anyway goes through :meth:`dot` (the few blocks
-        it touches)."""
-        axis_of = {"N": 0 if self._rows is not None else 1,
-                   "T": 1 if self._cols is not None else 0}
-        out: list = [None] * len(blocks)
-        jobs: dict[int, list[int]] = {}
-        for i, o in enumerate(ops):
-            jobs.setdefault(axis_of[o], []).append(i)
+        """``[s · op_i(A) @ B_i]`` (``ops[i]`` "N" or "T") in one Spark job reading every block
+        of one layout once: every product of this view at one trigger level.  Row blocks
+        give their rows of ``A B`` and the partial products ``A[I,:]ᵀ B[I]`` (summed on the
+        driver: n×r per block), column blocks the other way round; with both layouts the
+        job reads the one that stacks more result columns.  When every factor is one-hot
+        (row, column or cell updates), :meth:`dot` reads only the blocks they touch."""
         touch = {"N": self._cols, "T": self._rows}  # the blocks dot reads
-        for axis, idx in list(jobs.items()):
-            if all(runtime.one_hot(blocks[i]) is not None and touch[ops[i]] is not None
-                   for i in idx):
-                for i in jobs.pop(axis):
-                    out[i] = self.dot(blocks[i], ops[i] == "T")
-        if not jobs:
-            return out
+        dense = [i for i, b in enumerate(blocks) if runtime.one_hot(b) is None]
+        if not dense and all(touch[o] is not None for o in ops):
+            return [self.dot(b, o == "T") for b, o in zip(blocks, ops, strict=True)]
+        if self._rows is not None and self._cols is not None:
+            width = {o: sum(blocks[i].shape[1] for i in dense if ops[i] == o) for o in "NT"}
+            axis = 0 if width["N"] >= width["T"] else 1
+        else:
+            axis = 0 if self._rows is not None else 1
         xs = [np.asarray(b, dtype=np.float64) for b in blocks]
         big = sum(x.nbytes for x in xs) > self.ctx.broadcast_bytes
         arg = self.ctx.sc.broadcast(xs) if big else xs
-        rdds = []
-        for axis, idx in jobs.items():
-            rdd = self._rows if axis == 0 else self._cols
-            splits = self.ctx.splits(self.shape[axis])
-            fn = functools.partial(tasks.w_products, arg, [(i, ops[i]) for i in idx], splits,
-                                   axis)
-            rdds.append(rdd.map(fn))
+        fn = functools.partial(tasks.w_products, arg, list(enumerate(ops)),
+                               self.ctx.splits(self.shape[axis]), axis)
         try:
-            got = (rdds[0] if len(rdds) == 1 else self.ctx.sc.union(rdds)).collect()
+            got = (self._rows if axis == 0 else self._cols).map(fn).collect()
         finally:
             if big:
                 arg.unpersist()
-        got.sort(key=operator.itemgetter(0, 1))
-        for axis, idx in jobs.items():
-            parts = [r for ax, _, r in got if ax == axis]
-            for i in idx:
-                stacked = (ops[i] == "N") == (axis == 0)
-                pieces = [r[i] for r in parts]
-                res = np.vstack(pieces) if stacked else functools.reduce(np.add, pieces)
-                out[i] = self._with(res, xs[i], ops[i] == "T")
+        got.sort(key=operator.itemgetter(0))
+        out = []
+        for i, o in enumerate(ops):
+            pieces = [r[i] for _, r in got]
+            stacked = (o == "N") == (axis == 0)
+            res = np.vstack(pieces) if stacked else functools.reduce(np.add, pieces)
+            out.append(self._with(res, xs[i], o == "T"))
         return out
 
     def __matmul__(self, x):

@@ -122,38 +122,50 @@ class SparkTriggerModule(runtime.TriggerModule):
     """:class:`linview.runtime.TriggerModule` with views in Spark.  Generated subclasses add
     ``PARTITIONING = {view: "row" | "col" | "both"}`` from the access analysis.
 
-    Options: ``spark`` (a SparkSession or SparkContext; default: start ``master`` or
-    ``local[*]``), ``partitions`` (blocks per dimension, default the default parallelism),
-    ``checkpoint_every`` (updates between lineage cuts, default 50), ``checkpoint_dir``
-    (reliable checkpoints there instead of local ones), ``distribute_min`` (views with both
-    dimensions at least this are distributed, default 256), ``driver_max_elements`` (the
-    largest matrix collected or inverted on the driver), ``fold_rank`` (low-rank terms
-    ``P Qᵀ`` wait on the driver, added to every product as ``P (Qᵀ x)``, until their total
-    rank reaches it, then are folded into the blocks in one pass; default: what fits in
-    64 MiB of the driver, at most 256; 0 folds at every update).
+    Options (``OPTIONS``; an input of the same name takes precedence, as on NumPy):
+
+    * ``spark``: a SparkSession or SparkContext; default: start ``master`` or ``local[*]``;
+    * ``partitions``: blocks per dimension (default: the default parallelism);
+    * ``checkpoint_every``: passes over a view's blocks between lineage cuts (default 50);
+      ``checkpoint_dir``: reliable checkpoints there instead of local ones;
+    * ``distribute_min``: views with both dimensions at least this are distributed (256);
+    * ``driver_max_elements``: the largest matrix collected, inverted or gathered in one
+      task (default 2^27);
+    * ``fold_rank``: low-rank terms ``P Qᵀ`` wait on the driver (every product adds
+      ``P (Qᵀ x)``) until their total rank reaches it, then fold into the blocks in one
+      pass; default: what fits in 64 MiB of the driver, at most 256; 0: fold every update;
+    * ``layout``: "hybrid" (default: each view in the blocks ``PARTITIONING`` names) or
+      "row" / "col" (every view in that one layout: half the memory of a hybrid view and
+      one write per fold).
+
     Inputs: arrays, numbers, ``.npy`` paths, or Parquet paths (see :func:`read_parquet`).
     """
 
     PARTITIONING: Mapping[str, str] = {}
 
-    def __init__(self, *, spark=None, master: str | None = None, partitions: int | None = None,
-                 checkpoint_every: int = 50, checkpoint_dir=None, distribute_min: int = 256,
-                 driver_max_elements: int = 1 << 27, fold_rank: int | None = None,
-                 refresh_every: int | None = None,
-                 check_every: int | None = None, tolerance: float = 1e-6, _state=None,
-                 **inputs):
-        self.spark, sc = get_session(spark, master)
+    OPTIONS = {**runtime.TriggerModule.OPTIONS, "spark": None, "master": None,
+               "partitions": None, "checkpoint_every": 50, "checkpoint_dir": None,
+               "distribute_min": 256, "driver_max_elements": 1 << 27, "fold_rank": None,
+               "layout": "hybrid"}
+
+    def __init__(self, /, _state=None, **kwargs):
         with spark_errors(f"loading {self.PROGRAM}"):
-            self._ctx = BlockContext(sc, partitions, checkpoint_every, checkpoint_dir,
-                                     driver_max_elements, distribute_min,
-                                     fold_rank=fold_rank)
-            super().__init__(refresh_every=refresh_every, check_every=check_every,
-                             tolerance=tolerance, _state=_state, **inputs)
+            super().__init__(_state=_state, **kwargs)
             if _state is not None:
                 views = {n: self._place(n, v) for n, v in self._views.items()}
                 self._materialize(views)
                 self._views = views
             self._sweep()
+
+    def _configure(self, opts: dict) -> None:
+        super()._configure(opts)
+        if opts["layout"] not in ("hybrid", "row", "col"):
+            raise InputError(f"layout={opts['layout']!r}: expected 'hybrid', 'row' or 'col'")
+        self._layout = opts["layout"]
+        self.spark, sc = get_session(opts["spark"], opts["master"])
+        self._ctx = BlockContext(sc, opts["partitions"], opts["checkpoint_every"],
+                                 opts["checkpoint_dir"], opts["driver_max_elements"],
+                                 opts["distribute_min"], fold_rank=opts["fold_rank"])
 
     # -------------------------------------------------------------- placement
     def _validate_inputs(self, inputs):
@@ -182,8 +194,9 @@ class SparkTriggerModule(runtime.TriggerModule):
 
     def _place(self, name: str, val, input: bool = False):
         """A view's value as the module keeps it: a Fortran float64 ndarray when it is
-        small, else a DistMatrix in the blocks ``PARTITIONING`` asks for."""
-        ctx, layout = self._ctx, self.PARTITIONING.get(name, "row")
+        small, else a DistMatrix in the blocks ``PARTITIONING`` (or ``layout``) asks for."""
+        ctx = self._ctx
+        layout = self.PARTITIONING.get(name, "row") if self._layout == "hybrid" else self._layout
         if isinstance(val, Transposed):
             val = val.materialize()
         if isinstance(val, DistMatrix):
@@ -221,7 +234,8 @@ class SparkTriggerModule(runtime.TriggerModule):
         try:
             placed = {n: self._place(n, a, input=True) for n, a in arrays.items()}
             computed = self._evaluate(self.dims, placed)
-            views = dict(placed)
+            # the products may have added a layout to an input (a relayout): drop it
+            views = {n: self._place(n, v, input=True) for n, v in placed.items()}
             views.update({n: self._place(n, v) for n, v in computed.items()})
             self._materialize(views)
         except BaseException:

@@ -28,7 +28,7 @@ def w_products(xs, which, splits, axis, kv):
     """The products of one trigger level on one block: for each ``(i, op)`` in ``which``,
     ``op(A) @ xs[i]`` restricted to this block.  A row block (axis 0) gives its rows of
     ``A x`` and the partial ``A[I,:]ᵀ x[I]``; a column block its rows of ``Aᵀ x`` and the
-    partial ``A[:,J] x[J]``.  Returns ``(axis, block, {i: result})``."""
+    partial ``A[:,J] x[J]``.  Returns ``(block, {i: result})``."""
     i, b = kv
     xs = val(xs)
     lo, hi = splits[i], splits[i + 1]
@@ -37,7 +37,7 @@ def w_products(xs, which, splits, axis, kv):
         m = b.T if op == "T" else b
         stacked = (op == "N") == (axis == 0)
         out[j] = runtime.dot(m, xs[j] if stacked else xs[j][lo:hi])
-    return axis, i, out
+    return i, out
 
 
 def w_touch(x, idx, splits, transpose, it):

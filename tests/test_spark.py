@@ -155,6 +155,21 @@ def test_layouts_follow_the_analysis(spark):
     layouts = {n: v.layout for n, v in views.distributed().items()}
     assert layouts == dict(views.PARTITIONING)
     assert layouts["A"] == "both" and layouts["D"] == "row"
+    views.release()
+    views = spark_load("powers", spark, {"A": rng.standard_normal((8, 8)) / 8}, layout="col")
+    assert {v.layout for v in views.distributed().values()} == {"col"}
+    views.release()
+    with pytest.raises(LinviewError, match="layout='diagonal'"):
+        spark_load("powers", spark, {"A": np.eye(8)}, layout="diagonal")
+
+
+def test_an_input_named_like_an_option_is_an_input(spark):
+    src = "function C = f(layout)\n %#linview dims layout(n,n)\n C = 2 * layout;\nend\n"
+    prog = linview.compile(src, name="f", backend="spark")
+    A = np.arange(9.0).reshape(3, 3)
+    views = prog.load(spark=spark, layout=A, distribute_min=2)
+    assert np.array_equal(views["C"], 2 * A)
+    views.release()
 
 
 @pytest.mark.parametrize("limit", [10_000, 50])  # op(R) gathered in one task, or tiles
