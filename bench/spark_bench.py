@@ -2,11 +2,15 @@
 
     python bench/spark_bench.py --json bench/results/spark.json          # full sizes
     python bench/spark_bench.py --n 1000 --ols-n 500 --stream-n 300 --stream-updates 100
+    python bench/spark_bench.py --only product --mllib-blas java --json bench/results/spark.json
 
 (a) ``D = A^16`` (exp model: A², A⁴, A⁸, A¹⁶ views) at n = 4000: Spark INCR per update vs
     Spark re-evaluation (update the input, then ``refresh()``); and one n×n product by the
     Spark backend's block multiply (row blocks × column blocks, NumPy in the tasks) vs
     ``pyspark.mllib.linalg.distributed.BlockMatrix.multiply`` on the same matrix;
+(a') ``--only product``: the product alone, also with ``--mllib-blas java``: MLlib's
+    speed depends on whether its JVM finds a native BLAS (GNU Octave's Debian packages
+    bring OpenBLAS; a bare machine has none and MLlib uses its pure-JVM BLAS);
 (b) OLS ``beta = (X'X) \\ (X'Y)`` with X of 2n×n, n = 2000: Spark INCR per update vs Spark
     re-evaluation vs the NumPy backend's INCR (the price of distribution);
 (c) a stream of consecutive rank-1 updates (OLS, n = 1000): median per-update time of the
@@ -37,6 +41,7 @@ sys.path.insert(0, str(HERE.parent))
 import linview  # noqa: E402
 from linview import spark_runtime as srt  # noqa: E402
 from linview.spark_blocks import DistMatrix, matmul  # noqa: E402
+from linview.spark_context import BlockContext  # noqa: E402
 
 POWER = "function D = pow16(A)\n  %#linview dims A(n,n)\n  D = A^16;\nend\n"
 OLS = Path(HERE.parent, "examples", "ols.m")
@@ -122,20 +127,15 @@ def bench_power(spark, args, rng) -> dict:
     Ad = views._views["A"]
     for r in (Ad.rows(), Ad.cols()):  # both operand layouts in place before timing
         r.count()
-    ours = []
-    for _ in range(args.reevals):
-        def one():
-            C = matmul(Ad, Ad)
-            C._rows.count()
-            C._rows.unpersist()
-        ours.append(timed(one))
+    ours = [timed(lambda: product_once(Ad)) for _ in range(args.reevals)]
     mllib = bench_mllib(spark, Ad, args.reevals)
     views.release()
     return {"n": n, "layouts": layouts, "load_s": load, "incr_update_s": stats(incr),
             "reeval_s": stats(reeval), "verify_error": err,
             "speedup_incr_vs_reeval": float(np.median(reeval) / np.median(incr)),
             "product_linview_s": stats(ours), "product_mllib_blockmatrix_s": stats(mllib),
-            "product_mllib_over_linview": float(np.median(mllib) / np.median(ours))}
+            "product_mllib_over_linview": float(np.median(mllib) / np.median(ours)),
+            "mllib_blas": mllib_blas(spark)}
 
 
 def bench_mllib(spark, Ad: DistMatrix, reps: int) -> list[float]:
@@ -169,6 +169,41 @@ def bench_mllib(spark, Ad: DistMatrix, reps: int) -> list[float]:
     out = [timed(multiply) for _ in range(reps)]
     jvm.blocks().unpersist(False)
     return out
+
+
+def mllib_blas(spark) -> str:
+    """The BLAS that MLlib's JVM side uses: ``JNIBLAS`` (a native BLAS such as OpenBLAS
+    was found), or ``VectorBLAS`` / ``JavaBLAS`` (pure JVM)."""
+    try:
+        return str(spark.sparkContext._jvm.dev.ludovic.netlib.blas.BLAS.getInstance()
+                   .getClass().getSimpleName())
+    except Exception:  # noqa: BLE001 - older Spark without dev.ludovic.netlib
+        return "unknown"
+
+
+def bench_product(spark, args, rng) -> dict:
+    """(a') one n×n product only: linview's block multiply vs MLlib's, and which BLAS the
+    JVM found (run with ``--mllib-blas java`` to time MLlib without a native BLAS)."""
+    n = args.n
+    ctx = BlockContext(spark.sparkContext, args.partitions)
+    Ad = DistMatrix.from_numpy(ctx, rng.standard_normal((n, n)), "both")
+    for r in Ad.rdds():
+        r.count()
+    ours = [timed(lambda: product_once(Ad)) for _ in range(args.reevals)]
+    ctx.driver_max_elements = 0  # one task per tile, tiles grouped by a shuffle
+    tiles = [timed(lambda: product_once(Ad)) for _ in range(args.reevals)]
+    mllib = bench_mllib(spark, Ad, args.reevals)
+    ctx.sweep([])
+    return {"n": n, "mllib_blas": mllib_blas(spark), "product_linview_s": stats(ours),
+            "product_linview_tiles_s": stats(tiles),
+            "product_mllib_blockmatrix_s": stats(mllib),
+            "product_mllib_over_linview": float(np.median(mllib) / np.median(ours))}
+
+
+def product_once(Ad: DistMatrix) -> None:
+    C = matmul(Ad, Ad)
+    C._rows.count()
+    C._rows.unpersist()
 
 
 # ------------------------------------------------------------------ (b) OLS
@@ -253,6 +288,13 @@ def table(res: dict) -> str:
                  f"    one product, linview       {ms(r['product_linview_s'])}",
                  f"    one product, MLlib         {ms(r['product_mllib_blockmatrix_s'])}",
                  f"    MLlib / linview            {r['product_mllib_over_linview']:9.2f}x"]
+    if "product" in res:
+        r = res["product"]
+        rows += [f"(a') one product, n={r['n']} (MLlib BLAS: {r['mllib_blas']})",
+                 f"    linview                    {ms(r['product_linview_s'])}",
+                 f"    linview, tiles + shuffle   {ms(r['product_linview_tiles_s'])}",
+                 f"    MLlib BlockMatrix          {ms(r['product_mllib_blockmatrix_s'])}",
+                 f"    MLlib / linview            {r['product_mllib_over_linview']:9.2f}x"]
     if "ols" in res:
         r = res["ols"]
         rows += [f"(b) OLS, X {r['m']}x{r['n']}",
@@ -278,6 +320,90 @@ def table(res: dict) -> str:
     return "\n".join(rows)
 
 
+BEGIN, END = "<!-- spark results: bench/spark_bench.py -->", "<!-- end of spark results -->"
+
+
+def _t(s: dict) -> str:
+    def one(x):
+        return f"{x * 1e3:.0f} ms" if x < 1 else f"{x:.2f} s"
+    return f"{one(s['median'])} | {one(s['p10'])}–{one(s['p90'])}"
+
+
+def markdown(res: dict) -> str:
+    """The Spark section of bench/README.md, from every case in ``res``."""
+    m = res.get("machine", {})
+    lines = [BEGIN, "## Spark backend", "",
+             f"`python bench/spark_bench.py` on `{m.get('master')}`, Spark {m.get('spark')}, "
+             f"{m.get('cores')} cores; raw numbers in `results/spark.json` (load average at "
+             "the start of each case there).  Medians with p10–p90 over the repetitions.", "",
+             "| case | measurement | median | p10–p90 |", "|---|---|---:|---:|"]
+
+    def power(key, label):
+        r = res[key]
+        lines.extend([
+            f"| A^16, n={r['n']}, {label} | Spark INCR per update | {_t(r['incr_update_s'])} |",
+            f"| | Spark re-evaluation | {_t(r['reeval_s'])} |",
+            f"| | **INCR vs re-evaluation** | **{r['speedup_incr_vs_reeval']:.1f}×** | |"])
+
+    for key in sorted(k for k in res if k.startswith("power")):
+        power(key, key.replace("power", "").strip("_").replace("_", " ") or "hybrid layout")
+    for key in sorted(k for k in res if k.startswith(("power", "product"))):
+        r = res[key]
+        if "product_mllib_blockmatrix_s" not in r:
+            continue
+        blas = r.get("mllib_blas", "JNIBLAS")
+        lines.extend([
+            f"| one {r['n']}×{r['n']} product (`{key}`) | linview block multiply | "
+            f"{_t(r['product_linview_s'])} |",
+            *([f"| | linview, one task per tile + shuffle | "
+               f"{_t(r['product_linview_tiles_s'])} |"] if "product_linview_tiles_s" in r
+              else []),
+            f"| | MLlib `BlockMatrix.multiply` ({blas}) | "
+            f"{_t(r['product_mllib_blockmatrix_s'])} |",
+            f"| | **MLlib / linview** | **{r['product_mllib_over_linview']:.1f}×** | |"])
+    if "ols" in res:
+        r = res["ols"]
+        lines.extend([
+            f"| OLS, X {r['m']}×{r['n']} | Spark INCR per update | {_t(r['incr_update_s'])} |",
+            f"| | Spark re-evaluation | {_t(r['reeval_s'])} |",
+            f"| | NumPy INCR per update | {_t(r['numpy_incr_update_s'])} |",
+            f"| | **INCR vs re-evaluation** | **{r['speedup_incr_vs_reeval']:.1f}×** | |",
+            f"| | **Spark INCR / NumPy INCR** | **{r['spark_over_numpy_incr']:.1f}×** | |"])
+    if "stream" in res:
+        r = res["stream"]
+        first, last = r["rss"][0], r["rss"][-1]
+        lines.extend([
+            f"| {r['updates']} updates, OLS X {r['m']}×{r['n']} | first 100 per update | "
+            f"{_t(r['first_s'])} |",
+            f"| | last 100 per update | {_t(r['last_s'])} |",
+            f"| | **last / first** | **{r['last_over_first']:.2f}×** | |",
+            f"| | driver RSS Python, JVM (MiB) | {first['python_mb']:.0f}, "
+            f"{first['jvm_mb']:.0f} after {first['after']} → {last['python_mb']:.0f}, "
+            f"{last['jvm_mb']:.0f} after {last['after']} | |",
+            f"| | JVM heap after GC (MiB); persistent RDDs | "
+            f"{first['jvm_heap_after_gc_mb']:.0f} → {last['jvm_heap_after_gc_mb']:.0f}; "
+            f"{first['persistent_rdds']} → {last['persistent_rdds']} | |",
+            f"| | max lineage depth | {r['max_lineage_depth']} | |"])
+    lines += ["", "MLlib's BLAS: `JNIBLAS` is a native BLAS its JVM found (OpenBLAS, which GNU "
+              "Octave's Debian", "packages install); `VectorBLAS` is its pure-JVM fallback, "
+              "what a machine without a native", "BLAS gets (`--mllib-blas java`).  An n×n "
+              "product is 2n³ flops: NumPy's multithreaded gemm", "takes about 1.6 s for "
+              "n = 4000 on these two cores, the floor for any block product here.", "",
+              END]
+    return "\n".join(lines)
+
+
+def write_markdown(res: dict, readme: Path) -> None:
+    """Replace (or append) the Spark section of ``readme``."""
+    text = readme.read_text() if readme.exists() else "# Benchmarks\n"
+    section = markdown(res)
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + section + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    readme.write_text(text)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=4000, help="A^16 size (a)")
@@ -295,28 +421,39 @@ def main(argv=None) -> int:
                     help="distribute views with both dimensions at least this")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--driver-memory", default="8g")
-    ap.add_argument("--only", default="power,ols,stream", help="cases to run")
+    ap.add_argument("--only", default="power,ols,stream",
+                    help="cases to run: power, product, ols, stream")
     ap.add_argument("--layout", default="hybrid", choices=("hybrid", "row", "col"),
                     help="blocks of every view: the access analysis (hybrid) or one layout")
+    ap.add_argument("--mllib-blas", default="any", choices=("any", "java"),
+                    help="java: hide native BLAS from the JVM (MLlib falls back to its "
+                         "pure-JVM BLAS, as on a machine without libblas)")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args(argv)
-    spark = srt.local_session(args.master, spark_driver_memory=args.driver_memory)
+    conf = {"spark_driver_memory": args.driver_memory}
+    if args.mllib_blas == "java":
+        conf["spark_driver_extraJavaOptions"] = "-Ddev.ludovic.netlib.blas.nativeLib=none"
+    spark = srt.local_session(args.master, **conf)
     rng = np.random.default_rng(0)
     res: dict = {"machine": machine(spark, args.master), "args": vars(args) | {
         "json": str(args.json) if args.json else None}}
     for case in args.only.split(","):
-        fn = {"power": bench_power, "ols": bench_ols, "stream": bench_stream}[case]
+        fn = {"power": bench_power, "product": bench_product, "ols": bench_ols,
+              "stream": bench_stream}[case]
         t0, load = time.perf_counter(), os.getloadavg()
         out = fn(spark, args, rng)
         out.update(wall_s=time.perf_counter() - t0, load_average_at_start=load,
                    layout=args.layout, fold_rank=args.fold_rank, args=res["args"])
         print(table({case: out}), flush=True)
         key = case if args.layout == "hybrid" else f"{case}_{args.layout}_layout"
+        key += "_mllib_java_blas" if args.mllib_blas == "java" else ""
         res[key if args.fold_rank is None else f"{key}_fold{args.fold_rank}"] = out
     if args.json:  # cases already in the file and not run now are kept
         old = json.loads(args.json.read_text()) if args.json.exists() else {}
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(old | res, indent=2, default=float) + "\n")
+        if args.json.resolve() == (HERE / "results" / "spark.json").resolve():
+            write_markdown(old | res, HERE / "README.md")
     spark.stop()
     return 0
 
