@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -53,6 +54,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default=None, help="comma-separated configuration names")
     args = ap.parse_args()
+    load = os.getloadavg()
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     results = []
@@ -77,7 +79,7 @@ def main() -> int:
     if not args.quick and results:
         readme = HERE / "README.md"
         old = readme.read_text() if readme.exists() else ""
-        text = render(results)
+        text = render(results, load)
         if spark_bench.BEGIN in old and spark_bench.END in old:  # keep the Spark section
             text += "\n" + old[old.index(spark_bench.BEGIN):old.index(spark_bench.END)] \
                 + spark_bench.END + "\n"
@@ -85,7 +87,7 @@ def main() -> int:
     return 0
 
 
-def render(results: list[dict]) -> str:
+def render(results: list[dict], load: tuple[float, ...] | None = None) -> str:
     m = results[0]["machine"] if results else {}
     lines = [
         "# Benchmarks",
@@ -96,8 +98,9 @@ def render(results: list[dict]) -> str:
         f"Machine: {m.get('cpus')} CPUs ({m.get('machine')}), Python {m.get('python')}, "
         f"NumPy {m.get('numpy')}.",
         "Absolute times hold for this machine only; the ratios were taken in one run on the",
-        "same inputs and updates.  The committed results were taken while other jobs shared",
-        "the two cores (load average 4–8): absolute times are pessimistic and noisy.",
+        "same inputs and updates."
+        + (f"  Load average when the suite started: {load[0]:.1f}, {load[1]:.1f}, "
+           f"{load[2]:.1f} (1, 5, 15 min)." if load else ""),
         "",
         "Each update changes one random row of the first dynamic input (rank 1).  REEVAL is",
         "the baseline: update the input, re-run the program.  `÷floor` is the trigger time",
