@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from linview import runtime
-from linview.delta import STRATEGIES, Strategy, TriggerOptions
+from linview.backends.numpy import runtime
+from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
+from linview.compiler.lower import Options, lower
+from linview.compiler.plan import Plan, make_plan
 from linview.errors import CompileError, LinviewError, StateError
-from linview.lower import Options, lower
-from linview.parser import parse
-from linview.plan import Plan, make_plan
+from linview.frontend.parser import parse
 
 BACKENDS = ("numpy", "spark")
 
@@ -91,7 +91,7 @@ class CompiledProgram:
         return self.module_class(**inputs)
 
     def explain(self, after: str | None = None) -> str:
-        from linview.explain import explain
+        from linview.compiler.explain import explain
 
         return explain(self, after=after)
 
@@ -136,20 +136,20 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
                            hint="sizes of this program: " + (", ".join(sorted(known)) or
                                                              "none (all literal)"))
     if model == "auto":
-        from linview.cost import choose_model
+        from linview.compiler.cost import choose_model
 
         program, options = choose_model(module_ast, source, filename, dims, rank)
     if name:
         program = replace(program, name=name)
     trig_opts = parse_strategy(strategy)
     if trig_opts.default is None and not trig_opts.strategies:
-        from linview.cost import strategy_chooser
+        from linview.compiler.cost import strategy_chooser
 
         trig_opts.choose = strategy_chooser(dims, rank)
     key = repr((source, options, sorted(dims.items()), repr(strategy), rank, backend))
     plan = make_plan(program, bindings=dims, rank=rank, trigger_options=trig_opts,
                      source_hash=runtime.source_hash(key))
-    gen = importlib.import_module(f"linview.backends.{backend}")
+    gen = importlib.import_module(f"linview.backends.{backend}.codegen")
     text = gen.generate(plan)
     try:
         pyast.parse(text)

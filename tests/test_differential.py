@@ -35,9 +35,9 @@ from hypothesis import strategies as st
 from strategies import MODELS, Case, GenProgram, cases, programs
 
 import linview
-from linview import interp
-from linview.lower import lower
-from linview.parser import parse
+from linview.compiler import interp
+from linview.compiler.lower import lower
+from linview.frontend.parser import parse
 
 #: multiply every max_examples by this (e.g. LINVIEW_FUZZ_SCALE=20 for a long bug hunt)
 SCALE = float(os.environ.get("LINVIEW_FUZZ_SCALE", "1"))

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from linview.cli import main
+from linview.app.cli import main
 
 SRC = "function beta = ols(X, Y)\n %#linview dims X(m,n) Y(m,p)\n" \
       " beta = (X' * X) \\ (X' * Y);\nend\n"
@@ -40,7 +40,7 @@ def setup(tmp_path):
 
 
 def run(tmp, *extra, env=None):
-    cmd = [sys.executable, "-m", "linview.cli", "run", str(tmp / "ols.m"),
+    cmd = [sys.executable, "-m", "linview.app.cli", "run", str(tmp / "ols.m"),
            "--input", f"X={tmp / 'X.npy'}", "--input", f"Y={tmp / 'Y.npy'}",
            "--updates", str(tmp / "updates.jsonl"), "--out", str(tmp / "out"), *extra]
     return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})},

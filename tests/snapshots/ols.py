@@ -7,7 +7,7 @@ the old views (phase 1), checks them, and then applies them in place (phase 2).
 
 import numpy as np
 
-from linview import runtime as rt
+from linview.backends.numpy import runtime as rt
 
 
 class Ols(rt.TriggerModule):

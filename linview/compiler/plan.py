@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from linview import check, ir
-from linview.delta import Strategy, Trigger, TriggerOptions, build_trigger
-from linview.ir import Node, Op
-from linview.optimize import (
+from linview.compiler import check, ir
+from linview.compiler.delta import Strategy, Trigger, TriggerOptions, build_trigger
+from linview.compiler.ir import Node, Op
+from linview.compiler.optimize import (
     ChainPlanner,
     Sizes,
     optimize_program,

@@ -14,16 +14,16 @@ Operators make the NumPy backend's generated expressions run unchanged:
 * ``A @ B`` of two distributed matrices (re-evaluation): the cartesian product of the row
   blocks of A and the column blocks of B, tiles ``A[I,:] B[:,J]`` computed in the tasks
   and assembled into row blocks of the product (see :func:`matmul`);
-* ``A ± B``, ``A .* B``: block by block (:mod:`linview.spark_algebra`);
+* ``A ± B``, ``A .* B``: block by block (:mod:`linview.backends.spark.algebra`);
   ``A.add_outer(P, Q)``: ``A[I,:] += P[I] Qᵀ`` / ``A[:,J] += P Q[J]ᵀ`` as a map into the
   next persisted RDD, with the lineage cut every ``checkpoint_every`` such passes.  The
   terms first wait on the driver, ``A = B + Σ P Qᵀ`` (products add ``P (Qᵀ x)``), and are
   folded into the blocks in one pass when their total rank reaches the context's
-  :meth:`~linview.spark_context.BlockContext.fold_limit`: a write pass over a large matrix
+  :meth:`~linview.backends.spark.context.BlockContext.fold_limit`: a write pass over a large matrix
   costs far more than the driver's thin corrections.
 
-The functions Spark tasks run are in :mod:`linview.spark_tasks`; the Spark plumbing
-(persistence, checkpoints, transactions) in :mod:`linview.spark_context`.
+The functions Spark tasks run are in :mod:`linview.backends.spark.tasks`; the Spark plumbing
+(persistence, checkpoints, transactions) in :mod:`linview.backends.spark.context`.
 """
 
 from __future__ import annotations
@@ -32,11 +32,10 @@ import functools
 import operator
 
 import numpy as np
-
-from linview import runtime
-from linview import spark_tasks as tasks
-from linview.spark_algebra import BlockAlgebra, Operand, _as2d, _scalar
-from linview.spark_context import BlockContext, active, lineage, relayout
+from linview.backends.numpy import runtime
+from linview.backends.spark import tasks
+from linview.backends.spark.algebra import BlockAlgebra, Operand, _as2d, _scalar
+from linview.backends.spark.context import BlockContext, active, lineage, relayout
 
 
 # ------------------------------------------------------------------ matrices

@@ -78,8 +78,8 @@ def cmd_explain(args) -> int:
 
 
 def cmd_cost(args) -> int:
-    from linview.cost import cost_report
-    from linview.report import print_cost
+    from linview.app.report import print_cost
+    from linview.compiler.cost import cost_report
 
     prog = _compile(args)
     report = cost_report(prog, formulas=args.formulas)
@@ -91,8 +91,8 @@ def cmd_cost(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from linview.bench import run_bench
-    from linview.report import print_bench
+    from linview.app.bench import run_bench
+    from linview.app.report import print_bench
 
     prog = _compile(args)
     result = run_bench(prog, updates=args.updates, seed=args.seed, rank=args.rank,
@@ -101,7 +101,7 @@ def cmd_bench(args) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     if args.plot:
-        from linview.report import plot_bench
+        from linview.app.report import plot_bench
 
         plot_bench(result, args.plot)
     if not args.json_only:
@@ -110,7 +110,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from linview.stream import run_stream
+    from linview.app.stream import run_stream
 
     prog = _compile(args)
     stats = run_stream(prog, inputs=args.input, updates=args.updates,
@@ -122,7 +122,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from linview.demo import demo
+    from linview.app.demo import demo
 
     return demo(backend=args.backend, n=args.n)
 

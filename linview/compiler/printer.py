@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from linview.ir import Node, Op
+from linview.compiler.ir import Node, Op
 
 _PREC = {Op.ADD: 1, Op.SUB: 1, Op.NEG: 2, Op.SCALE: 3, Op.MUL: 3, Op.EMUL: 3, Op.EDIV: 3}
 _ATOM = 9

@@ -22,8 +22,8 @@ import tracemalloc
 import numpy as np
 import scipy.linalg.blas as blas
 
+from linview.compiler.interp import size_value
 from linview.errors import CompileError
-from linview.interp import size_value
 
 
 def random_inputs(prog, rng: np.random.Generator) -> dict[str, np.ndarray | float]:
@@ -72,8 +72,8 @@ def _median_time(fn, repeat: int = 5) -> float:
 def memory_floor(views, trigger) -> float:
     """Seconds for one in-place rank-1 pass over each changed view and one ``dgemv`` over
     each view the trigger reads."""
-    from linview.delta import emitted_exprs
-    from linview.ir import Op
+    from linview.compiler.delta import emitted_exprs
+    from linview.compiler.ir import Op
 
     changed = [vd.name for vd in trigger.deltas]
     read = set()
@@ -106,7 +106,7 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
               load_options: dict | None = None) -> dict:
     """Measure every strategy on the same inputs and updates; see the module docstring."""
     import linview
-    from linview.cost import cost_report
+    from linview.compiler.cost import cost_report
 
     if not prog.program.dynamic:
         raise CompileError(f"{prog.name} has no dynamic inputs: nothing to benchmark")

@@ -1,5 +1,5 @@
 """Elementwise algebra and reductions of distributed block matrices, shared by
-:class:`~linview.spark_blocks.DistMatrix` (as the mixin :class:`BlockAlgebra`) and its
+:class:`~linview.backends.spark.blocks.DistMatrix` (as the mixin :class:`BlockAlgebra`) and its
 transpose: NumPy interoperability, ``±``, ``.*``, ``./`` block by block (two matrices of one
 shape zip partition by partition, no shuffle), scalars kept lazy, and sums, traces, maxima
 computed per block with only the reduced values reaching the driver."""
@@ -10,8 +10,7 @@ import functools
 import operator
 
 import numpy as np
-
-from linview import spark_tasks as tasks
+from linview.backends.spark import tasks
 
 
 def _scalar(x) -> float | None:
@@ -75,7 +74,7 @@ class BlockAlgebra:
 
     def _pair(self, other, axis: int):
         """``other`` as blocks of this matrix's layout ``axis`` (0: rows) and its scale."""
-        from linview.spark_blocks import DistMatrix, Transposed
+        from linview.backends.spark.blocks import DistMatrix, Transposed
 
         if isinstance(other, Transposed):
             other = other.materialize()

@@ -1,4 +1,4 @@
-"""NumPy backend: emits a readable Python module with one :class:`linview.runtime.
+"""NumPy backend: emits a readable Python module with one :class:`linview.backends.numpy.runtime.
 TriggerModule` subclass per program.
 
 * the constructor path ``_evaluate`` re-evaluates every view (chain-ordered products);
@@ -13,13 +13,12 @@ TriggerModule` subclass per program.
 from __future__ import annotations
 
 import sympy as sp
+from linview.backends.common import Namer, shared_nodes
 
-from linview import printer
-from linview.delta import Strategy, Trigger, ViewDelta, emitted_exprs
-from linview.ir import LEAVES, Node, Op
-from linview.plan import Plan, size_code
-
-from .common import Namer, shared_nodes
+from linview.compiler import printer
+from linview.compiler.delta import Strategy, Trigger, ViewDelta, emitted_exprs
+from linview.compiler.ir import LEAVES, Node, Op
+from linview.compiler.plan import Plan, size_code
 
 _ATOM, _UNARY, _MUL, _ADD = 10, 8, 7, 6
 #: IR ops printed as NumPy infix operators: (operator, precedence); 1x1 operands broadcast
@@ -170,7 +169,7 @@ def _shape_doc(n: Node) -> str:
 
 
 class NumpyGenerator:
-    """Emits the module text for a :class:`~linview.plan.Plan`."""
+    """Emits the module text for a :class:`~linview.compiler.plan.Plan`."""
 
     def __init__(self, plan: Plan):
         self.plan = plan
@@ -182,7 +181,7 @@ class NumpyGenerator:
             self.names("view", st.name)
 
     #: the runtime module the generated code imports as ``rt``, and the base class
-    RUNTIME = "runtime"
+    RUNTIME = "linview.backends.numpy"
     BASE_CLASS = "rt.TriggerModule"
 
     def module_doc(self) -> list[str]:
@@ -209,7 +208,7 @@ class NumpyGenerator:
         w("")
         w("import numpy as np")
         w("")
-        w(f"from linview import {self.RUNTIME} as rt")
+        w(f"from {self.RUNTIME} import runtime as rt")
         w("")
         w("")
         w(f"class {p.class_name}({self.BASE_CLASS}):")

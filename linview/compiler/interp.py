@@ -14,9 +14,9 @@ import scipy.linalg
 import scipy.sparse as sps
 import sympy as sp
 
-from linview import ir
+from linview.compiler import ir
+from linview.compiler.ir import Node, Op
 from linview.errors import NumericalError
-from linview.ir import Node, Op
 
 
 def size_value(e, bindings: Mapping[str, int]) -> int:
@@ -120,10 +120,10 @@ def evaluate(program: ir.Program, inputs: Mapping[str, object],
 
 def run_trigger(trigger, env: Mapping[str, np.ndarray], U: np.ndarray, V: np.ndarray,
                 bindings: Mapping[str, int]) -> dict[str, np.ndarray]:
-    """Reference execution of a :class:`~linview.delta.Trigger`: the new value of every
+    """Reference execution of a :class:`~linview.compiler.delta.Trigger`: the new value of every
     view it touches, computed naively from the old values in ``env``.  Used to test the
     delta derivation independently of any backend."""
-    from linview.delta import Strategy
+    from linview.compiler.delta import Strategy
 
     scope: dict[str, object] = dict(env)
     scope["U"], scope["V"] = U, V

@@ -13,8 +13,9 @@ rest of the pipeline treats like any other.
 
 from __future__ import annotations
 
-from linview import ast, ir
-from linview.ir import Node, Op
+from linview.compiler import ir
+from linview.compiler.ir import Node, Op
+from linview.frontend import syntax
 
 
 def jumps(k: int, model: str, s: int) -> list[int]:
@@ -85,25 +86,25 @@ def _squares(lw, b: Node, top: int, prefix: str, mul) -> dict[int, Node]:
     return out
 
 
-def match_recurrence(st: ast.For, env: dict) -> tuple[str, ast.Expr, ast.Expr | None,
+def match_recurrence(st: syntax.For, env: dict) -> tuple[str, syntax.Expr, syntax.Expr | None,
                                                           bool] | None:
     """``T = X*T + Y`` (or ``Y + X*T``, ``X*T - Y``, ``X*T``) as the whole loop body, with
     X and Y free of T and of the loop variable: ``(T, X, Y, negate_Y)``."""
-    if len(st.body) != 1 or not isinstance(st.body[0], ast.Assign):
+    if len(st.body) != 1 or not isinstance(st.body[0], syntax.Assign):
         return None
     target, e = st.body[0].target, st.body[0].value
     if target not in env:
         return None
 
     def is_xt(x):
-        return isinstance(x, ast.Binary) and x.op == "*" and isinstance(x.right, ast.Name) \
+        return isinstance(x, syntax.Binary) and x.op == "*" and isinstance(x.right, syntax.Name) \
             and x.right.id == target
 
     if is_xt(e):
         X, Y, neg = e.left, None, False
-    elif isinstance(e, ast.Binary) and e.op in "+-" and is_xt(e.left):
+    elif isinstance(e, syntax.Binary) and e.op in "+-" and is_xt(e.left):
         X, Y, neg = e.left.left, e.right, e.op == "-"
-    elif isinstance(e, ast.Binary) and e.op == "+" and is_xt(e.right):
+    elif isinstance(e, syntax.Binary) and e.op == "+" and is_xt(e.right):
         X, Y, neg = e.right.left, e.left, False
     else:
         return None
@@ -114,9 +115,9 @@ def match_recurrence(st: ast.For, env: dict) -> tuple[str, ast.Expr, ast.Expr | 
 
 
 def _mentions(e, names: set[str]) -> bool:
-    if isinstance(e, ast.Name):
+    if isinstance(e, syntax.Name):
         return e.id in names
-    if isinstance(e, ast.Call) and e.func in names:
+    if isinstance(e, syntax.Call) and e.func in names:
         return True
     kids = []
     for attr in ("operand", "left", "right"):
@@ -127,7 +128,7 @@ def _mentions(e, names: set[str]) -> bool:
     return any(_mentions(k, names) for k in kids)
 
 
-def recurrence(lw, st: ast.For, match, k: int) -> bool:
+def recurrence(lw, st: syntax.For, match, k: int) -> bool:
     """Lower ``for 1..k: T = X T + Y`` by the exp or skip model (Table 6.1); ``False``
     (nothing emitted) when X turns out to be a scalar, which a plain unrolling handles."""
     target, X, Y, neg = match

@@ -2,7 +2,7 @@
 
 They are plain module-level functions (pickled by reference, arguments bound with
 ``functools.partial``), so executors need ``linview`` importable: see
-:func:`linview.spark_runtime.ship`.  Nothing here imports pyspark.
+:func:`linview.backends.spark.runtime.ship`.  Nothing here imports pyspark.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from __future__ import annotations
 import operator
 
 import numpy as np
-
-from linview import runtime
+from linview.backends.numpy import runtime
 
 OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv}
 

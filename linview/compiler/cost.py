@@ -20,10 +20,10 @@ from collections.abc import Callable
 
 import sympy as sp
 
-from linview import ir
-from linview.delta import Strategy, Term, _sum_terms
-from linview.ir import Node, Op
-from linview.optimize import ChainPlanner, Sizes, distribute, push_transposes
+from linview.compiler import ir
+from linview.compiler.delta import Strategy, Term, _sum_terms
+from linview.compiler.ir import Node, Op
+from linview.compiler.optimize import ChainPlanner, Sizes, distribute, push_transposes
 
 SizeFn = Callable[[sp.Expr], object]
 
@@ -130,7 +130,7 @@ def strategy_counts(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
 
 
 def strategy_chooser(bindings: dict[str, int], rank: int = 1):
-    """The default per-view chooser for :func:`linview.delta.build_trigger` (by estimated
+    """The default per-view chooser for :func:`linview.compiler.delta.build_trigger` (by estimated
     seconds, see :func:`seconds`)."""
     sizes = Sizes(dict(bindings), rank)
 
@@ -153,9 +153,9 @@ def strategy_chooser(bindings: dict[str, int], rank: int = 1):
 def choose_model(module_ast, source, filename, dims, rank):
     """``--model auto``: lower with each iterative model and keep the cheapest total
     trigger cost (falls back to ``exp``)."""
-    from linview.delta import TriggerOptions, build_trigger
-    from linview.lower import Options, lower
-    from linview.optimize import optimize_program
+    from linview.compiler.delta import TriggerOptions, build_trigger
+    from linview.compiler.lower import Options, lower
+    from linview.compiler.optimize import optimize_program
 
     sizes = Sizes(dict(dims), rank)
     best = None
@@ -219,7 +219,7 @@ def cost_report(compiled, formulas: bool = False) -> dict:
     """The data behind ``linview cost``: per trigger and view, flops/bytes of REEVAL, INCR
     and HYBRID, the chosen strategy, totals and the predicted speedup.  Numbers use the
     compiled ``dims`` (and rank); ``formulas`` adds symbolic expressions."""
-    from linview.delta import build_trigger
+    from linview.compiler.delta import build_trigger
 
     plan = compiled.plan
     prog = plan.program
@@ -272,7 +272,7 @@ def cost_report(compiled, formulas: bool = False) -> dict:
 def symbolic_formulas(compiled, x: str) -> dict:
     """Symbolic flop counts for ``x``'s trigger: re-evaluation, and each view under each
     strategy, as strings (sympy, leading terms first)."""
-    from linview.delta import build_trigger
+    from linview.compiler.delta import build_trigger
 
     plan = compiled.plan
     prog = plan.program

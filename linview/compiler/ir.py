@@ -7,7 +7,7 @@ construction.  A :class:`Program` is a list of SSA statements ``view := expr`` o
 inputs, plus the outputs.
 
 Shape rules live in one table (:data:`SHAPE_RULES`), used both when nodes are built and by
-the checker (:mod:`linview.check`).
+the checker (:mod:`linview.compiler.check`).
 """
 
 from __future__ import annotations
@@ -240,7 +240,7 @@ class Node:
             stack.extend((c, False) for c in reversed(n.children))
 
     def __repr__(self) -> str:
-        from linview.printer import fmt
+        from linview.compiler.printer import fmt
 
         return fmt(self)
 

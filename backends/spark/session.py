@@ -22,12 +22,12 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+from linview.backends.numpy import runtime
+from linview.backends.spark import tasks
+from linview.backends.spark.blocks import DistMatrix
+from linview.backends.spark.context import BlockContext
 
-from linview import runtime
-from linview import spark_tasks as tasks
 from linview.errors import BackendError, InputError, LinviewError
-from linview.spark_blocks import DistMatrix
-from linview.spark_context import BlockContext
 
 INSTALL_HINT = ("the Spark backend needs PySpark and a Java runtime (17 or 21): "
                 "pip install 'linview[spark]' and e.g. apt-get install openjdk-17-jre-headless "
@@ -37,7 +37,7 @@ INSTALL_HINT = ("the Spark backend needs PySpark and a Java runtime (17 or 21): 
 SESSION_CONF = {"spark.ui.showConsoleProgress": "false",
                 "spark.python.unix.domain.socket.enabled": "true"}
 TASK_HINT = ("check that the Spark session is alive and that executors have numpy, scipy "
-             "and linview (linview.spark_runtime.ship(sc) or spark-submit --py-files)")
+             "and linview (linview.backends.spark.runtime.ship(sc) or spark-submit --py-files)")
 
 
 def _short(e: BaseException) -> str:
@@ -138,9 +138,10 @@ _SHIPPED: set[str] = set()
 def package_zip() -> str:
     """A zip of the imported linview package, with ``linview/backends`` and
     ``linview/grammar`` wherever they come from (wheel, editable install or source tree)."""
-    import linview
     import linview.backends
     import linview.grammar
+
+    import linview
 
     roots = [("linview", Path(linview.__file__).parent),
              ("linview/backends", Path(list(linview.backends.__path__)[0])),

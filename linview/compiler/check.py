@@ -1,6 +1,6 @@
 """The IR checker: validates programs and triggers between passes.
 
-Shapes are inferred by construction (:data:`linview.ir.SHAPE_RULES`); the checker verifies
+Shapes are inferred by construction (:data:`linview.compiler.ir.SHAPE_RULES`); the checker verifies
 what construction cannot: every reference names something defined earlier with the same
 shape, SSA names are unique, statements hold no trigger temporaries, and every delta term
 ``P Qᵀ`` has the view's shape with ``P`` and ``Q`` of the same rank.  It runs after every
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 
-from linview import ir
-from linview.delta import Strategy, Trigger
-from linview.ir import Node, Op, same_dim
+from linview.compiler import ir
+from linview.compiler.delta import Strategy, Trigger
+from linview.compiler.ir import Node, Op, same_dim
 
 _enabled = os.environ.get("LINVIEW_CHECK", "") not in ("", "0")
 

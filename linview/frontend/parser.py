@@ -1,4 +1,4 @@
-"""Front end: ``.m`` source text -> :mod:`linview.ast` (a ``Function`` or a ``Script``).
+"""Front end: ``.m`` source text -> :mod:`linview.frontend.syntax` (a ``Function`` or a ``Script``).
 
 The grammar lives in ``grammar/linview.lark`` (shipped as ``linview.grammar``) and is parsed
 by Lark's LALR(1) parser with the basic lexer; a :class:`lark.Transformer` runs inline
@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from linview import ast
 from linview.errors import ParseError, SourceLocation, locate
+from linview.frontend import syntax
 
 __all__ = ["PRAGMA_KINDS", "parse"]
 
@@ -192,24 +192,24 @@ def _check_spacing(prev: Token, tok: Token, nxt: Token | None) -> None:
 class _Block:
     """Statements of a body, and the pragmas met in it (nested ones included)."""
 
-    stmts: tuple[ast.Stmt, ...]
-    pragmas: tuple[ast.Pragma, ...]
+    stmts: tuple[syntax.Stmt, ...]
+    pragmas: tuple[syntax.Pragma, ...]
 
 
-def _pos(tok: Token) -> ast.Pos:
+def _pos(tok: Token) -> syntax.Pos:
     return (tok.line, tok.column)
 
 
-def _leftmost(e: ast.Expr) -> ast.Pos:
+def _leftmost(e: syntax.Expr) -> syntax.Pos:
     """Where an expression starts (its own ``pos`` is its operator for binary nodes)."""
-    while isinstance(e, ast.Binary | ast.Transpose):
-        e = e.left if isinstance(e, ast.Binary) else e.operand
+    while isinstance(e, syntax.Binary | syntax.Transpose):
+        e = e.left if isinstance(e, syntax.Binary) else e.operand
     return e.pos
 
 
 @v_args(inline=True)
 class _ToAst(Transformer):
-    """Builds :mod:`linview.ast` nodes; method names are the grammar's rules and aliases.
+    """Builds :mod:`.syntax` nodes; method names are the grammar's rules and aliases.
 
     Positions come from tokens: a binary or unary node sits at its operator, a transpose at
     its quote, a call at the function name, a matrix at its ``[``, an assignment at its
@@ -218,30 +218,30 @@ class _ToAst(Transformer):
     """
 
     # ----------------------------------------------------------- files
-    def start(self, *parts: _Block | ast.Function) -> ast.Module:
+    def start(self, *parts: _Block | syntax.Function) -> syntax.Module:
         prelude = parts[0].pragmas if len(parts) == 2 else ()
         main = parts[-1]
-        if isinstance(main, ast.Function):
+        if isinstance(main, syntax.Function):
             return replace(main, pragmas=prelude + main.pragmas)
         pragmas = prelude + main.pragmas
         if not main.stmts:
             where = pragmas[0].pos if pragmas else (1, 1)
             raise _Problem("the program has no statements", *where,
                            "write at least one assignment 'name = expr'")
-        return ast.Script(main.stmts, pragmas, pos=main.stmts[0].pos)
+        return syntax.Script(main.stmts, pragmas, pos=main.stmts[0].pos)
 
-    def prelude(self, *pragmas: ast.Pragma) -> _Block:
+    def prelude(self, *pragmas: syntax.Pragma) -> _Block:
         return _Block((), pragmas)
 
     def script(self, *items) -> _Block:
         return self.body(*items)
 
-    def function(self, tok: Token, header: tuple, body: _Block) -> ast.Function:
+    def function(self, tok: Token, header: tuple, body: _Block) -> syntax.Function:
         outputs, name, params = header
         if not body.stmts:
             raise _at(tok, f"function '{name}' has no statements",
                       "its body must assign the outputs: " + ", ".join(outputs))
-        return ast.Function(name, params, outputs, body.stmts, body.pragmas, pos=_pos(tok))
+        return syntax.Function(name, params, outputs, body.stmts, body.pragmas, pos=_pos(tok))
 
     def fheader(self, outputs: tuple[str, ...], name: Token, params: tuple[str, ...] = ()):
         if not outputs:
@@ -261,10 +261,10 @@ class _ToAst(Transformer):
 
     # ----------------------------------------------------------- statements
     def body(self, *items) -> _Block:
-        stmts: list[ast.Stmt] = []
-        pragmas: list[ast.Pragma] = []
+        stmts: list[syntax.Stmt] = []
+        pragmas: list[syntax.Pragma] = []
         for item in items:
-            if isinstance(item, ast.Pragma):
+            if isinstance(item, syntax.Pragma):
                 pragmas.append(item)
             elif isinstance(item, _Block):
                 stmts.extend(item.stmts)
@@ -273,63 +273,63 @@ class _ToAst(Transformer):
                 stmts.append(item)
         return _Block(tuple(stmts), tuple(pragmas))
 
-    def assign(self, target: ast.Expr, value: ast.Expr) -> ast.Assign:
-        if isinstance(target, ast.Name):
-            return ast.Assign(target.id, value, pos=target.pos)
+    def assign(self, target: syntax.Expr, value: syntax.Expr) -> syntax.Assign:
+        if isinstance(target, syntax.Name):
+            return syntax.Assign(target.id, value, pos=target.pos)
         line, column = _leftmost(target)
-        if isinstance(target, ast.Call):
+        if isinstance(target, syntax.Call):
             raise _Problem(f"indexed assignment '{target.func}(...) = ...' is not supported",
                            line, column, "assign whole matrices: 'name = expr'")
-        if isinstance(target, ast.Matrix):
+        if isinstance(target, syntax.Matrix):
             raise _Problem("multiple assignment '[a, b] = ...' is not supported", line,
                            column, "assign one name per statement: 'name = expr'")
         raise _Problem("the left side of '=' must be a name", line, column,
                        "write 'name = expr'")
 
-    def expr_stmt(self, expr: ast.Expr):
+    def expr_stmt(self, expr: syntax.Expr):
         raise _Problem("expression statements are not supported", *_leftmost(expr),
                        "assign the value to a name: 'result = ...'")
 
     def for_stmt(self, tok: Token, rng: tuple, body: _Block) -> _Block:
         var, start, step, stop = rng
-        loop = ast.For(var, start, stop, body.stmts, step, pos=_pos(tok))
+        loop = syntax.For(var, start, stop, body.stmts, step, pos=_pos(tok))
         return _Block((loop,), body.pragmas)
 
-    def range(self, var: Token, *bounds: ast.Expr):
+    def range(self, var: Token, *bounds: syntax.Expr):
         if len(bounds) == 2:
             return str(var), bounds[0], None, bounds[1]
         return str(var), bounds[0], bounds[1], bounds[2]
 
-    def pragma(self, tok: Token) -> ast.Pragma:
+    def pragma(self, tok: Token) -> syntax.Pragma:
         return _parse_pragma(tok)
 
     # ----------------------------------------------------------- expressions
-    def binary(self, left: ast.Expr, op: Token, right: ast.Expr) -> ast.Binary:
-        return ast.Binary(str(op), left, right, pos=_pos(op))
+    def binary(self, left: syntax.Expr, op: Token, right: syntax.Expr) -> syntax.Binary:
+        return syntax.Binary(str(op), left, right, pos=_pos(op))
 
-    def unary(self, op: Token, operand: ast.Expr) -> ast.Unary:
-        return ast.Unary(str(op), operand, pos=_pos(op))
+    def unary(self, op: Token, operand: syntax.Expr) -> syntax.Unary:
+        return syntax.Unary(str(op), operand, pos=_pos(op))
 
-    def transpose(self, operand: ast.Expr, op: Token) -> ast.Transpose:
-        return ast.Transpose(operand, conjugate=op.type == "QUOTE", pos=_pos(op))
+    def transpose(self, operand: syntax.Expr, op: Token) -> syntax.Transpose:
+        return syntax.Transpose(operand, conjugate=op.type == "QUOTE", pos=_pos(op))
 
-    def number(self, tok: Token) -> ast.Num:
-        return ast.Num(float(tok), str(tok), pos=_pos(tok))
+    def number(self, tok: Token) -> syntax.Num:
+        return syntax.Num(float(tok), str(tok), pos=_pos(tok))
 
-    def name(self, tok: Token) -> ast.Name:
-        return ast.Name(str(tok), pos=_pos(tok))
+    def name(self, tok: Token) -> syntax.Name:
+        return syntax.Name(str(tok), pos=_pos(tok))
 
-    def call(self, name: Token, *args: ast.Expr) -> ast.Call:
-        return ast.Call(str(name), tuple(args), pos=_pos(name))
+    def call(self, name: Token, *args: syntax.Expr) -> syntax.Call:
+        return syntax.Call(str(name), tuple(args), pos=_pos(name))
 
-    def matrix(self, bracket: Token, *rows: tuple[ast.Expr, ...]) -> ast.Matrix:
-        return ast.Matrix(tuple(rows), pos=_pos(bracket))
+    def matrix(self, bracket: Token, *rows: tuple[syntax.Expr, ...]) -> syntax.Matrix:
+        return syntax.Matrix(tuple(rows), pos=_pos(bracket))
 
     def empty_matrix(self, bracket: Token):
         raise _at(bracket, "the empty matrix [] is not supported",
                   "use zeros(r, c) for a matrix of zeros")
 
-    def row(self, *elements: ast.Expr) -> tuple[ast.Expr, ...]:
+    def row(self, *elements: syntax.Expr) -> tuple[syntax.Expr, ...]:
         return tuple(elements)
 
 
@@ -342,7 +342,7 @@ _PRAGMA_LEX = re.compile(
 _KINDS_TEXT = ", ".join(PRAGMA_KINDS)
 
 
-def _parse_pragma(tok: Token) -> ast.Pragma:
+def _parse_pragma(tok: Token) -> syntax.Pragma:
     """Read ``%#linview KIND ITEMS`` (one line).
 
     Items are names, or ``X(size, size, ...)`` specs whose sizes are names or integer
@@ -369,7 +369,7 @@ def _parse_pragma(tok: Token) -> ast.Pragma:
         raise _Problem(f"unknown pragma kind '{kind}'", line, kind_col,
                        f"valid kinds: {_KINDS_TEXT}")
     names: list[str] = []
-    specs: list[ast.DimSpec] = []
+    specs: list[syntax.DimSpec] = []
     i = 1
 
     def fail(message: str, at: int, hint: str | None = None) -> _Problem:
@@ -404,7 +404,7 @@ def _parse_pragma(tok: Token) -> ast.Pragma:
                     break
                 else:
                     raise fail(f"found {found(i)}, expected ',' or ')' in {word}(...)", i)
-            specs.append(ast.DimSpec(word, tuple(sizes), pos=(line, col)))
+            specs.append(syntax.DimSpec(word, tuple(sizes), pos=(line, col)))
         else:
             names.append(word)
             i += 1
@@ -419,7 +419,7 @@ def _parse_pragma(tok: Token) -> ast.Pragma:
     if not names and not specs:
         what = "a name" if PRAGMA_KINDS[kind] == "names" else "an item like X(m, n)"
         raise _Problem(f"'%#linview {kind}' needs at least {what}", line, end_col)
-    return ast.Pragma(kind, tuple(names), tuple(specs), pos=pos)
+    return syntax.Pragma(kind, tuple(names), tuple(specs), pos=pos)
 
 
 # ---------------------------------------------------------------- error messages
@@ -621,8 +621,8 @@ def _parser() -> Lark:
                 postlex=_PostLexer(), transformer=_ToAst(), maybe_placeholders=False)
 
 
-def parse(source: str, filename: str = "<string>") -> ast.Module:
-    """Parse linview source text into an AST :data:`linview.ast.Module`.
+def parse(source: str, filename: str = "<string>") -> syntax.Module:
+    """Parse linview source text into an AST :data:`linview.frontend.syntax.Module`.
 
     Raises :class:`linview.errors.ParseError` (and nothing else) when the text is not in
     the dialect; the error's location points at the offending token.

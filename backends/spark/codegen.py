@@ -2,8 +2,8 @@
 
 The generated expressions are exactly the NumPy backend's (``A @ U``, ``A.T @ V``,
 ``rt.add_outer(B, U_B, V_B)``...); they run on Spark because every large view is a
-:class:`linview.spark_blocks.DistMatrix` whose operators are maps over blocks (see
-:mod:`linview.spark_runtime`).  What this backend adds is LINVIEW's *hybrid partitioning*,
+:class:`linview.backends.spark.blocks.DistMatrix` whose operators are maps over blocks (see
+:mod:`linview.backends.spark.runtime`).  What this backend adds is LINVIEW's *hybrid partitioning*,
 decided by an access analysis of every product the module evaluates:
 
 =============  =================  ==========================================
@@ -21,11 +21,11 @@ any trigger); a view that is never multiplied is kept in row blocks.
 
 from __future__ import annotations
 
-from linview.delta import emitted_exprs
-from linview.ir import Node, Op
-from linview.plan import Plan
+from linview.backends.numpy.codegen import NumpyGenerator
 
-from .numpy import NumpyGenerator
+from linview.compiler.delta import emitted_exprs
+from linview.compiler.ir import Node, Op
+from linview.compiler.plan import Plan
 
 _USES = {("left", False): ("row", "{v}·x"), ("left", True): ("col", "{v}ᵀ·x"),
          ("right", False): ("col", "x·{v}"), ("right", True): ("row", "x·{v}ᵀ")}
@@ -85,7 +85,7 @@ def partitioning(plan: Plan) -> dict[str, str]:
 class SparkGenerator(NumpyGenerator):
     """The NumPy generator with the Spark runtime, base class and partitioning table."""
 
-    RUNTIME = "spark_runtime"
+    RUNTIME = "linview.backends.spark"
     BASE_CLASS = "rt.SparkTriggerModule"
 
     def module_doc(self) -> list[str]:

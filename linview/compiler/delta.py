@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from linview import ir
-from linview.ir import Node, Op
-from linview.shapes import RANK
+from linview.compiler import ir
+from linview.compiler.ir import Node, Op
+from linview.compiler.shapes import RANK
 
 
 class Strategy(enum.Enum):

@@ -11,8 +11,8 @@ Listing 6.4 (``ON UPDATE A BY (U, V): U_B := [...]; ...; A += U Vᵀ; ...``).
 
 from __future__ import annotations
 
-from linview import ir, printer
-from linview.delta import Strategy, Trigger, build_trigger
+from linview.compiler import ir, printer
+from linview.compiler.delta import Strategy, Trigger, build_trigger
 
 PASSES = ("lower", "optimize", "delta", "triggers")
 

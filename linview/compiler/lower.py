@@ -1,4 +1,4 @@
-"""Lowering: AST -> IR :class:`~linview.ir.Program` (SSA statements with symbolic shapes).
+"""Lowering: AST -> IR :class:`~linview.compiler.ir.Program` (SSA statements with symbolic shapes).
 
 What happens here:
 
@@ -22,10 +22,11 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from linview import ast, ir, models
+from linview.compiler import ir, models
+from linview.compiler.ir import Node, Op
+from linview.compiler.shapes import Conflict, Unifier, dim
 from linview.errors import CompileError, ParseError, ShapeError, locate
-from linview.ir import Node, Op
-from linview.shapes import Conflict, Unifier, dim
+from linview.frontend import syntax
 
 SUPPORTED_FUNCTIONS = ("eye", "zeros", "ones", "size", "inv", "transpose", "sum", "trace")
 MODELS = ("exp", "linear", "skip")
@@ -41,7 +42,7 @@ class Options:
 
 
 class _Lowerer:
-    def __init__(self, module: ast.Module, source: str, filename: str, options: Options):
+    def __init__(self, module: syntax.Module, source: str, filename: str, options: Options):
         self.module = module
         self.source = source
         self.filename = filename
@@ -53,18 +54,18 @@ class _Lowerer:
         self.version: dict[str, int] = {}
         self.total: dict[str, int] = {}
         self.loop_vars: set[str] = set()
-        self.current: ast.Assign | None = None
+        self.current: syntax.Assign | None = None
         self.not_one: list[tuple] = []
 
     # ----------------------------------------------------------------- errors
-    def where(self, pos: ast.Pos):
+    def where(self, pos: syntax.Pos):
         line, col = pos if pos and pos[0] else (0, 0)
         return locate(self.source, self.filename, line, col) if line else None
 
-    def parse_error(self, msg: str, pos: ast.Pos, hint: str | None = None) -> ParseError:
+    def parse_error(self, msg: str, pos: syntax.Pos, hint: str | None = None) -> ParseError:
         return ParseError(msg, self.where(pos), hint)
 
-    def shape_error(self, what: str, pos: ast.Pos, *shapes) -> ShapeError:
+    def shape_error(self, what: str, pos: syntax.Pos, *shapes) -> ShapeError:
         stmt = ""
         if self.current is not None:
             stmt = f"in statement '{self.current.target} = ...': "
@@ -106,7 +107,7 @@ class _Lowerer:
         pragmas = m.pragmas
         specs = {s.name: s for p in pragmas if p.kind in ("dims", "input") for s in p.specs}
         scalars = {n for p in pragmas if p.kind == "scalar" for n in p.names}
-        if isinstance(m, ast.Function):
+        if isinstance(m, syntax.Function):
             params, name = m.params, m.name
             for p in pragmas:
                 if p.kind == "input":
@@ -155,7 +156,7 @@ class _Lowerer:
         self.count_assignments(m.body, 1)
         self.names |= set(self.total)
         self.block(m.body)
-        if isinstance(m, ast.Function):
+        if isinstance(m, syntax.Function):
             out_names = m.outputs
         else:
             listed = [n for p in pragmas if p.kind == "output" for n in p.names]
@@ -175,7 +176,7 @@ class _Lowerer:
     # ----------------------------------------------------------------- statements
     def count_assignments(self, body, times: int) -> None:
         for st in body:
-            if isinstance(st, ast.Assign):
+            if isinstance(st, syntax.Assign):
                 self.total[st.target] = self.total.get(st.target, 0) + times
             else:
                 trips = 1
@@ -187,21 +188,21 @@ class _Lowerer:
 
     def block(self, body) -> None:
         for st in body:
-            if isinstance(st, ast.Assign):
+            if isinstance(st, syntax.Assign):
                 self.assign(st)
             else:
                 self.loop(st)
 
-    def literal_int(self, e: ast.Expr, what: str) -> int:
+    def literal_int(self, e: syntax.Expr, what: str) -> int:
         neg = False
-        if isinstance(e, ast.Unary) and e.op == "-":
+        if isinstance(e, syntax.Unary) and e.op == "-":
             neg, e = True, e.operand
-        if isinstance(e, ast.Num) and float(e.value).is_integer():
+        if isinstance(e, syntax.Num) and float(e.value).is_integer():
             return -int(e.value) if neg else int(e.value)
         raise self.parse_error(f"{what} must be an integer literal", getattr(e, "pos", (0, 0)),
                                "loops are unrolled at compile time: write e.g. 'for i = 1:16'")
 
-    def loop_range(self, st: ast.For) -> range:
+    def loop_range(self, st: syntax.For) -> range:
         a = self.literal_int(st.start, "a loop bound")
         b = self.literal_int(st.stop, "a loop bound")
         step = 1 if st.step is None else self.literal_int(st.step, "a loop step")
@@ -209,7 +210,7 @@ class _Lowerer:
             raise self.parse_error("a loop step must not be zero", st.pos)
         return range(a, b + (1 if step > 0 else -1), step)
 
-    def loop(self, st: ast.For) -> None:
+    def loop(self, st: syntax.For) -> None:
         trips = self.loop_range(st)
         if st.var in self.env and st.var not in self.loop_vars:
             raise self.parse_error(f"loop variable '{st.var}' shadows a variable", st.pos)
@@ -221,7 +222,7 @@ class _Lowerer:
         for _ in trips:
             self.block(st.body)
 
-    def assign(self, st: ast.Assign) -> None:
+    def assign(self, st: syntax.Assign) -> None:
         if st.target in self.loop_vars:
             raise self.parse_error(f"cannot assign to loop variable '{st.target}'", st.pos)
         self.current = st
@@ -235,7 +236,7 @@ class _Lowerer:
             self.env[st.target] = self.emit(name, value, st)
         self.current = None
 
-    def origin(self, st: ast.Assign | None) -> tuple[str, int]:
+    def origin(self, st: syntax.Assign | None) -> tuple[str, int]:
         if st is None or not st.pos or not st.pos[0]:
             return "", 0
         lines = self.source.splitlines()
@@ -251,7 +252,7 @@ class _Lowerer:
             name = f"{base}{i}"
         return name
 
-    def emit(self, name: str, value: Node, st: ast.Assign | None = None) -> Node:
+    def emit(self, name: str, value: Node, st: syntax.Assign | None = None) -> Node:
         name = self.unique(name)
         text, line = self.origin(st if st is not None else self.current)
         value = self.fresh(value)
@@ -265,15 +266,15 @@ class _Lowerer:
         return self.emit(name, value)
 
     # ----------------------------------------------------------------- expressions
-    def expr(self, e: ast.Expr, hint: str) -> Node:
+    def expr(self, e: syntax.Expr, hint: str) -> Node:
         method = getattr(self, "x_" + type(e).__name__.lower())
         return self.fresh(method(e, hint))
 
-    def x_num(self, e: ast.Num, hint: str) -> Node:
+    def x_num(self, e: syntax.Num, hint: str) -> Node:
         return ir.const(sp.Integer(int(e.value)) if float(e.value).is_integer()
                         else sp.Float(e.value))
 
-    def x_name(self, e: ast.Name, hint: str) -> Node:
+    def x_name(self, e: syntax.Name, hint: str) -> Node:
         if e.id in self.loop_vars:
             raise self.parse_error(f"the loop variable '{e.id}' cannot be used in an "
                                    "expression", e.pos,
@@ -283,14 +284,14 @@ class _Lowerer:
             raise self.parse_error(f"undefined variable '{e.id}'", e.pos)
         return self.env[e.id]
 
-    def x_unary(self, e: ast.Unary, hint: str) -> Node:
+    def x_unary(self, e: syntax.Unary, hint: str) -> Node:
         v = self.expr(e.operand, hint)
         return ir.neg(v) if e.op == "-" else v
 
-    def x_transpose(self, e: ast.Transpose, hint: str) -> Node:
+    def x_transpose(self, e: syntax.Transpose, hint: str) -> Node:
         return ir.transpose(self.expr(e.operand, hint))
 
-    def x_matrix(self, e: ast.Matrix, hint: str) -> Node:
+    def x_matrix(self, e: syntax.Matrix, hint: str) -> Node:
         rows = [[self.expr(x, hint) for x in row] for row in e.rows]
         for row in rows:
             for blk in row[1:]:
@@ -305,7 +306,7 @@ class _Lowerer:
             return flat[0]
         return self.build(Op.CONCAT, *flat, pos=e.pos, attr=tuple(len(r) for r in rows))
 
-    def x_binary(self, e: ast.Binary, hint: str) -> Node:
+    def x_binary(self, e: syntax.Binary, hint: str) -> Node:
         if e.op == "^":
             return self.power(e, hint)
         a = self.expr(e.left, hint)
@@ -353,13 +354,13 @@ class _Lowerer:
             return self.build(Op.MUL, a, self.inverse(b, e, hint), pos=e.pos)
         if op == "\\":
             if a.is_scalar:
-                return self.x_binary(ast.Binary("/", e.right, e.left, e.pos), hint)
+                return self.x_binary(syntax.Binary("/", e.right, e.left, e.pos), hint)
             self.unify(a.rows, b.rows, e.pos, "in 'A \\ B', A and B must have the same number "
                        "of rows", a.shape, b.shape)
             return self.build(Op.MUL, self.inverse(a, e, hint), b, pos=e.pos)
         raise self.parse_error(f"operator '{op}' is not supported", e.pos)
 
-    def elementwise(self, op: Op, a: Node, b: Node, e: ast.Binary) -> Node:
+    def elementwise(self, op: Op, a: Node, b: Node, e: syntax.Binary) -> Node:
         if not (a.is_scalar or b.is_scalar):
             what = f"operands of '{e.op}' must have the same size"
             self.unify(a.rows, b.rows, e.pos, what, a.shape, b.shape)
@@ -378,9 +379,9 @@ class _Lowerer:
         arg = self.materialize(a, f"{hint}_arg")
         return self.materialize(self.build(Op.INV, arg, pos=e.pos), f"{hint}_inv")
 
-    def power(self, e: ast.Binary, hint: str) -> Node:
+    def power(self, e: syntax.Binary, hint: str) -> Node:
         k_expr = e.right
-        if not (isinstance(k_expr, ast.Num) and float(k_expr.value).is_integer()
+        if not (isinstance(k_expr, syntax.Num) and float(k_expr.value).is_integer()
                 and k_expr.value >= 1):
             raise self.parse_error("the exponent of '^' must be an integer literal >= 1",
                                    getattr(k_expr, "pos", e.pos),
@@ -400,7 +401,7 @@ class _Lowerer:
             return out
         return models.power(self, self.materialize(base, f"{hint}_base"), k, e.pos)
 
-    def x_call(self, e: ast.Call, hint: str) -> Node:
+    def x_call(self, e: syntax.Call, hint: str) -> Node:
         f, args = e.func, e.args
         if f in self.env or f in self.loop_vars:
             raise self.parse_error(f"indexing '{f}(...)' is not supported", e.pos,
@@ -453,7 +454,7 @@ class _Lowerer:
             return x
         return self.build(Op.SUM, x, pos=e.pos, attr=d)
 
-    def size_arg(self, a: ast.Expr) -> sp.Expr:
+    def size_arg(self, a: syntax.Expr) -> sp.Expr:
         v = self.expr(a, "size")
         if v.op is Op.CONST:
             val = self.uni.resolve(v.attr)
@@ -465,7 +466,7 @@ class _Lowerer:
                                "arithmetic on those", a.pos)
 
 
-def lower(module: ast.Module, source: str = "", filename: str = "<string>",
+def lower(module: syntax.Module, source: str = "", filename: str = "<string>",
           options: Options | None = None) -> ir.Program:
     """Lower a parsed module to an IR program (see the module docstring)."""
     options = options or Options()

@@ -3,7 +3,7 @@
 Program passes (``Program -> Program``): common views (CSE over statements: interning makes
 equal expressions identical objects), copy propagation and dead-view elimination.
 
-Trigger passes (on the factor expressions of a :class:`~linview.delta.Trigger`):
+Trigger passes (on the factor expressions of a :class:`~linview.compiler.delta.Trigger`):
 
 * ``push_transposes``: ``(AB)ᵀ = BᵀAᵀ`` etc., down to the leaves; ``Sᵀ = S`` for views
   known to be symmetric (``XᵀX``, inverses of symmetric views, ...);
@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
-from linview import ir
-from linview.delta import Strategy, Term, Trigger, ViewDelta
-from linview.ir import Node, Op
+from linview.compiler import ir
+from linview.compiler.delta import Strategy, Term, Trigger, ViewDelta
+from linview.compiler.ir import Node, Op
 
 DEFAULT_SIZE = 1000  # an unbound size is assumed large ...
 DEFAULT_RANK = 1  # ... and an update's rank small, when planning

@@ -19,8 +19,8 @@ def demo(backend: str = "numpy", n: int = 1000, updates: int = 20) -> int:
     from rich.console import Console
 
     import linview
-    from linview.bench import run_bench
-    from linview.report import print_bench
+    from linview.app.bench import run_bench
+    from linview.app.report import print_bench
 
     console = Console()
     dims = {"m": 2 * n, "n": n, "p": 1}
