@@ -2,7 +2,7 @@
 
 Oracles, from most to least independent of linview:
 
-1. ``GenProgram.evaluate``: NumPy evaluation built by the generator (tests/strategies.py)
+1. ``GenProgram.evaluate``: NumPy evaluation built by the generator (tests/oracle/)
    from the same random choices that produced the source text; it never sees linview's
    AST or IR.  It checks the front end + lowering + reference interpreter, and the
    generated module's re-evaluation path.
@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, assume, given, note, settings
 from hypothesis import strategies as st
-from strategies import MODELS, Case, GenProgram, cases, programs
+from oracle import MODELS, Case, GenProgram, cases, programs
 
 import linview
 from linview.compiler import interp
