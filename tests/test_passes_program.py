@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 from oracle import GenProgram, programs
-from oracle.irgen import World, expressions, worlds
+from oracle.irgen import expressions, worlds
 
 from linview.compiler import check, interp, ir
 from linview.compiler.ir import Node, Op
@@ -285,31 +285,32 @@ def test_is_symmetric_is_sound_on_random_expressions(data):
         assert is_numerically_symmetric(value), f"{e} is not symmetric"
 
 
-SYMMETRIC_SOURCE = """function [G, H, K, L, N, E] = f(X, s)
-  %#linview dims X(m,n)
+SYMMETRIC_SOURCE = """function [G, H, K, L, N, Q, E, P] = f(X, A, s)
+  %#linview dims X(m,n) A(n,n)
   %#linview scalar s
   G = X' * X;
   H = inv(G);
   K = X * H * X';
   L = G + s * H;
   N = -(X' * K * X);
+  Q = A' * G * A;
   E = eye(size(X, 2));
-  P = X' * X * X';
+  P = A' * G;
 end
 """
 
 
 def test_symmetric_views_recognises_the_forms_the_compiler_relies_on():
     prog = lowered(SYMMETRIC_SOURCE)
-    names = {stmt.name: stmt for stmt in prog.statements}
     found = symmetric_views(prog)
-    assert {"G", "K", "L", "N"} <= found
-    assert "P" not in found and not any(n.startswith("P") for n in found)
-    inverse = [n for n, stmt in names.items() if stmt.expr.op is Op.INV]
+    assert {"G", "K", "L", "N", "Q"} <= found
+    inverse = [stmt.name for stmt in prog.statements if stmt.expr.op is Op.INV]
     assert inverse and set(inverse) <= found
-    world = World({"m": 5, "n": 3}, seed=1)
+    assert "P" not in found
     rng = np.random.default_rng(2)
-    values = interp.evaluate(prog, {"X": rng.standard_normal((5, 3)), "s": np.array([[0.7]])},
-                             world.bindings)
+    inputs = {"X": rng.standard_normal((5, 3)), "A": rng.standard_normal((3, 3)),
+              "s": np.array([[0.7]])}
+    values = interp.evaluate(prog, inputs, {"m": 5, "n": 3})
     for name in found:
         assert is_numerically_symmetric(values[name]), name
+    assert not is_numerically_symmetric(values["P"])

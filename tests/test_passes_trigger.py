@@ -356,6 +356,6 @@ def test_woodbury_terms_for_rank_one_and_higher(r):
     assert_close(env["W"] + delta, want, f"rank {r}")
 
 
-def test_brute_force_helper_counts_every_tree():
+def test_brute_force_reference_on_the_textbook_example():
     """The reference itself, on the textbook example (10×30, 30×5, 5×60)."""
     assert brute_force_min([10, 30, 5, 60]) == 2 * (10 * 30 * 5 + 10 * 5 * 60)

@@ -16,9 +16,9 @@ import zipfile
 
 import numpy as np
 import pytest
-from linview.backends.spark.codegen import partitioning
 from linview.backends.spark import runtime as srt
 from linview.backends.spark.blocks import DistMatrix
+from linview.backends.spark.codegen import partitioning
 
 import linview
 from linview.errors import BackendError, LinviewError, NumericalError

@@ -45,7 +45,7 @@ class World:
     bindings: dict[str, int]
     seed: int
     symmetric: set[str] = field(default_factory=set)
-    _cache: dict[str, np.ndarray] = field(default_factory=dict)
+    _cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def size(self, d) -> int:
         d = sp.sympify(d)
