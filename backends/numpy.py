@@ -145,7 +145,7 @@ class _Expr:
         if op is Op.INV:
             if self.trigger:
                 return f'rt.core_inv({self.code(ch[0])}, "{self.label}")', _ATOM
-            return f'rt.inv({self.code(ch[0])}, "{self.label}")', _ATOM
+            return f'rt.inv({self.code(ch[0])}, "{self.label}", self.condition_limit)', _ATOM
         if op is Op.SUM:
             return f"{self._wrap(ch[0], _ATOM)}.sum(axis={n.attr - 1}, keepdims=True)", _ATOM
         if op is Op.TRACE:
@@ -295,6 +295,7 @@ class NumpyGenerator:
         ex.fuse_products(roots)
         lines.append(f"{ind}# phase 1: every delta from the old views")
         checks: list[tuple[str, list[str]]] = []  # (view, the parts of its delta)
+        kinds: dict[str, str] = {x: "('outer', U, V)"}  # each view's delta, for probes
         needed = self._needed_factors(trig)
         for vd in trig.deltas[1:]:
             lines += [f"{ind}# {line}" for line in self._math(vd)]
@@ -305,10 +306,12 @@ class NumpyGenerator:
                 lines.append(f"{ind}{left} = " + self._stack([ex.code(t.P) for t in vd.terms]))
                 lines.append(f"{ind}{right} = " + self._stack([ex.code(t.Q) for t in vd.terms]))
                 checks.append((vd.name, [left, right]))
+                kinds[vd.name] = f"('outer', {left}, {right})"
                 ex.defined |= {vd.left.attr, vd.right.attr}
             elif vd.strategy is Strategy.HYBRID:
                 lines.append(f"{ind}{left} = {ex.code(vd.dense)}")
                 checks.append((vd.name, [left]))
+                kinds[vd.name] = f"('dense', {left})"
                 ex.defined.add(vd.left.attr)
             else:
                 new = names("factor", f"new_{vd.name}")
@@ -316,10 +319,15 @@ class NumpyGenerator:
                 if vd.left.attr in needed:
                     lines.append(f"{ind}{left} = {new} - {names('view', vd.name)}")
                 checks.append((vd.name, [new]))
+                kinds[vd.name] = f"('new', {new})"
         if checks:
             lines.append(f"{ind}rt.check_deltas({x!r}, {{" + ", ".join(
                 f"{v!r}: ({', '.join(parts)}{',' if len(parts) == 1 else ''})"
                 for v, parts in checks) + "})")
+        for vd in trig.deltas[1:]:  # maintained inverses: the randomized residual probe
+            if vd.inverse_of:
+                lines.append(f"{ind}self._probe({vd.name!r}, {vd.inverse_of!r}, "
+                             f"{kinds.get(vd.inverse_of)}, {kinds[vd.name]})")
         body = "\n".join(lines)
         if 'd["' not in body:
             lines.remove(f"{ind}d = self.dims")

@@ -22,6 +22,7 @@ import scipy.linalg
 import scipy.linalg.blas as blas
 import scipy.sparse as sps
 
+from linview import probe as _probe
 from linview.errors import InputError, NumericalError, StateError, UpdateError
 
 _BARE_SIZE = re.compile(r'd\["(\w+)"\]')
@@ -30,6 +31,9 @@ _BARE_SIZE = re.compile(r'd\["(\w+)"\]')
 CORE_CONDITION_LIMIT = 1e10
 #: a factored delta whose entries may exceed this is not applied (re-evaluation instead)
 OVERFLOW_GUARD = 1e300
+#: ``rt.inv`` refuses a matrix whose condition estimate (1-norm, LAPACK ``dgecon``)
+#: exceeds this: its inverse would be accurate to about 1e-6 at best
+INV_CONDITION_LIMIT = 1e10
 
 
 class IllConditioned(NumericalError):
@@ -99,8 +103,11 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     return out
 
 
-def inv(A: np.ndarray, what: str) -> np.ndarray:
-    """The inverse of a view, refusing singular matrices with a :class:`NumericalError`."""
+def inv(A: np.ndarray, what: str, limit: float | None = None) -> np.ndarray:
+    """The inverse of a view, refusing singular matrices and matrices whose condition
+    estimate exceeds ``limit`` (default :data:`INV_CONDITION_LIMIT`) with a
+    :class:`NumericalError` that names the view and the estimate."""
+    limit = INV_CONDITION_LIMIT if limit is None else limit
     A = np.asarray(A, dtype=float)
     if not np.all(np.isfinite(A)):
         raise NumericalError(f"cannot invert {what}: it has non-finite entries")
@@ -109,9 +116,20 @@ def inv(A: np.ndarray, what: str) -> np.ndarray:
     except (ValueError, np.linalg.LinAlgError) as e:
         raise NumericalError(f"cannot invert {what}: {e}") from None
     d = np.abs(np.diag(lu))
+    hint = ("the program's inputs make this matrix (nearly) non-invertible; an inverse "
+            f"this ill-conditioned would be inaccurate (load option condition_limit=, "
+            f"now {limit:.3g})")
     if d.size and (d.min() == 0 or d.min() <= d.max() * np.finfo(float).eps * d.size):
         raise NumericalError(f"cannot invert {what}: it is singular to working precision",
-                             hint="the program's inputs make this matrix non-invertible")
+                             hint=hint)
+    if d.size:
+        with np.errstate(over="ignore", invalid="ignore"):
+            anorm = float(np.abs(A).sum(axis=0).max())
+        rcond, _ = scipy.linalg.lapack.dgecon(lu, anorm, norm="1")
+        if not rcond * limit >= 1.0:
+            cond = f"{1 / rcond:.3g}" if rcond > 0 else "infinite"
+            raise NumericalError(f"cannot invert {what}: its condition estimate is {cond}, "
+                                 f"over the limit {limit:.3g}", hint=hint)
     out = scipy.linalg.lu_solve((lu, piv), np.eye(A.shape[0]))
     return np.asfortranarray(out)
 
@@ -151,10 +169,22 @@ def check_deltas(trigger: str, deltas: dict[str, tuple[np.ndarray, ...]]) -> Non
                                      f"(|ΔV| bound {bound:.3g})")
 
 
+def real_dtype_problem(x) -> str | None:
+    """Why ``x`` cannot be read as real numbers (complex or object dtype), else None."""
+    if isinstance(x, complex) or np.iscomplexobj(x):
+        return "it is complex; linview computes with real numbers (float64) only"
+    if getattr(getattr(x, "dtype", None), "kind", "") == "O":
+        return "it has dtype object; pass a numeric (float64) array"
+    return None
+
+
 def as_matrix(x, what: str, rows=None, cols=None) -> np.ndarray:
     """A 2-D Fortran float64 copy of ``x`` (1-D arrays are columns, numbers are 1x1)."""
     if sps.issparse(x):
         x = x.toarray()
+    why = real_dtype_problem(x)
+    if why:
+        raise InputError(f"{what} is not a real numeric array: {why}")
     try:
         a = np.array(x, dtype=np.float64, order="F", copy=True)
     except (TypeError, ValueError) as e:
@@ -198,14 +228,18 @@ class TriggerModule:
     MODULE_SOURCE = ""
 
     #: keyword options of the constructor; an input of the same name takes precedence
-    OPTIONS = {"refresh_every": None, "check_every": None, "tolerance": 1e-6}
+    OPTIONS = {"refresh_every": None, "check_every": None, "tolerance": 1e-6,
+               "probe": True, "probe_tolerance": 1e-9,
+               "condition_limit": INV_CONDITION_LIMIT}
 
     def __init__(self, /, _state=None, **kwargs):
         opts = {k: kwargs.pop(k) if k in kwargs and k not in self.INPUTS else v
                 for k, v in self.OPTIONS.items()}
         inputs = kwargs
         self._configure(opts)
-        self.stats = {"updates": 0, "fallbacks": 0, "refreshes": 0, "trigger_seconds": 0.0}
+        self.stats = {"updates": 0, "fallbacks": 0, "refreshes": 0, "trigger_seconds": 0.0,
+                      "probe_failures": 0, "probe_seconds": 0.0}
+        self._prober = _probe.Prober()
         self.saved_meta: dict = {}
         if _state is not None:
             self.dims, self._views, self.updates = _state
@@ -220,6 +254,9 @@ class TriggerModule:
         self.refresh_every = opts["refresh_every"]
         self.check_every = opts["check_every"]
         self.tolerance = opts["tolerance"]
+        self.probe = bool(opts["probe"])
+        self.probe_tolerance = float(opts["probe_tolerance"])
+        self.condition_limit = float(opts["condition_limit"])
 
     # -------------------------------------------------------------- inputs
     def _validate_inputs(self, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:
@@ -273,6 +310,7 @@ class TriggerModule:
             f"{c.replace('d[', '').replace(']', '')})" for n, (r, c) in self.INPUTS.items())
 
     def _reevaluate(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self._prober.reset()
         views = dict(arrays)
         computed = self._evaluate(self.dims, arrays)
         for name, val in computed.items():
@@ -295,7 +333,7 @@ class TriggerModule:
         if key not in self._views:
             raise KeyError(f"{name!r} is not an output, view or input of {self.PROGRAM} "
                            f"(outputs: {', '.join(self.OUTPUTS)})")
-        out = self._views[key].view()
+        out = self._views[key].copy(order="K")  # a snapshot: views change in place
         out.flags.writeable = False
         return out
 
@@ -320,16 +358,30 @@ class TriggerModule:
         computed from the old views and checked before any view changes)."""
         U, V = self._validate_update(name, U, V)
         t0 = time.perf_counter()
+        if self.updates % _probe.RENEW_EVERY == 0:
+            self._prober.reset()  # fresh probe vectors now and then
         try:
             getattr(self, f"on_update_{name}")(U, V)
-        except IllConditioned:
-            # a Woodbury core is (nearly) singular: nothing was applied; re-evaluate instead
-            self.reevaluate_update(name, U, V)
+            self._prober.commit()
+        except IllConditioned as why:
+            # a Woodbury core is (nearly) singular or a probe failed: nothing was applied;
+            # re-evaluate instead (refused with nothing changed if that is unsafe too)
+            try:
+                self.reevaluate_update(name, U, V)
+            except NumericalError as e:
+                raise NumericalError(f"update of {name} refused, nothing changed: "
+                                     f"{e.message} (maintenance stopped because {why})",
+                                     hint=e.hint) from None
             self.stats["fallbacks"] += 1
         self.stats["trigger_seconds"] += time.perf_counter() - t0
         self.updates += 1
         self.stats["updates"] += 1
         self._drift_policy()
+
+    def _probe(self, W: str, A: str, dA, dW) -> None:
+        """Phase-1 probe of the maintained inverse ``W = inv(A)`` (see
+        :mod:`linview.probe`); generated triggers call it after ``rt.check_deltas``."""
+        _probe.probe(self, W, A, dA, dW)
 
     def _validate_update(self, name: str, U, V) -> tuple[np.ndarray, np.ndarray]:
         if name not in self.INPUTS:
@@ -343,6 +395,10 @@ class TriggerModule:
         rows, cols = self._views[name].shape
         out = []
         for what, x, n in (("U", U, rows), ("V", V, cols)):
+            why = real_dtype_problem(x)
+            if why:
+                raise UpdateError(f"update of {name}: {what} is not real: {why}; nothing "
+                                  "was changed")
             try:
                 a = np.array(x.toarray() if sps.issparse(x) else x, dtype=np.float64,
                              order="F")
@@ -388,14 +444,26 @@ class TriggerModule:
 
     def verify(self, detail: bool = False):
         """Max relative error of every view against re-evaluation from the current inputs
-        (``detail=True``: a dict per view).  Costs one full re-evaluation."""
-        fresh = self._evaluate(self.dims, {n: self._views[n] for n in self.INPUTS})
+        (``detail=True``: a dict per view).  Costs one full re-evaluation.  It reports and
+        never raises: when the inputs cannot be re-evaluated (e.g. a matrix to invert is
+        singular) every error is ``inf`` and ``self.verify_error`` says why."""
+        self.verify_error = None
+        try:
+            fresh = self._evaluate(self.dims, {n: self._views[n] for n in self.INPUTS})
+        except NumericalError as e:
+            self.verify_error = e.message
+            errs = dict.fromkeys(self.VIEWS, float("inf"))
+            return errs if detail else max(errs.values(), default=0.0)
         errs = {}
-        for name, ref in fresh.items():
-            ref = np.asarray(ref, dtype=float)
-            scale = max(float(np.max(np.abs(ref))) if ref.size else 0.0, 1e-300)
-            errs[name] = float(np.max(np.abs(self._views[name] - ref))) / scale \
-                if ref.size else 0.0
+        with np.errstate(over="ignore", invalid="ignore"):
+            for name, ref in fresh.items():
+                ref = np.asarray(ref, dtype=float)
+                if not ref.size:
+                    errs[name] = 0.0
+                    continue
+                scale = max(float(np.max(np.abs(ref))), 1e-300)
+                err = float(np.max(np.abs(self._views[name] - ref))) / scale
+                errs[name] = err if np.isfinite(err) else float("inf")
         return errs if detail else max(errs.values(), default=0.0)
 
     # -------------------------------------------------------------- persistence

@@ -88,13 +88,13 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     return runtime.fused_dot(A, *blocks, ops=ops)
 
 
-def inv(A, what: str) -> np.ndarray:
+def inv(A, what: str, limit: float | None = None) -> np.ndarray:
     """The inverse of a view, computed on the driver (refused beyond its memory limit)."""
     if isinstance(A, _DIST):
         ctx = (A.base if isinstance(A, Transposed) else A).ctx
         ctx.check_collect(A.shape, f"cannot invert {what} on the Spark driver")
         A = A.to_numpy()
-    return runtime.inv(A, what)
+    return runtime.inv(A, what, limit)
 
 
 def check_deltas(trigger: str, deltas: dict) -> None:
@@ -226,6 +226,10 @@ class SparkTriggerModule(runtime.TriggerModule):
                 raise InputError(f"input {name} contains NaN or Inf")
             raise NumericalError(f"{self.PROGRAM}: view {name} is not finite after "
                                  "evaluation", hint="check the inputs' conditioning")
+
+    def _probe(self, W: str, A: str, dA, dW) -> None:
+        """No randomized probe on Spark yet: its inverses rely on the Woodbury core guard
+        and ``check_every`` (see docs/errors.md)."""
 
     def _sweep(self) -> None:
         self._ctx.sweep(getattr(self, "_views", {}).values())
