@@ -11,8 +11,6 @@ The generated code only ever imports numpy, scipy and this module.
 from __future__ import annotations
 
 import hashlib
-import io
-import os
 import re
 import time
 from collections.abc import Mapping
@@ -224,8 +222,11 @@ class TriggerModule:
     OUTPUTS: Mapping[str, str] = {}
     #: {size expression: reason} of sizes the program was compiled assuming are not 1
     NOT_ONE: Mapping[str, str] = {}
-    #: the generated module's own source text (set by the loader; used by save())
+    #: the generated module's own source text (set by the loader)
     MODULE_SOURCE = ""
+    #: the program's .m source, name, file name and compile options (set by
+    #: ``linview.compile``; stored by save() so that restore() can compile it again)
+    PROGRAM_INFO: Mapping[str, object] = {}
 
     #: keyword options of the constructor; an input of the same name takes precedence
     OPTIONS = {"refresh_every": None, "check_every": None, "tolerance": 1e-6,
@@ -468,22 +469,16 @@ class TriggerModule:
 
     # -------------------------------------------------------------- persistence
     def save(self, path, extra: dict | None = None) -> None:
-        """Write inputs, views, dims, update count and the module source to an ``.npz``,
-        atomically (a temporary file renamed over ``path``).  ``extra`` is stored with
-        them (plain Python literals) and comes back as ``saved_meta["extra"]``."""
-        arrays = {f"view:{k}": v for k, v in self._views_for_saving().items()}
-        meta = {"program": self.PROGRAM, "hash": self.SOURCE_HASH, "updates": self.updates,
-                "dims": self.dims, "extra": dict(extra or {})}
-        buf = io.BytesIO()
-        np.savez(buf, __meta__=np.array(repr(meta)),
-                 __module__=np.array(self.MODULE_SOURCE), **arrays)
-        data = buf.getvalue()
-        tmp = f"{path}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        """Write inputs, views, dims, update count, the program's ``.m`` source and its
+        compile options to an ``.npz`` state file, atomically (see
+        :mod:`linview.statefile`: data and checksums, never code).  ``extra`` (JSON
+        values) is stored with them and comes back as ``saved_meta["extra"]``."""
+        from linview import statefile
+
+        manifest = {"program": self.PROGRAM, "hash": self.SOURCE_HASH,
+                    "updates": int(self.updates), "dims": dict(self.dims),
+                    "extra": dict(extra or {}), **self.PROGRAM_INFO}
+        statefile.write(path, self._views_for_saving(), manifest)
 
     def _views_for_saving(self) -> dict[str, np.ndarray]:
         return self._views
@@ -498,6 +493,9 @@ class TriggerModule:
         want = set(cls.INPUTS) | set(cls.VIEWS)
         if set(views) != want:
             raise StateError("the saved state does not hold the views this program needs")
+        for k, v in views.items():
+            if v.ndim != 2 or not np.all(np.isfinite(v)):
+                raise StateError(f"the saved view {k} is not a finite matrix")
         views = {k: np.asfortranarray(v.astype(np.float64)) for k, v in views.items()}
         out = cls(_state=(dict(meta["dims"]), views, int(meta["updates"])), **options)
         out.saved_meta = meta
