@@ -131,6 +131,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend '{backend}'", hint="backends: numpy, spark")
     filename = filename or f"{name or 'program'}.m"
+    source = source.removeprefix("\ufeff")  # a byte-order mark is not part of the program
     module_ast = parse(source, filename)
     options = parse_model(model) if model != "auto" else Options()
     program = lower(module_ast, source, filename, options)
@@ -172,11 +173,24 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
                             "trigger_options": trig_opts}, lowered=program)
 
 
+def decode_source(data: bytes) -> str:
+    """The text of a ``.m`` file: UTF-8 with or without a byte-order mark, else Latin-1
+    (Octave's traditional encoding), so that accented comments are accepted either way;
+    a non-ASCII character outside a comment is then a parse error at its line and
+    column."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
 def compile_file(path, **kwargs) -> CompiledProgram:
     """Compile the ``.m`` file at ``path`` (keyword arguments as for :func:`compile`)."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = decode_source(p.read_bytes())
     except OSError as e:
         raise CompileError(f"cannot read {path}: {e.strerror}") from None
     kwargs.setdefault("filename", str(path))

@@ -22,7 +22,7 @@ import tracemalloc
 import numpy as np
 import scipy.linalg.blas as blas
 
-from linview.errors import CompileError
+from linview.errors import CompileError, InputError
 from linview.interp import size_value
 
 
@@ -110,6 +110,9 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
 
     if not prog.program.dynamic:
         raise CompileError(f"{prog.name} has no dynamic inputs: nothing to benchmark")
+    if updates < 1 or rank < 1:
+        raise InputError(f"bench needs at least one update of rank at least 1 (got "
+                         f"{updates} updates of rank {rank})")
     x = input_name or prog.program.dynamic[0]
     if x not in prog.program.dynamic:
         raise CompileError(f"input {x} is not dynamic",

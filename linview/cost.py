@@ -150,19 +150,35 @@ def strategy_chooser(bindings: dict[str, int], rank: int = 1):
     return choose
 
 
+#: ``auto`` plans only the models whose lowered program has at most this many statements
+#: (or the fewest, if none is that small)
+AUTO_MAX_STATEMENTS = 200
+
+
 def choose_model(module_ast, source, filename, dims, rank):
     """``--model auto``: lower with each iterative model and keep the cheapest total
     trigger cost (falls back to ``exp``)."""
     from linview.delta import TriggerOptions, build_trigger
-    from linview.lower import Options, lower
+    from linview.lower import Options, TooLarge, lower
     from linview.optimize import optimize_program
 
     sizes = Sizes(dict(dims), rank)
     best = None
     seen: set[tuple] = set()
+    lowered = []
     for opts in (Options("exp"), Options("linear"), Options("skip", 2), Options("skip", 4),
                  Options("skip", 8)):
-        program = optimize_program(lower(module_ast, source, filename, opts), sizes)
+        try:
+            lowered.append((opts, lower(module_ast, source, filename, opts)))
+        except TooLarge:
+            continue
+    if not lowered:  # every model is over the limit: say so for the default one
+        lower(module_ast, source, filename, Options("exp"))
+    smallest = min(len(p.statements) for _, p in lowered)
+    for opts, program in lowered:
+        if len(program.statements) > max(AUTO_MAX_STATEMENTS, smallest):
+            continue  # planning cost grows with the statements; never chosen for size
+        program = optimize_program(program, sizes)
         key = tuple((s.name, id(s.expr)) for s in program.statements)
         if key in seen:  # no powers or recurrences: every model gives this program
             continue
