@@ -26,16 +26,18 @@ import numpy as np
 
 from linview import runtime
 from linview import spark_tasks as tasks
-from linview.errors import InputError, NumericalError
+from linview.errors import BackendError, InputError, NumericalError
 from linview.runtime import IllConditioned, core_inv  # noqa: F401 - used by generated code
 from linview.spark_blocks import DistMatrix, Transposed
 from linview.spark_context import BlockContext, Transaction, active
 from linview.spark_session import (  # noqa: F401 - part of this module's interface
     SESSION_CONF,
+    STOPPED_HINT,
     get_session,
     local_session,
     package_zip,
     read_parquet,
+    session_stopped,
     ship,
     spark_errors,
     write_parquet,
@@ -248,9 +250,16 @@ class SparkTriggerModule(runtime.TriggerModule):
         return views
 
     # -------------------------------------------------------------- reading
+    def _alive(self, what: str) -> None:
+        """A :class:`BackendError` when this module's Spark session has been stopped."""
+        if session_stopped(self._ctx.sc):
+            raise BackendError(f"{what}: the Spark session behind these views was stopped",
+                               hint=STOPPED_HINT)
+
     def __getitem__(self, name: str) -> np.ndarray:
         v = self._views.get(self.OUTPUTS.get(name, name))
         if isinstance(v, DistMatrix):
+            self._alive(f"reading {name}")
             with spark_errors(f"reading {name}"):
                 out = v.to_numpy()
             out.flags.writeable = False
@@ -275,6 +284,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         n×k results are collected); phase 2 swaps in the next RDD of every distributed view
         and materializes them all in one job, rolled back as a whole if Spark fails."""
         U, V = self._validate_update(name, U, V)
+        self._alive(f"update of {name}")
         t0 = time.perf_counter()
         with spark_errors(f"update of {name}"):
             txn, fallback = Transaction(), False
@@ -306,6 +316,7 @@ class SparkTriggerModule(runtime.TriggerModule):
 
     def refresh(self) -> None:
         """Re-evaluate every view from the current inputs (distributed products)."""
+        self._alive("refresh")
         with spark_errors("refresh"):
             super().refresh()
             self._sweep()
@@ -314,6 +325,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         """Max relative error of every view against re-evaluation.  Distributed views are
         compared block by block, all of them in one Spark job; only maxima reach the
         driver."""
+        self._alive("verify")
         with spark_errors("verify"):
             fresh = self._evaluate(self.dims, {n: self._views[n] for n in self.INPUTS})
             top: dict[tuple[str, str], float] = {}
@@ -333,6 +345,7 @@ class SparkTriggerModule(runtime.TriggerModule):
     def save(self, path) -> None:
         """Collect every view and write the NumPy backend's ``.npz`` format (restore with
         ``linview.restore(path, program=prog, spark=session)``)."""
+        self._alive("save")
         views = self._views
         with spark_errors("save"):
             self._views = {k: v.to_numpy() if isinstance(v, DistMatrix) else v
