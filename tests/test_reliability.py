@@ -1,6 +1,8 @@
 """No silent wrong answer: the randomized probe of maintained inverses, the condition limit
 of ``rt.inv``, huge updates, and ``verify()`` that reports instead of raising."""
 
+from pathlib import Path
+
 import mpmath
 import numpy as np
 import pytest
@@ -9,6 +11,13 @@ from hypothesis import strategies as st
 
 import linview
 from linview import runtime as rt
+
+try:  # tests/ may or may not be a package
+    from tests.octave_runner import octave_available, run_octave
+except ImportError:  # pragma: no cover - depends on how pytest set sys.path
+    from octave_runner import octave_available, run_octave
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 OLS = "function beta = ols(X, Y)\n  beta = (X' * X) \\ (X' * Y);\nend\n"
 INV_SUM = "function Z = f(A, B)\n  %#linview dynamic A\n  Z = inv(A + B) * A;\nend\n"
@@ -61,6 +70,20 @@ def test_near_singular_then_separated_ols_ends_at_lstsq(ols, seed):
     _, refused_old, err_old = near_singular_stream(ols, seed, probe=False,
                                                    condition_limit=1e300)
     assert refused_old == 0 and err_old > 1e-7
+
+
+@pytest.mark.octave
+def test_near_singular_stream_agrees_with_octave():
+    """GNU Octave, running examples/ols.m on the stream's final inputs, is the second
+    reference."""
+    if not octave_available():
+        pytest.skip("octave-cli (GNU Octave) is not installed")
+    prog = linview.compile_file(EXAMPLES / "ols.m")
+    v, _, err = near_singular_stream(prog, 5)
+    octave = run_octave(EXAMPLES / "ols.m", {"X": v["X"], "Y": v["Y"]}, ["beta"])["beta"]
+    ref = np.asarray(octave).reshape(v["beta"].shape)
+    assert err < 1e-8
+    assert np.abs(v["beta"] - ref).max() / np.abs(ref).max() < 1e-8
 
 
 def _truth(A, B):
