@@ -165,7 +165,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     module = load_module(text, program.name)
     stored_name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(filename).name).lstrip(".-") or "_"
     info = {"source": source, "name": program.name, "filename": stored_name,
-            "options": {"dims": dims, "model": model, "rank": rank, "backend": backend,
+            "options": {"dims": {k: int(v) for k, v in dims.items()}, "model": model,
+                        "rank": int(rank), "backend": backend,
                         "strategy": _plain_strategy(strategy)}}
     getattr(module, plan.class_name).PROGRAM_INFO = info
     return CompiledProgram(program.name, plan, backend, text, module,
@@ -207,6 +208,10 @@ def restore(path, program: CompiledProgram | None = None, **options):
 
     meta, views = statefile.read(path)
     if program is None:
+        if "source" not in meta:
+            raise StateError(f"{path} does not hold its program's source (it was saved by "
+                             "a module compiled ahead of time)",
+                             hint="restore it with linview.restore(path, program=prog)")
         opts = meta["options"]
         try:
             program = compile(meta["source"], name=meta["name"], filename=meta["filename"],

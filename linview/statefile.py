@@ -53,8 +53,12 @@ def write(path, views: dict[str, np.ndarray], manifest: dict) -> None:
     arrays = {f"view:{k}": np.asarray(v, dtype=np.float64) for k, v in views.items()}
     doc = {"format": FORMAT, "version": FORMAT_VERSION, "linview": __version__,
            **manifest, "hashes": {k: _digest(a) for k, a in arrays.items()}}
+    try:
+        text = json.dumps(doc)
+    except (TypeError, ValueError) as e:
+        raise StateError(f"cannot save {path}: extra= must hold JSON values ({e})") from None
     buf = io.BytesIO()
-    np.savez(buf, __manifest__=np.array(json.dumps(doc)), **arrays)
+    np.savez(buf, __manifest__=np.array(text), **arrays)
     tmp = f"{path}.tmp"
     with open(tmp, "wb") as f:
         f.write(buf.getvalue())
@@ -105,11 +109,14 @@ def read(path) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 def _check_fields(path, doc: dict) -> None:
-    """The manifest fields that reach the compiler have the types and forms it expects."""
-    ok = (isinstance(doc.get("source"), str)
-          and isinstance(doc.get("name"), str) and _SAFE_NAME.fullmatch(doc["name"])
-          and isinstance(doc.get("filename"), str) and _SAFE_FILE.fullmatch(doc["filename"])
-          and isinstance(doc.get("options"), dict)
+    """The manifest fields that reach the compiler have the types and forms it expects
+    (a module compiled ahead of time stores no program: then none of them)."""
+    program = all(k not in doc for k in ("source", "name", "filename", "options")) or (
+        isinstance(doc.get("source"), str)
+        and isinstance(doc.get("name"), str) and _SAFE_NAME.fullmatch(doc["name"])
+        and isinstance(doc.get("filename"), str) and _SAFE_FILE.fullmatch(doc["filename"])
+        and isinstance(doc.get("options"), dict))
+    ok = (program
           and isinstance(doc.get("updates"), int)
           and isinstance(doc.get("dims"), dict)
           and all(isinstance(v, int) for v in doc["dims"].values()))
