@@ -128,6 +128,19 @@ def cmd_demo(args) -> int:
 
 
 # ------------------------------------------------------------------ parser
+def _count(minimum: int):
+    """An argparse type: an integer >= ``minimum`` (argparse reports anything else)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="linview",
@@ -147,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--backend", default="numpy", choices=["numpy", "spark"])
             sp.add_argument("--master", default=None,
                             help="Spark master URL (spark backend; default local[*])")
-            sp.add_argument("--partitions", type=int, default=None,
+            sp.add_argument("--partitions", type=_count(1), default=None,
                             help="blocks per distributed view (spark backend)")
 
     c = sub.add_parser("compile", help="emit the trigger module")
@@ -165,15 +178,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     k = sub.add_parser("cost", help="predicted cost of re-evaluation vs incremental")
     common(k, backend=False)
-    k.add_argument("--rank", type=int, default=1, help="update rank k (default 1)")
+    k.add_argument("--rank", type=_count(1), default=1, help="update rank k (default 1)")
     k.add_argument("--json", action="store_true", help="machine-readable output")
     k.add_argument("--formulas", action="store_true", help="include symbolic formulas")
     k.set_defaults(func=cmd_cost)
 
     b = sub.add_parser("bench", help="measure re-evaluation vs incremental per update")
     common(b)
-    b.add_argument("--updates", type=int, default=20, help="number of updates (default 20)")
-    b.add_argument("--rank", type=int, default=1, help="update rank k (default 1)")
+    b.add_argument("--updates", type=_count(1), default=20,
+                   help="number of updates (default 20)")
+    b.add_argument("--rank", type=_count(1), default=1, help="update rank k (default 1)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--input", default=None, help="the dynamic input to update")
     b.add_argument("--strategies", default="reeval,incr,hybrid,auto",
@@ -189,13 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="initial value of an input (.npy, .csv, or a number)")
     r.add_argument("--updates", required=True, help="a .jsonl file, a directory, or -")
     r.add_argument("--checkpoint", default=None, metavar="DIR")
-    r.add_argument("--checkpoint-every", type=int, default=100)
+    r.add_argument("--checkpoint-every", type=_count(1), default=100)
     r.add_argument("--out", default=None, metavar="DIR", help="write outputs per batch")
     r.set_defaults(func=cmd_run)
 
     d = sub.add_parser("demo", help="run the OLS demo")
     d.add_argument("--backend", default="numpy", choices=["numpy", "spark"])
-    d.add_argument("--n", type=int, default=1000, help="number of features")
+    d.add_argument("--n", type=_count(1), default=1000, help="number of features")
     d.set_defaults(func=cmd_demo)
     return p
 
