@@ -10,7 +10,8 @@ fsynced before its batch is applied: one fsync per micro-batch.
 Reading it back (resume):
 
 * an entry cut short at the end of the file (a crash mid-write: fewer bytes than its
-  header announces, or no final newline) is *torn*: it is discarded with a warning naming
+  header announces and no newline after its start, since the newline is written last)
+  is *torn*: it is discarded with a warning naming
   its byte offset, and the file is truncated there.  Its batch was never applied, and the
   source still holds its records, so nothing is lost;
 * any other damage (a bad header, a checksum mismatch, a batch or sequence number out of
@@ -62,9 +63,9 @@ def scan(path: Path) -> Scan:
         length, crc = int(m.group(1), 16), int(m.group(2), 16)
         start, end = pos + HEADER_BYTES, pos + HEADER_BYTES + length
         if end + 1 > len(data):
-            if b"\n" in data[pos:len(data) - 1]:
+            if b"\n" in data[pos:]:  # a torn write never reaches its final newline
                 raise StateError(f"write-ahead log {path} is corrupt at byte {pos}: the "
-                                 "entry's length runs past later entries", hint=_HINT)
+                                 "entry's length runs past its end", hint=_HINT)
             return Scan(entries, pos, pos)
         body = data[start:end]
         if data[end:end + 1] != b"\n" or zlib.crc32(body) != crc:
