@@ -8,10 +8,10 @@ import sys
 
 import numpy as np
 import pytest
+from test_stream import SRC, make_stream
 
 from linview import wal
 from linview.errors import StateError
-from test_stream import SRC, make_stream
 
 
 @pytest.fixture
