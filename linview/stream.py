@@ -26,6 +26,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+
 from linview import input_files, wal
 from linview.errors import StateError, UpdateError
 from linview.records import BatchBuilder, Record, check, parse_line, read_records
@@ -33,6 +35,8 @@ from linview.stream_out import Outputs
 
 #: fault injection for tests: die (without cleanup) after this many applied batches
 _CRASH_AFTER = int(os.environ.get("LINVIEW_TEST_CRASH_AFTER", "0") or 0)
+#: fault injection for tests: die after logging this batch, before applying it
+_CRASH_LOGGED = int(os.environ.get("LINVIEW_TEST_CRASH_LOGGED", "0") or 0)
 #: fault injection for tests: sleep this long after every batch (to kill -9 mid-stream)
 _DELAY = float(os.environ.get("LINVIEW_TEST_BATCH_DELAY", "0") or 0)
 _START = "0" * 16
@@ -173,7 +177,8 @@ class Stream:
 
     def _apply(self, recs: list[Record], count: int, h: str, source_batch: int,
                log: bool) -> None:
-        builder = BatchBuilder(lambda n: self.views._views[n], self.shapes, self.pos["ring"])
+        builder = BatchBuilder(lambda n: _readable(self.views._views[n]), self.shapes,
+                               self.pos["ring"])
         for _, ops in self.check(recs):
             builder.add(ops)
         updates = builder.updates()
@@ -184,6 +189,8 @@ class Stream:
             self.log.append({"batch": pos["batch"], "first": self.pos["offset"],
                              "count": count, "chain": h, "source_batch": source_batch,
                              "records": [r.raw for r in recs], "where": [r.where for r in recs]})
+            if _CRASH_LOGGED and pos["batch"] >= _CRASH_LOGGED:
+                os._exit(87)  # fault injection: the batch is logged, not applied
         t0 = time.perf_counter()
         done = []
         try:
@@ -235,6 +242,29 @@ class Stream:
             raise StateError(f"the update source {source} ends after {seq} records, but this "
                              f"checkpoint applied {last}",
                              hint="give the same source, or --restart to start over")
+
+
+def _readable(v):
+    """Rows, columns and entries of a view for "set" records: a NumPy array as it is; a
+    distributed matrix through one product with a one-hot vector (one Spark job)."""
+    return v if isinstance(v, np.ndarray) else _OneHotReader(v)
+
+
+class _OneHotReader:
+    def __init__(self, A):
+        self.A = A
+
+    def __getitem__(self, key):
+        i, j = key
+        m, n = self.A.shape
+        if isinstance(i, int):
+            e = np.zeros((m, 1))
+            e[i] = 1.0
+            row = np.asarray(self.A.dot(e, transpose=True)).ravel()
+            return row if not isinstance(j, int) else row[j]
+        e = np.zeros((n, 1))
+        e[j] = 1.0
+        return np.asarray(self.A.dot(e)).ravel()
 
 
 def batches(records: Iterator[Record], max_batch: int) -> Iterator[list[Record]]:

@@ -1,0 +1,189 @@
+"""``linview run --backend spark``: a Structured Streaming query over a directory of update
+files, each micro-batch applied exactly once to the Spark trigger module.
+
+* **Source.**  Spark's file source in ``binaryFile`` format over ``--updates DIR``
+  (``*.jsonl``, ``*.json``, ``*.parquet``), ``maxFilesPerTrigger = --max-batch`` (default
+  1) for back-pressure.  Its schema is Spark's fixed one (``path``, ``modificationTime``,
+  ``length``, ``content``); every file of a micro-batch is parsed on the driver by the same
+  strict reader as the NumPy backend (:mod:`linview.records`), so a bad record is named by
+  file and line and typed exactly as documented.  Files are read in name order within a
+  micro-batch; add files to DIR with new, larger names (write them elsewhere and move
+  them in, so that Spark never sees half a file).
+* **Exactly once.**  The query's ``checkpointLocation`` is ``CK/query``; linview's state
+  (``CK/state.npz``, ``CK/wal.log``, :mod:`linview.stream`) records the last applied
+  ``batchId``.  A batch logged before a crash is re-applied from the log on restart; a
+  batch that Spark replays after a crash (its id at or below the last applied) is skipped.
+* **Outputs** per batch as on NumPy (:mod:`linview.stream_out`), with Spark's batchId in
+  the ``source_batch`` column.
+* ``once=True`` (``--once``) processes the files there now (``availableNow``) and stops;
+  otherwise the query runs until Ctrl-C, which stops it cleanly after the running batch.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from linview.errors import BackendError, InputError, LinviewError
+from linview.records import Record, read_text
+from linview.spark_session import get_session, spark_errors
+
+LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+_LOG4J = """rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark %p %c{{1}}: %m%n
+"""
+
+
+def session(args):
+    """The Spark session of ``linview run``: its JVM logs at ``--spark-log-level``
+    (default ERROR, from the first line on: a log4j2 configuration given to the driver),
+    linview shipped to its executors."""
+    level = args.spark_log_level.upper()
+    if level not in LEVELS:
+        raise InputError(f"--spark-log-level {args.spark_log_level}: expected one of "
+                         + ", ".join(LEVELS))
+    try:
+        from pyspark.sql import SparkSession
+
+        from linview.spark_session import SESSION_CONF
+    except ImportError:
+        spark, _ = get_session(None, args.master)  # raises the install hint
+        return spark
+    conf = Path(tempfile.mkdtemp(prefix="linview-log4j-")) / "log4j2.properties"
+    conf.write_text(_LOG4J.format(level=level))
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    try:
+        b = (SparkSession.builder.master(args.master or "local[*]").appName("linview run")
+             .config("spark.driver.extraJavaOptions",
+                     f"-Dlog4j2.configurationFile=file:{conf}")
+             .config("spark.ui.enabled", "false"))
+        for k, v in SESSION_CONF.items():
+            b = b.config(k, v)
+        spark = b.getOrCreate()
+        spark.sparkContext.setLogLevel(level)
+    except Exception as e:  # noqa: BLE001 - Py4J and launcher errors
+        raise BackendError(f"cannot start Spark ({args.master or 'local[*]'}): "
+                           f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                           hint="the Spark backend needs PySpark and Java 17 or 21") from None
+    spark, _ = get_session(spark)  # checks it answers and ships linview
+    return spark
+
+
+def file_records(path: str, content: bytes) -> list[Record]:
+    """The records of one update file delivered by the binaryFile source."""
+    name = path.removeprefix("file:")
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        from linview.records import canonical
+
+        try:
+            rows = pq.read_table(io.BytesIO(content)).to_pylist()
+        except Exception as e:  # noqa: BLE001 - pyarrow raises several types
+            raise InputError(f"cannot read Parquet update file {name}: {e}") from None
+        out = []
+        for i, row in enumerate(rows, 1):
+            data = {k: v for k, v in row.items() if v is not None}
+            out.append(Record(data, f"{name}:row {i}", raw=canonical(data)))
+        return out
+    try:
+        text = content.decode()
+    except UnicodeDecodeError:
+        return [Record(None, f"{name}:1", "not UTF-8 text")]
+    return list(read_text(text, name))
+
+
+def run_structured(prog, args, load_options: dict, status) -> dict:
+    from linview.stream import Stream
+
+    src = Path(args.updates)
+    if not src.is_dir():
+        raise InputError(f"--updates {args.updates}: the Spark backend reads a directory of "
+                         "update files with Structured Streaming",
+                         hint="put the .jsonl or .parquet files in a directory, or use "
+                         "--backend numpy for a single file or stdin")
+    spark = session(args)
+    tmp = None
+    if args.checkpoint:
+        ck = Path(args.checkpoint)
+    else:
+        tmp = ck = Path(tempfile.mkdtemp(prefix="linview-run-"))
+    query_dir = ck / "query"
+    if args.restart:
+        shutil.rmtree(query_dir, ignore_errors=True)
+    elif query_dir.exists() and not (ck / "state.npz").exists():
+        raise LinviewError(f"checkpoint {ck} holds a Spark query checkpoint but no "
+                           "state.npz", hint="run with --restart to start over")
+    stream = Stream(prog, inputs=args.input, checkpoint=ck, out=args.out,
+                    checkpoint_every=args.checkpoint_every, on_error=args.on_error,
+                    restart=args.restart, load_options={**load_options, "spark": spark},
+                    warn=status.warn)
+    stream.stats["replayed_batches_skipped"] = 0
+    failure: list[BaseException] = []
+
+    def apply(df, batch_id: int) -> None:
+        if failure:
+            return
+        if batch_id <= stream.pos["source_batch"]:
+            stream.stats["replayed_batches_skipped"] += 1  # applied before a crash
+            return
+        try:
+            t0 = time.time()
+            rows = sorted(df.select("path", "content").collect(), key=lambda r: r.path)
+            recs = [rec for r in rows for rec in file_records(r.path, bytes(r.content))]
+            stream.stats["collect_seconds"] = stream.stats.get("collect_seconds", 0.0) \
+                + time.time() - t0
+            stream.apply_batch(recs, source_batch=batch_id)
+            status.update(stream)
+        except BaseException as e:  # noqa: BLE001 - re-raised on the main thread
+            failure.append(e)
+            raise
+
+    try:
+        with spark_errors("the update stream"):
+            from pyspark.sql import types as T
+
+            schema = T.StructType([T.StructField("path", T.StringType()),
+                                   T.StructField("modificationTime", T.TimestampType()),
+                                   T.StructField("length", T.LongType()),
+                                   T.StructField("content", T.BinaryType())])
+            reader = (spark.readStream.format("binaryFile").schema(schema)
+                      .option("pathGlobFilter", "*.{jsonl,json,parquet}")
+                      .option("maxFilesPerTrigger", args.max_batch or 1))
+            writer = (reader.load(str(src)).writeStream.foreachBatch(apply)
+                      .option("checkpointLocation", str(query_dir)))
+            writer = writer.trigger(availableNow=True) if args.once else writer
+            query = writer.start()
+            try:
+                while query.isActive and not failure:
+                    query.awaitTermination(0.5)
+                    status.update(stream)
+            except KeyboardInterrupt:
+                query.stop()
+                status.warn("interrupted: stopped after the last complete batch")
+            except Exception:
+                if not failure:
+                    raise
+            if failure:
+                query.stop()
+                raise failure[0]
+    except LinviewError:
+        raise
+    except Exception as e:  # a failure in a task or in the query itself
+        raise BackendError(f"the update stream failed: {type(e).__name__}: "
+                           f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    finally:
+        stats = stream.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return stats
