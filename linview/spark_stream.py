@@ -34,13 +34,17 @@ from linview.records import Record, read_text
 from linview.spark_session import get_session, spark_errors
 
 LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
-_LOG4J = """rootLogger.level = {level}
+#: the driver's log4j2 configuration: the root logger at WARN (what Spark's shell check
+#: expects, so it prints no banner), the console filtered at the chosen level
+_LOG4J = """rootLogger.level = WARN
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = spark %p %c{{1}}: %m%n
+appender.console.filter.threshold.type = ThresholdFilter
+appender.console.filter.threshold.level = {level}
 """
 
 
@@ -60,7 +64,8 @@ def session(args):
         spark, _ = get_session(None, args.master)  # raises the install hint
         return spark
     conf = Path(tempfile.mkdtemp(prefix="linview-log4j-")) / "log4j2.properties"
-    conf.write_text(_LOG4J.format(level=level))
+    quiet = LEVELS.index(level) >= LEVELS.index("WARN")
+    conf.write_text(_LOG4J.format(level=level if quiet else "ALL"))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
         b = (SparkSession.builder.master(args.master or "local[*]").appName("linview run")
