@@ -14,6 +14,11 @@ a float or a bool); values must be finite numbers of the right count::
     {"observe": {"X": [...], "Y": [...]}, "row": i}   an observation into slot i
     {"remove": i}                                     zero row i of every dynamic input
     {"remove": i, "inputs": ["X", "Y"]}               ... of these inputs
+    {"forget": 0.99}                                  forgetting factor λ: every earlier
+                                                      observation's weight times λ (the
+                                                      rows of every dynamic input, or of
+                                                      "inputs", times √λ)
+    {"scale": s, "inputs": ["A"]}                     A := s·A
 
 Any record may carry ``"batch": ID``: consecutive records with the same id form one
 micro-batch.  Every change of a micro-batch to one input is one rank-k update; "set"
@@ -35,7 +40,7 @@ from linview.errors import InputError, UpdateError
 
 KINDS = ("u/v factors, row, col, cell, observe or remove")
 _KEYS = {"input", "u", "v", "U", "V", "row", "col", "cell", "add", "delta", "set",
-         "observe", "remove", "inputs", "batch"}
+         "observe", "remove", "inputs", "batch", "forget", "scale"}
 
 
 @dataclass
@@ -188,6 +193,8 @@ def _check(rec: Record, shapes: dict[str, tuple[int, int]]) -> list[Op]:
         return _observe(d, shapes)
     if "remove" in d:
         return _remove(d, shapes)
+    if "forget" in d or "scale" in d:
+        return _scale(d, shapes)
     name = d.get("input")
     if name not in shapes:
         raise UpdateError(f"unknown input {json.dumps(name)}",
@@ -230,6 +237,23 @@ def _remove(d: dict, shapes) -> list[Op]:
     rows = _same_rows(names, shapes)
     i = _index(d["remove"], rows, "remove")
     return [Op(n, "row", "set", (i,), np.zeros(shapes[n][1])) for n in names]
+
+
+def _scale(d: dict, shapes) -> list[Op]:
+    names = d.get("inputs", list(shapes))
+    if not isinstance(names, list) or not names or any(n not in shapes for n in names):
+        raise UpdateError("inputs must be a list of input names",
+                          hint="dynamic inputs: " + ", ".join(shapes))
+    if "forget" in d:
+        lam = _number(d["forget"], "forget")
+        if not 0 < lam <= 1:
+            raise UpdateError(f"forget {lam} is not a forgetting factor in (0, 1]")
+        s = math.sqrt(lam)
+    else:
+        s = _number(d["scale"], "scale")
+        if s == 0:
+            raise UpdateError("scale 0 would erase the inputs; set them instead")
+    return [Op(n, "scale", values=s) for n in names]
 
 
 def _same_rows(names: list, shapes) -> int:

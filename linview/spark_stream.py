@@ -6,9 +6,9 @@ files, each micro-batch applied exactly once to the Spark trigger module.
   1) for back-pressure.  Its schema is Spark's fixed one (``path``, ``modificationTime``,
   ``length``, ``content``); every file of a micro-batch is parsed on the driver by the same
   strict reader as the NumPy backend (:mod:`linview.records`), so a bad record is named by
-  file and line and typed exactly as documented.  Files are read in name order within a
-  micro-batch; add files to DIR with new, larger names (write them elsewhere and move
-  them in, so that Spark never sees half a file).
+  file and line and typed exactly as documented.  Spark takes new files in the order of
+  their modification times (then names), within a micro-batch too; write a file elsewhere
+  and move it into DIR, so that Spark never sees half of it.
 * **Exactly once.**  The query's ``checkpointLocation`` is ``CK/query``; linview's state
   (``CK/state.npz``, ``CK/wal.log``, :mod:`linview.stream`) records the last applied
   ``batchId``.  A batch logged before a crash is re-applied from the log on restart; a
@@ -144,7 +144,8 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
             return
         try:
             t0 = time.time()
-            rows = sorted(df.select("path", "content").collect(), key=lambda r: r.path)
+            rows = sorted(df.select("modificationTime", "path", "content").collect(),
+                          key=lambda r: (r.modificationTime, r.path))
             recs = [rec for r in rows for rec in file_records(r.path, bytes(r.content))]
             stream.stats["collect_seconds"] = stream.stats.get("collect_seconds", 0.0) \
                 + time.time() - t0

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ import numpy as np
 from linview import input_files, wal
 from linview.errors import StateError, UpdateError
 from linview.records import BatchBuilder, Record, check, parse_line, read_records
+from linview.scaling import scale_views
 from linview.stream_out import Outputs
 
 #: fault injection for tests: die (without cleanup) after this many applied batches
@@ -56,6 +56,7 @@ class Stream:
                  load_options: dict | None = None, warn=None):
         import linview
 
+        self.prog = prog
         self.warn = warn or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
         self.on_error, self.checkpoint_every = on_error, checkpoint_every
         self.ckpt = Path(checkpoint) if checkpoint else None
@@ -177,35 +178,53 @@ class Stream:
 
     def _apply(self, recs: list[Record], count: int, h: str, source_batch: int,
                log: bool) -> None:
-        builder = BatchBuilder(lambda n: _readable(self.views._views[n]), self.shapes,
-                               self.pos["ring"])
-        for _, ops in self.check(recs):
-            builder.add(ops)
-        updates = builder.updates()
-        pos = {"batch": self.pos["batch"] + 1, "offset": self.pos["offset"] + count,
-               "ring": builder.ring, "chain": h,
-               "source_batch": max(source_batch, self.pos["source_batch"])}
+        checked = self.check(recs)
+        batch = self.pos["batch"] + 1
         if log and self.log is not None:
-            self.log.append({"batch": pos["batch"], "first": self.pos["offset"],
+            self.log.append({"batch": batch, "first": self.pos["offset"],
                              "count": count, "chain": h, "source_batch": source_batch,
                              "records": [r.raw for r in recs], "where": [r.where for r in recs]})
-            if _CRASH_LOGGED and pos["batch"] >= _CRASH_LOGGED:
+            if _CRASH_LOGGED and batch >= _CRASH_LOGGED:
                 os._exit(87)  # fault injection: the batch is logged, not applied
         t0 = time.perf_counter()
-        done = []
+        undo: list = []
         try:
-            for name, (U, V) in updates.items():
-                self.views.update(name, U, V)
-                done.append((name, U, V))
+            ring = self._apply_ops([ops for _, ops in checked], undo)
         except BaseException:
-            for name, U, V in reversed(done):  # undo: nothing of a batch is half-applied
-                self.views.update(name, -U, V)
+            for step in reversed(undo):  # nothing of a batch is half-applied
+                step()
             raise
-        self.pos = pos
+        self.pos = {"batch": batch, "offset": self.pos["offset"] + count, "ring": ring,
+                    "chain": h, "source_batch": max(source_batch, self.pos["source_batch"])}
         self.stats["batches"] += 1
         self.stats["seconds"] = self.stats.get("seconds", 0.0) + time.perf_counter() - t0
         if self.out is not None:
-            self.out.write(self.views, pos["batch"], pos["offset"], len(recs), source_batch)
+            self.out.write(self.views, batch, self.pos["offset"], len(recs), source_batch)
+
+    def _apply_ops(self, oplists: list[list], undo: list) -> int:
+        """Apply the ops of a batch: the changes between two scalings as one rank-k update
+        per input, each scaling as a scaling of the views (:mod:`linview.scaling`)."""
+        ring = self.pos["ring"]
+        builder = None
+        for ops in [*oplists, None]:
+            if ops is not None and ops[0].kind != "scale":
+                if builder is None:
+                    builder = BatchBuilder(lambda n: _readable(self.views._views[n]),
+                                           self.shapes, ring)
+                builder.add(ops)
+                continue
+            if builder is not None:
+                ring = builder.ring
+                for name, (U, V) in builder.updates().items():
+                    self.views.update(name, U, V)
+                    undo.append(lambda name=name, U=U, V=V: self.views.update(name, -U, V))
+                builder = None
+            if ops is not None:
+                factors = {op.input: op.values for op in ops}
+                scale_views(self.views, self.prog.program, factors)
+                undo.append(lambda f=factors: scale_views(
+                    self.views, self.prog.program, {k: 1 / v for k, v in f.items()}))
+        return ring
 
     def checkpoint(self) -> None:
         if self.ckpt is None:
@@ -300,8 +319,3 @@ def run_stream(prog, *, inputs: list[str], updates: str, checkpoint: str | None 
         stats = s.close()
     stats["verify"] = s.views.verify()
     return stats
-
-
-def remove_checkpoint(path) -> None:
-    """``--restart`` of a whole directory (used by tests and the Spark query)."""
-    shutil.rmtree(path, ignore_errors=True)

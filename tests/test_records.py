@@ -51,6 +51,8 @@ def record():
                   vec(1)),
         st.builds(lambda i: {"remove": i}, idx(M)),
         st.builds(lambda i: {"remove": i, "inputs": ["Y"]}, idx(M)),
+        st.builds(lambda lam: {"forget": lam}, st.floats(0.5, 1)),
+        st.builds(lambda c: {"scale": c, "inputs": ["X"]}, st.sampled_from([-2.0, 0.5, 3.0])),
     )
 
 
@@ -61,6 +63,11 @@ def apply_directly(rec: dict, A: dict, ring: list) -> None:
         ring[0] += "row" not in rec
         for k, v in rec["observe"].items():
             A[k][i] = v
+        return
+    if "forget" in rec or "scale" in rec:
+        c = np.sqrt(rec["forget"]) if "forget" in rec else rec["scale"]
+        for k in rec.get("inputs", ["X", "Y"]):
+            A[k] *= c
         return
     if "remove" in rec:
         for k in rec.get("inputs", ["X", "Y"]):
@@ -165,3 +172,51 @@ def test_input_errors_say_what_is_accepted(tmp_path):
         input_files.load(f"A={tmp_path / 'b.npz'}:z")
     with pytest.raises(InputError, match="bad --input"):
         input_files.load("no-equals-sign")
+
+
+@pytest.mark.parametrize("same_batch", [False, True])
+def test_forgetting_factor_matches_weighted_lstsq(same_batch):
+    """``forget λ`` before each new observation: observation i weighs λ^(later forgets)."""
+    rng = np.random.default_rng(7)
+    cap, n, n0, T, lam = 30, 3, 8, 15, 0.9
+    X, Y = np.zeros((cap, n)), np.zeros((cap, 1))
+    X[:n0], Y[:n0] = rng.standard_normal((n0, n)), rng.standard_normal((n0, 1))
+    prog = linview.compile(OLS, name="ols")
+    s = Stream(prog, inputs=[], load_options={"X": X.copy(), "Y": Y.copy()})
+    weights = np.zeros(cap)
+    weights[:n0] = 1.0
+    for t in range(T):
+        x, y = rng.standard_normal(n), float(rng.standard_normal())
+        X[n0 + t], Y[n0 + t] = x, y
+        extra = {"batch": t} if same_batch else {}
+        recs = [{"forget": lam, **extra},
+                {"observe": {"X": x.tolist(), "Y": [y]}, "row": n0 + t + 1, **extra}]
+        lines = [parse_line(json.dumps(r), f"t:{t}") for r in recs]
+        for batch in batches(iter(lines), 1):
+            s.apply_batch(batch)
+        weights *= lam
+        weights[n0 + t] = 1.0
+        w = np.sqrt(weights)[:, None]
+        beta, *_ = np.linalg.lstsq(w * X, w * Y, rcond=None)
+        np.testing.assert_allclose(s.views["beta"], beta, rtol=1e-8, atol=1e-12)
+    assert s.views.stats["refreshes"] == 0 and s.views.verify() < 1e-9
+
+
+def test_scaling_factors_of_views_follow_their_degrees():
+    from linview.scaling import factors
+
+    prog = linview.compile(OLS, name="ols")
+    f = factors(prog.program, {"X": 2.0, "Y": 3.0})
+    assert f == {"X": 2.0, "Y": 3.0, "beta_arg": 4.0, "beta_inv": 0.25, "beta_p1": 6.0,
+                 "beta": 1.5}
+    inhom = linview.compile("function B = f(A)\n B = inv(A + eye(3));\nend\n", name="f")
+    assert factors(inhom.program, {"A": 2.0}) is None
+
+
+def test_scale_record_on_an_inhomogeneous_program_reevaluates():
+    prog = linview.compile("function B = f(A)\n B = inv(A + eye(3)) * A;\nend\n", name="f")
+    A = np.random.default_rng(8).standard_normal((3, 3)) / 4
+    s = Stream(prog, inputs=[], load_options={"A": A.copy()})
+    s.apply_batch([parse_line('{"scale": 1.5}', "t:1")])
+    np.testing.assert_allclose(s.views["B"], np.linalg.inv(1.5 * A + np.eye(3)) @ (1.5 * A),
+                               rtol=1e-12)

@@ -44,8 +44,9 @@ def case(tmp_path_factory):
         x, y = rng.standard_normal(n), float(rng.standard_normal())
         lines.append({"observe": {"X": x.tolist(), "Y": [y]}, "row": f + 1})
         X[f], Y[f] = x, y
-        (tmp / "upd" / f"u{f:03d}.jsonl").write_text("".join(json.dumps(x) + "\n"
-                                                             for x in lines))
+        path = tmp / "upd" / f"u{f:03d}.jsonl"
+        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        os.utime(path, (1e9 + f, 1e9 + f))  # Spark takes files by modification time
     return tmp, np.linalg.solve(X.T @ X, X.T @ Y)
 
 
