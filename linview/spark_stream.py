@@ -68,7 +68,10 @@ def session(args):
     conf.write_text(_LOG4J.format(level=level if quiet else "ALL"))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
-        b = (SparkSession.builder.master(args.master or "local[*]").appName("linview run")
+        b = SparkSession.builder
+        if args.master:  # else spark-submit's master, or local[*]
+            b = b.master(args.master)
+        b = (b.appName("linview run")
              .config("spark.driver.extraJavaOptions",
                      f"-Dlog4j2.configurationFile=file:{conf}")
              .config("spark.ui.enabled", "false"))

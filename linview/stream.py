@@ -57,6 +57,7 @@ class Stream:
         import linview
 
         self.prog = prog
+        self.timings: list | None = None
         self.warn = warn or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
         self.on_error, self.checkpoint_every = on_error, checkpoint_every
         self.ckpt = Path(checkpoint) if checkpoint else None
@@ -178,6 +179,7 @@ class Stream:
 
     def _apply(self, recs: list[Record], count: int, h: str, source_batch: int,
                log: bool) -> None:
+        t_check = time.perf_counter()
         checked = self.check(recs)
         batch = self.pos["batch"] + 1
         if log and self.log is not None:
@@ -197,9 +199,13 @@ class Stream:
         self.pos = {"batch": batch, "offset": self.pos["offset"] + count, "ring": ring,
                     "chain": h, "source_batch": max(source_batch, self.pos["source_batch"])}
         self.stats["batches"] += 1
-        self.stats["seconds"] = self.stats.get("seconds", 0.0) + time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.stats["seconds"] = self.stats.get("seconds", 0.0) + t1 - t0
         if self.out is not None:
             self.out.write(self.views, batch, self.pos["offset"], len(recs), source_batch)
+        if self.timings is not None:  # benchmarks: where the time of a batch goes
+            self.timings.append({"records": len(recs), "check_log": t0 - t_check,
+                                 "trigger": t1 - t0, "output": time.perf_counter() - t1})
 
     def _apply_ops(self, oplists: list[list], undo: list) -> int:
         """Apply the ops of a batch: the changes between two scalings as one rank-k update
