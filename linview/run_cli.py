@@ -19,6 +19,9 @@ update records (JSON lines, or Parquet rows with the same fields; indices 1-base
   {"observe": {"X": [...], "Y": [...]}, "row": 4}  observation into row 4
   {"remove": 4}                                    zero row 4 of every dynamic input
                                                    ("inputs": ["X", "Y"] to choose)
+  {"forget": 0.99}                                 forgetting factor: every earlier
+                                                   observation's weight times 0.99
+  {"scale": 2.0, "inputs": ["A"]}                  A := 2 A
   any record + "batch": ID   consecutive records with one id form one micro-batch
 An index is a JSON integer (1.0, 1.7 and true are refused).  A bad record is reported
 with its file and line; --on-error stop (default) ends the run there, skip drops it.

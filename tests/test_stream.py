@@ -198,3 +198,45 @@ def test_log_has_one_line_per_batch_after_resumes(setup):
     stats = json.loads(proc.stdout)
     assert log_batches(tmp) == list(range(1, stats["batch"] + 1))
     np.testing.assert_allclose(np.load(tmp / "out" / "latest.npz")["beta"], expect, rtol=1e-9)
+
+
+def test_help_documents_the_record_format(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    for text in ('"row": 17, "set"', '"observe"', '"remove"', '"forget"', "1-based",
+                 "--on-error", "examples:"):
+        assert text in out
+
+
+def test_stdin_and_parquet_sources_give_the_file_result(setup):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tmp, expect = setup
+    text = (tmp / "updates.jsonl").read_text()
+    cmd = [sys.executable, "-m", "linview.cli", "run", str(tmp / "ols.m"), "--input",
+           f"X={tmp / 'X.npy'}", "--input", f"Y={tmp / 'Y.npy'}", "--updates", "-",
+           "--out", str(tmp / "o1")]
+    p = subprocess.run(cmd, input=text, capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(np.load(tmp / "o1" / "latest.npz")["beta"], expect, rtol=1e-9)
+    recs = [json.loads(x) for x in text.splitlines()]
+    table = pa.Table.from_pylist([{**r, "add": r.get("add", r.get("delta")), "delta": None}
+                                  for r in recs])
+    (tmp / "pq").mkdir()
+    pq.write_table(table.drop_columns(["delta"]), tmp / "pq" / "u.parquet")
+    p = run(tmp, updates=tmp / "pq")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(np.load(tmp / "out" / "latest.npz")["beta"], expect, rtol=1e-9)
+
+
+def test_quiet_hides_warnings_and_bad_input_files_are_errors(setup, capsys):
+    tmp, _ = setup
+    (tmp / "updates.jsonl").write_text('{"input": "Q"}\n{"input": "Y", "row": 1, "add": [1]}\n')
+    assert cli(tmp, "--on-error", "skip", "--quiet") == 0
+    assert "warning" not in capsys.readouterr().err
+    (tmp / "X.txt").write_text("1")
+    assert main(["run", str(tmp / "ols.m"), "--input", f"X={tmp / 'X.txt'}", "--updates",
+                 str(tmp / "updates.jsonl")]) == 2
+    assert "unsupported file type '.txt'" in capsys.readouterr().err
