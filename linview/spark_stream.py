@@ -26,6 +26,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -138,9 +139,16 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
                     warn=status.warn)
     stream.stats["replayed_batches_skipped"] = 0
     failure: list[BaseException] = []
+    closed: list[bool] = []
+
+    lock = threading.Lock()  # a batch in foreachBatch finishes before the stream closes
 
     def apply(df, batch_id: int) -> None:
-        if failure:
+        with lock:
+            apply_locked(df, batch_id)
+
+    def apply_locked(df, batch_id: int) -> None:
+        if failure or closed:
             return
         if batch_id <= stream.pos["source_batch"]:
             stream.stats["replayed_batches_skipped"] += 1  # applied before a crash
@@ -192,7 +200,9 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
         raise BackendError(f"the update stream failed: {type(e).__name__}: "
                            f"{str(e).splitlines()[0] if str(e) else ''}") from None
     finally:
-        stats = stream.close()
+        with lock:
+            closed.append(True)
+            stats = stream.close()
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return stats

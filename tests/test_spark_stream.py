@@ -120,7 +120,7 @@ def test_replayed_batch_is_skipped(case):
     p = run(tmp, "replay")
     assert p.returncode == 0, p.stderr
     stats = json.loads(p.stdout)
-    assert stats["replayed"] == 13  # batch 2 re-applied from the log ...
+    assert stats["replayed"] == 26  # batches 1, 2 re-applied from the log ...
     assert stats["replayed_batches_skipped"] == 1  # ... so Spark's replay of it is skipped
     np.testing.assert_allclose(final(tmp, "replay"), expect, rtol=1e-10)
 
@@ -137,3 +137,22 @@ def test_bad_record_is_named_and_nothing_is_half_applied(case):
     assert "u005.jsonl:1: row must be an integer, not 2.0" in p.stderr
     assert "Traceback" not in p.stderr
     assert log_batches(tmp, "bad") == list(range(5))
+
+
+def test_without_once_the_query_runs_until_ctrl_c(case):
+    tmp, expect = case
+    cmd = [c for c in command(tmp, "live") if c != "--once"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp / "live" / "out" / "log.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None and not (
+            log.exists() and log.read_text().count("\n") == 8):
+        time.sleep(0.1)
+    time.sleep(1.0)
+    assert proc.poll() is None  # still waiting for files
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["batch"] == 8 and "Traceback" not in err
+    assert (tmp / "live" / "ck" / "wal.log").read_bytes() == b""  # saved on the way out
+    np.testing.assert_allclose(final(tmp, "live"), expect, rtol=1e-10)
