@@ -142,9 +142,13 @@ def _index(x, n: int, what: str) -> int:
 def _number(x, what: str) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         raise UpdateError(f"{what} must be a number, not {json.dumps(x)}")
+    try:
+        x = float(x)
+    except OverflowError:
+        x = math.inf
     if not math.isfinite(x):
         raise UpdateError(f"{what} is {x}: values must be finite")
-    return float(x)
+    return x
 
 
 def _vector(x, n: int, what: str) -> np.ndarray:
@@ -152,6 +156,13 @@ def _vector(x, n: int, what: str) -> np.ndarray:
         raise UpdateError(f"{what} must be a list of {n} numbers, not {json.dumps(x)[:40]}")
     if len(x) != n:
         raise UpdateError(f"{what} has {len(x)} values, expected {n}")
+    if all(type(v) is float or type(v) is int for v in x):  # the fast path (bool is not int)
+        try:
+            a = np.array(x, dtype=float)
+        except OverflowError:
+            a = np.array([np.inf])
+        if np.isfinite(a).all():
+            return a
     return np.array([_number(v, f"{what}[{i + 1}]") for i, v in enumerate(x)])
 
 

@@ -147,6 +147,7 @@ BAD = [
     ('{"input": "Y", "cell": [1, 2], "add": 1}', "col 2 is out of range 1..1"),
     ('{"input": "Y", "rows": 1, "add": [1]}', "unknown field 'rows'"),
     ('{"input": "Y", "row": 1, "add": [1e400]}', "inf: values must be finite"),
+    ('{"input": "Y", "row": 1, "add": [1' + 400 * '0' + ']}', "inf: values must be finite"),
 ]
 
 
