@@ -21,9 +21,12 @@ files, each micro-batch applied exactly once to the Spark trigger module.
 
 from __future__ import annotations
 
+import contextlib
 import io
+import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -46,6 +49,8 @@ appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = spark %p %c{{1}}: %m%n
 appender.console.filter.threshold.type = ThresholdFilter
 appender.console.filter.threshold.level = {level}
+logger.stream.name = org.apache.spark.sql.execution.streaming
+logger.stream.level = {stream_level}
 """
 
 
@@ -66,7 +71,13 @@ def session(args):
         return spark
     conf = Path(tempfile.mkdtemp(prefix="linview-log4j-")) / "log4j2.properties"
     quiet = LEVELS.index(level) >= LEVELS.index("WARN")
-    conf.write_text(_LOG4J.format(level=level if quiet else "ALL"))
+    # linview reports a failed batch itself: the query's own report of it (with the
+    # Python traceback inside) is kept out unless a more verbose level is asked for
+    conf.write_text(_LOG4J.format(level=level if quiet else "ALL",
+                                  stream_level="OFF" if level in ("ERROR", "FATAL", "OFF")
+                                  else "ALL"))
+    if level in ("ERROR", "FATAL", "OFF"):
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
         b = SparkSession.builder
@@ -110,6 +121,21 @@ def file_records(path: str, content: bytes) -> list[Record]:
     except UnicodeDecodeError:
         return [Record(None, f"{name}:1", "not UTF-8 text")]
     return list(read_text(text, name))
+
+
+@contextlib.contextmanager
+def _interrupt_flag():
+    """Ctrl-C sets an event instead of raising (PySpark's own handler would call the JVM
+    from inside the signal handler, while the main thread waits on the JVM)."""
+    flag = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    old = signal.signal(signal.SIGINT, lambda *_: flag.set())
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def run_structured(prog, args, load_options: dict, status) -> dict:
@@ -182,12 +208,13 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
             writer = writer.trigger(availableNow=True) if args.once else writer
             query = writer.start()
             try:
-                while query.isActive and not failure:
-                    query.awaitTermination(0.5)
-                    status.update(stream)
-            except KeyboardInterrupt:
-                query.stop()
-                status.warn("interrupted: stopped after the last complete batch")
+                with _interrupt_flag() as interrupted:
+                    while query.isActive and not failure and not interrupted.is_set():
+                        query.awaitTermination(0.5)
+                        status.update(stream)
+                if interrupted.is_set():
+                    query.stop()
+                    status.warn("interrupted: stopped after the last complete batch")
             except Exception:
                 if not failure:
                     raise
