@@ -130,6 +130,7 @@ def test_bad_record_is_named_and_nothing_is_half_applied(case):
     bad = tmp / "bad"
     shutil.copytree(tmp / "upd", bad / "upd")
     (bad / "upd" / "u005.jsonl").write_text('{"input": "X", "row": 2.0, "add": []}\n')
+    os.utime(bad / "upd" / "u005.jsonl", (1e9 + 5, 1e9 + 5))  # in its place in the stream
     cmd = command(tmp, "bad")
     cmd[cmd.index(str(tmp / "upd"))] = str(bad / "upd")
     p = subprocess.run(cmd, capture_output=True, text=True, check=False)
