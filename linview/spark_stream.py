@@ -187,7 +187,10 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
             stream.stats["collect_seconds"] = stream.stats.get("collect_seconds", 0.0) \
                 + time.time() - t0
             stream.apply_batch(recs, source_batch=batch_id)
-            status.update(stream)
+            if rows:  # lag: from the newest file of the batch arriving to its outputs
+                newest = max(r.modificationTime for r in rows).timestamp()
+                stream.stats["lag_s"] = max(time.time() - newest, 0.0)
+            status.update(stream, stream.stats.get("lag_s"))
         except BaseException as e:  # noqa: BLE001 - re-raised on the main thread
             failure.append(e)
             raise
@@ -211,7 +214,7 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
                 with _interrupt_flag() as interrupted:
                     while query.isActive and not failure and not interrupted.is_set():
                         query.awaitTermination(0.5)
-                        status.update(stream)
+                        status.update(stream, stream.stats.get("lag_s"))
                 if interrupted.is_set():
                     query.stop()
                     status.warn("interrupted: stopped after the last complete batch")
