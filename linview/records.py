@@ -200,6 +200,11 @@ def _check(rec: Record, shapes: dict[str, tuple[int, int]]) -> list[Op]:
     if unknown:
         raise UpdateError(f"unknown field {unknown[0]!r}", hint="fields: " + ", ".join(
             sorted(_KEYS)))
+    kinds = [k for k in ("input", "observe", "remove", "forget", "scale") if k in d]
+    if len(kinds) != 1:
+        raise UpdateError("a record is one change: it needs exactly one of 'input', "
+                          "'observe', 'remove', 'forget' or 'scale'"
+                          + (f", got {', '.join(kinds)}" if kinds else ""))
     if "observe" in d:
         return _observe(d, shapes)
     if "remove" in d:

@@ -146,6 +146,8 @@ BAD = [
     ('{"input": "Y", "row": 31, "add": [1]}', "row 31 is out of range 1..30"),
     ('{"input": "Y", "cell": [1, 2], "add": 1}', "col 2 is out of range 1..1"),
     ('{"input": "Y", "rows": 1, "add": [1]}', "unknown field 'rows'"),
+    ('{"remove": 1, "forget": 0.5}', "a record is one change"),
+    ('{"batch": 1}', "a record is one change"),
     ('{"input": "Y", "row": 1, "add": [1e400]}', "inf: values must be finite"),
     ('{"input": "Y", "row": 1, "add": [1' + 400 * '0' + ']}', "inf: values must be finite"),
 ]
