@@ -22,7 +22,11 @@ SRC = "function beta = ols(X, Y)\n %#linview dims X(m,n) Y(m,p)\n" \
 
 @pytest.fixture(scope="module")
 def case(tmp_path_factory):
-    """An OLS stream of 8 files (one micro-batch each): row adds, row sets, observations."""
+    """An OLS stream of 8 files (one micro-batch each, one of them Parquet): row adds, row
+    sets, observations."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     tmp = tmp_path_factory.mktemp("sstream")
     rng = np.random.default_rng(3)
     m, n = 300, 12
@@ -44,8 +48,14 @@ def case(tmp_path_factory):
         x, y = rng.standard_normal(n), float(rng.standard_normal())
         lines.append({"observe": {"X": x.tolist(), "Y": [y]}, "row": f + 1})
         X[f], Y[f] = x, y
-        path = tmp / "upd" / f"u{f:03d}.jsonl"
-        path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        if f == 3:  # one file of Parquet rows with the same fields
+            path = tmp / "upd" / f"u{f:03d}.parquet"
+            keys = sorted({k for x in lines for k in x})  # missing fields are nulls
+            pq.write_table(pa.Table.from_pylist([{k: x.get(k) for k in keys}
+                                                 for x in lines]), path)
+        else:
+            path = tmp / "upd" / f"u{f:03d}.jsonl"
+            path.write_text("".join(json.dumps(x) + "\n" for x in lines))
         os.utime(path, (1e9 + f, 1e9 + f))  # Spark takes files by modification time
     return tmp, np.linalg.solve(X.T @ X, X.T @ Y)
 
