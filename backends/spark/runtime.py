@@ -353,7 +353,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         errs = {n: top[n, "diff"] / max(top[n, "ref"], 1e-300) for n in fresh}
         return errs if detail else max(errs.values(), default=0.0)
 
-    def save(self, path) -> None:
+    def save(self, path, extra: dict | None = None) -> None:
         """Collect every view and write the NumPy backend's ``.npz`` format (restore with
         ``linview.restore(path, program=prog, spark=session)``)."""
         self._alive("save")
@@ -362,6 +362,6 @@ class SparkTriggerModule(runtime.TriggerModule):
             self._views = {k: v.to_numpy() if isinstance(v, DistMatrix) else v
                            for k, v in views.items()}
         try:
-            super().save(path)
+            super().save(path, extra=extra)
         finally:
             self._views = views

@@ -110,15 +110,9 @@ def cmd_bench(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from linview.app.stream import run_stream
+    from linview.app.run_cli import cmd_run as run
 
-    prog = _compile(args)
-    stats = run_stream(prog, inputs=args.input, updates=args.updates,
-                       checkpoint=args.checkpoint, out=args.out,
-                       checkpoint_every=args.checkpoint_every,
-                       load_options=load_options(args))
-    print(json.dumps(stats))
-    return 0
+    return run(args, _compile, load_options)
 
 
 def cmd_demo(args) -> int:
@@ -197,14 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--plot", default=None, metavar="FILE.png", help="bar chart of results")
     b.set_defaults(func=cmd_bench)
 
-    r = sub.add_parser("run", help="apply a stream of updates (JSON lines)")
+    r = sub.add_parser("run", help="apply a stream of update records (JSON lines, Parquet)")
     common(r)
-    r.add_argument("--input", action="append", default=[], metavar="X=x.npy",
-                   help="initial value of an input (.npy, .csv, or a number)")
-    r.add_argument("--updates", required=True, help="a .jsonl file, a directory, or -")
-    r.add_argument("--checkpoint", default=None, metavar="DIR")
-    r.add_argument("--checkpoint-every", type=_count(1), default=100)
-    r.add_argument("--out", default=None, metavar="DIR", help="write outputs per batch")
+    from linview.app.run_cli import add_run_arguments
+
+    add_run_arguments(r)
     r.set_defaults(func=cmd_run)
 
     d = sub.add_parser("demo", help="run the OLS demo")
