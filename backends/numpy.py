@@ -71,6 +71,10 @@ class _Expr:
         ready = [m for m in self.groups[id(n)] if id(m) not in self.temps
                  and m.children[1].attr in self.defined]
         if len(ready) < 2 or n not in ready:
+            # computed on its own: later passes over the view must not compute it again
+            members = self.groups.pop(id(n), [])
+            if n in members:
+                members.remove(n)
             return None
         names = [self.names("temp", f"t{self.count + i}") for i in range(len(ready))]
         self.count += len(ready)
@@ -232,6 +236,14 @@ class NumpyGenerator:
         if prog.not_one:
             w("    NOT_ONE = {" + ", ".join(f"{size_code(e)!r}: {why!r}"
                                              for e, why in prog.not_one) + "}")
+        whole = {x: t.reevaluate for x, t in p.triggers.items() if t.reevaluate}
+        if whole:
+            w("    REEVALUATED = {" + ", ".join(f"{x!r}: {why!r}" for x, why in whole.items())
+              + "}")
+        threads = {x: t.blas_threads for x, t in p.triggers.items() if t.blas_threads != 1}
+        if threads:
+            w("    TRIGGER_BLAS = {" + ", ".join(f"{x!r}: {n!r}" for x, n in threads.items())
+              + "}")
         out += self.class_attributes()
         w("")
         out += self.evaluate_method()
@@ -274,6 +286,13 @@ class NumpyGenerator:
         doc = [f"    def on_update_{x}(self, U, V):",  # the runtime dispatches on the name
                f'        """ON UPDATE {x} BY (U, V): {x} += U Vᵀ, U: {r}×k, V: {c}×k.',
                ""]
+        if trig.reevaluate:
+            return doc[:2] + ["",
+                              f"        Whole-trigger re-evaluation: {x} is updated in place "
+                              "and every view",
+                              f"        re-evaluated ({trig.reevaluate}).",
+                              '        """',
+                              f"        self._reevaluate_trigger({x!r}, U, V)"]
         for vd in trig.deltas[1:]:
             doc.append(f"        {self._summary(vd)}")
         doc.append('        """')

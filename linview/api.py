@@ -32,7 +32,7 @@ BACKENDS = ("numpy", "spark")
 
 
 def parse_model(model: str) -> Options:
-    """``exp``, ``linear``, ``skip=S`` (or ``skip`` for s = 4)."""
+    """``exp``, ``linear``, ``written``, ``skip=S`` (or ``skip`` for s = 4)."""
     if model.startswith("skip"):
         _, _, s = model.partition("=")
         try:
@@ -43,9 +43,9 @@ def parse_model(model: str) -> Options:
             raise CompileError(f"bad skip size in model '{model}'",
                                hint="write e.g. --model skip=4 (s >= 2)")
         return Options(model="skip", skip=skip)
-    if model not in ("exp", "linear"):
+    if model not in ("exp", "linear", "written"):
         raise CompileError(f"unknown iterative model '{model}'",
-                           hint="valid models: exp, linear, skip=S, auto")
+                           hint="valid models: exp, linear, skip=S, written, auto")
     return Options(model=model)
 
 
@@ -149,6 +149,10 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     key = repr((source, options, sorted(dims.items()), repr(strategy), rank, backend))
     plan = make_plan(program, bindings=dims, rank=rank, trigger_options=trig_opts,
                      source_hash=runtime.source_hash(key))
+    if trig_opts.choose is not None:  # cost-based: whole triggers may re-evaluate
+        from linview.timemodel import decide_triggers
+
+        plan = decide_triggers(plan, trig_opts)
     gen = importlib.import_module(f"linview.backends.{backend}")
     text = gen.generate(plan)
     try:

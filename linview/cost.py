@@ -28,30 +28,22 @@ from linview.optimize import ChainPlanner, Sizes, distribute, push_transposes
 SizeFn = Callable[[sp.Expr], object]
 
 
-def count(n: Node, size: SizeFn, seen: set[int] | None = None) -> tuple[object, object]:
+def count(n: Node, size: SizeFn, seen: set[int] | None = None,
+          one_hot=frozenset()) -> tuple[object, object]:
     """``(flops, bytes)`` to evaluate ``n`` once; shared subexpressions count once.
-    ``size`` maps a size expression to a number (numeric) or itself (symbolic)."""
+    ``size`` maps a size expression to a number (numeric) or itself (symbolic);
+    ``one_hot`` names update factors with one non-zero row per column (a row update), whose
+    products with a view read only ``k`` of its columns."""
+    from linview.timemodel import node_counts
+
     seen = set() if seen is None else seen
     fl, by = 0, 0
     for m in n.walk():
         if id(m) in seen or m.op in ir.LEAVES:
             continue
         seen.add(id(m))
-        r, c = size(m.rows), size(m.cols)
-        ins = [size(x.rows) * size(x.cols) for x in m.children
-               if x.op not in ir.CONSTANT_LEAVES]
-        if m.op is Op.MUL:
-            a = m.children[0]
-            fl += 2 * size(a.rows) * size(a.cols) * c
-        elif m.op is Op.INV:
-            fl += 2 * r ** 3
-        elif m.op is Op.T or m.op is Op.CONCAT:
-            pass
-        elif m.op in (Op.SUM, Op.TRACE):
-            fl += ins[0] if ins else 0
-        else:
-            fl += r * c
-        by += 8 * (sum(ins) + r * c)
+        f, b = node_counts(m, size, one_hot)
+        fl, by = fl + f, by + b
     return fl, by
 
 
@@ -93,13 +85,17 @@ def strategy_costs(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
     REEVAL pays for forming the new value of each changed operand (``V + P Qᵀ``) and for
     evaluating the statement; INCR for its factor expressions and ``V += P Qᵀ``; HYBRID for
     summing the terms into one dense delta and ``V += D``."""
+    if size is None:  # numeric: the calibrated seconds model
+        from linview.timemodel import strategy_seconds
+
+        return strategy_seconds(st, terms, sizes, changed)
     return {s: seconds(*fb) for s, fb in strategy_counts(st, terms, sizes, changed,
                                                          size).items()}
 
 
 def strategy_counts(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
-                    changed: set[str] = frozenset(), size: SizeFn | None = None
-                    ) -> dict[Strategy, tuple[object, object]]:
+                    changed: set[str] = frozenset(), size: SizeFn | None = None,
+                    one_hot=frozenset()) -> dict[Strategy, tuple[object, object]]:
     """``{strategy: (flops, bytes)}`` for keeping ``st`` fresh (see :func:`strategy_costs`)."""
     size = size or sizes.value
     rows, cols = size(st.expr.rows), size(st.expr.cols)
@@ -112,19 +108,20 @@ def strategy_counts(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
         return ir.add(leaf, ir.matmul(u, ir.transpose(v)))
 
     new = ir.map_leaves(st.expr, new_value)
-    fl, by = count(ChainPlanner(sizes).order(distribute(push_transposes(new))), size, set())
+    fl, by = count(ChainPlanner(sizes).order(distribute(push_transposes(new))), size, set(),
+                   one_hot)
     out = {Strategy.REEVAL: (fl + rows * cols, by + 16 * rows * cols)}
     if terms is None:
         return out
     seen: set[int] = set()
     fl = by = 0
     for n in _plan_terms(terms, sizes):
-        f, b = count(n, size, seen)
+        f, b = count(n, size, seen, one_hot)
         fl, by = fl + f, by + b
     rank = sum((size(t.rank) for t in terms), 0)
     out[Strategy.INCR] = (fl + 2 * rows * cols * rank, by + 16 * rows * cols)
     dense = ChainPlanner(sizes).order(distribute(push_transposes(_sum_terms(list(terms)))))
-    f, b = count(dense, size, set())
+    f, b = count(dense, size, set(), one_hot)
     out[Strategy.HYBRID] = (f + rows * cols, b + 24 * rows * cols)
     return out
 
@@ -151,30 +148,28 @@ def strategy_chooser(bindings: dict[str, int], rank: int = 1):
 
 
 def choose_model(module_ast, source, filename, dims, rank):
-    """``--model auto``: lower with each iterative model and keep the cheapest total
-    trigger cost (falls back to ``exp``)."""
-    from linview.delta import TriggerOptions, build_trigger
+    """``--model auto``: lower with each iterative model (the program as written first) and
+    keep the cheapest total trigger cost, where a trigger costs the cheaper of maintaining
+    and re-evaluating (:func:`linview.timemodel.model_seconds`)."""
+    from linview.delta import TriggerOptions
     from linview.lower import Options, lower
     from linview.optimize import optimize_program
 
     sizes = Sizes(dict(dims), rank)
     best = None
     seen: set[tuple] = set()
-    for opts in (Options("exp"), Options("linear"), Options("skip", 2), Options("skip", 4),
-                 Options("skip", 8)):
+    from linview.timemodel import model_seconds
+
+    for opts in (Options("written"), Options("exp"), Options("linear"), Options("skip", 2),
+                 Options("skip", 4), Options("skip", 8)):
         program = optimize_program(lower(module_ast, source, filename, opts), sizes)
         key = tuple((s.name, id(s.expr)) for s in program.statements)
         if key in seen:  # no powers or recurrences: every model gives this program
             continue
         seen.add(key)
         chooser = strategy_chooser(dims, rank)
-        total = 0.0
-        for x in program.dynamic:
-            trig = build_trigger(program, x, TriggerOptions(choose=chooser))
-            for vd in trig.deltas[1:]:
-                st = program.statement(vd.name)
-                total += float(strategy_costs(st, list(vd.terms) if vd.terms else None,
-                                              sizes)[vd.strategy])
+        # per trigger the cheaper of maintaining and re-evaluating (seconds model)
+        total = model_seconds(program, TriggerOptions(choose=chooser), sizes)
         if best is None or total < best[0]:
             best = (total, opts)
     return lower(module_ast, source, filename, best[1]), best[1]
@@ -232,41 +227,90 @@ def cost_report(compiled, formulas: bool = False) -> dict:
 
         raise CompileError("cost needs a value for every size; missing: " + ", ".join(missing),
                            hint="give them with --dims " + ",".join(f"{m}=..." for m in missing))
-    re_fl, re_by = program_counts(prog, sizes.value, sizes)
+    from linview import timemodel
+    from linview.calibrate import rates
+
+    r = rates()
+    report["rates"] = r.as_dict()
+    written = written_program(compiled)
+    re_fl, re_by = program_counts(written, sizes.value, sizes)
     report["memory"] = {"reeval": view_memory(prog, sizes.value, True),
                         "incr": view_memory(prog, sizes.value, False)}
+    topts = compiled.options.get("trigger_options")
     for x, trig in plan.triggers.items():
         decl = prog.input(x)
         apply = 2 * sizes.value(decl.shape[0]) * sizes.value(decl.shape[1]) * sizes.rank
         rows = []
-        totals = {"chosen": [apply, 0.0]}
+        k_, cols_ = sizes.rank, _num(sizes.value(decl.shape[1]))
+        # X += U Vᵀ with a one-hot U (a row update) touches k rows of X
+        totals = {"chosen": [2.0 * k_ * cols_ * k_, 16.0 * k_ * cols_]}
         raw = build_trigger(prog, x, compiled.options.get("trigger_options"))
         changed = {x}
         for vd_raw, vd in zip(raw.deltas[1:], trig.deltas[1:], strict=True):
             st = prog.statement(vd.name)
             counts = strategy_counts(st, list(vd_raw.terms) if vd_raw.terms else None,
-                                     sizes, changed)
+                                     sizes, changed, one_hot=timemodel.ONE_HOT)
             changed.add(vd.name)
             row = {"view": vd.name, "shape": [_num(sizes.value(st.expr.rows)),
                                               _num(sizes.value(st.expr.cols))],
                    "chosen": vd.strategy.value,
                    "rank": _num(sizes.value(vd.rank)),
                    "reason": vd.reason}
+            secs = timemodel.strategy_seconds(st, list(vd_raw.terms) if vd_raw.terms else None,
+                                              sizes, changed - {vd.name}, r)
             for s_, (f, b) in counts.items():
-                row[s_.value] = {"flops": _num(f), "bytes": _num(b)}
+                row[s_.value] = {"flops": _num(f), "bytes": _num(b), "seconds": secs[s_]}
             rows.append(row)
             f, b = counts[vd.strategy]
             totals["chosen"][0] += _num(f)
             totals["chosen"][1] += _num(b)
         reeval_total = _num(re_fl) + apply
-        entry = {"input": x, "views": rows,
-                 "reeval": {"flops": reeval_total, "bytes": _num(re_by)},
-                 "trigger": {"flops": totals["chosen"][0], "bytes": totals["chosen"][1]},
-                 "predicted_speedup": reeval_total / max(totals["chosen"][0], 1.0)}
+        # the baseline: the program as written, re-run after X + U Vᵀ (in new memory)
+        base_s = timemodel.program_seconds(written, sizes, r) + \
+            timemodel.input_update_seconds(prog, x, sizes, r, False, in_place=False)
+        choice = timemodel.trigger_choice(prog, x, topts, sizes, r) if topts and \
+            topts.choose else None
+        whole = {"strategy": "reeval" if trig.reevaluate else "maintain",
+                 "reason": trig.reevaluate, "blas_threads": trig.blas_threads}
+        if choice:
+            whole.update(maintain_s=choice["maintain_s"], reeval_s=choice["reeval_s"])
+        trig_s = (choice["reeval_s"] if trig.reevaluate else choice["maintain_s"]) \
+            if choice else sum(v[v["chosen"]]["seconds"] for v in rows)
+        if trig.reevaluate:  # the whole program runs: its flops and bytes
+            fl, by = program_counts(prog, sizes.value, sizes)
+            totals["chosen"] = [_num(fl), _num(by)]
+        entry = {"input": x, "views": rows, "whole_trigger": whole,
+                 "reeval": {"flops": reeval_total, "bytes": _num(re_by), "seconds": base_s,
+                            "model": "written"},
+                 "trigger": {"flops": totals["chosen"][0], "bytes": totals["chosen"][1],
+                             "seconds": trig_s},
+                 "predicted_speedup": base_s / max(trig_s, 1e-12),
+                 "predicted_speedup_flops": reeval_total / max(totals["chosen"][0], 1.0)}
+        if [st.name for st in prog.statements] != [st.name for st in written.statements]:
+            t_s = timemodel.program_seconds(prog, sizes, r)
+            if t_s < timemodel.program_seconds(written, sizes, r):
+                # a transformed re-evaluation is cheaper: shown, labelled as such
+                entry["reeval_transformed"] = {"seconds": t_s, "model": "as compiled"}
         if formulas:
             entry["formulas"] = symbolic_formulas(compiled, x)
         report["triggers"].append(entry)
     return report
+
+
+def written_program(compiled) -> ir.Program:
+    """The compiled program lowered as written (loops step by step, ``^`` by squaring,
+    products in the best chain order): the re-evaluation baseline of ``cost`` and
+    ``bench``."""
+    from linview.lower import Options, lower
+    from linview.optimize import optimize_program
+    from linview.parser import parse
+
+    prog = compiled.plan.program
+    if compiled.options.get("model") == "written":
+        return prog
+    module_ast = parse(prog.source, prog.filename)
+    return optimize_program(lower(module_ast, prog.source, prog.filename, Options("written")),
+                            compiled.plan.sizes)
 
 
 def symbolic_formulas(compiled, x: str) -> dict:

@@ -28,7 +28,7 @@ from linview.ir import Node, Op
 from linview.shapes import Conflict, Unifier, dim
 
 SUPPORTED_FUNCTIONS = ("eye", "zeros", "ones", "size", "inv", "transpose", "sum", "trace")
-MODELS = ("exp", "linear", "skip")
+MODELS = ("exp", "linear", "skip", "written")
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,7 @@ class _Lowerer:
         if st.var in self.env and st.var not in self.loop_vars:
             raise self.parse_error(f"loop variable '{st.var}' shadows a variable", st.pos)
         self.loop_vars.add(st.var)
-        if self.options.model != "linear" and len(trips) > 1:
+        if self.options.model not in ("linear", "written") and len(trips) > 1:
             match = models.match_recurrence(st, self.env)
             if match is not None and models.recurrence(self, st, match, len(trips)):
                 return
@@ -471,5 +471,5 @@ def lower(module: ast.Module, source: str = "", filename: str = "<string>",
     options = options or Options()
     if options.model not in MODELS:
         raise CompileError(f"unknown iterative model '{options.model}'",
-                           hint="valid models: exp, linear, skip=S, auto")
+                           hint="valid models: exp, linear, skip=S, written, auto")
     return _Lowerer(module, source, filename, options).run()

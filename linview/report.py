@@ -40,21 +40,38 @@ def print_cost(console, report: dict) -> None:
                   f"{_bytes(mem['incr'])}")
     for trig in report["triggers"]:
         t = Table(title=f"ON UPDATE {trig['input']}", title_justify="left")
-        for col in ("view", "shape", "rank", "REEVAL flops", "INCR flops", "HYBRID flops",
+        for col in ("view", "shape", "rank", "REEVAL", "INCR", "HYBRID",
                     "bytes (chosen)", "chosen"):
             t.add_column(col, justify="right" if col not in ("view", "chosen") else "left")
+
+        def cell(c):  # flops and predicted time of one strategy
+            if not c:
+                return "—"
+            return f"{_fl(c['flops'])} {_secs(c.get('seconds'))}"
+
         for v in trig["views"]:
             chosen = v["chosen"]
             t.add_row(v["view"], f"{int(v['shape'][0])}×{int(v['shape'][1])}",
-                      f"{v['rank']:g}", _fl(v["reeval"]["flops"]),
-                      _fl(v.get("incr", {}).get("flops")), _fl(v.get("hybrid", {}).get("flops")),
-                      _bytes(v[chosen]["bytes"]), chosen.upper())
+                      f"{v['rank']:g}", cell(v["reeval"]), cell(v.get("incr")),
+                      cell(v.get("hybrid")), _bytes(v[chosen]["bytes"]), chosen.upper())
         console.print(t)
-        console.print(f"  re-evaluate everything: {_fl(trig['reeval']['flops'])} flops, "
-                      f"{_bytes(trig['reeval']['bytes'])} moved;  trigger: "
+        w = trig.get("whole_trigger", {})
+        if "maintain_s" in w:
+            threads = "all BLAS threads" if w["blas_threads"] is None else \
+                f"{w['blas_threads']} BLAS thread" + ("s" if w["blas_threads"] > 1 else "")
+            console.print(f"  whole trigger: maintain {_secs(w['maintain_s'])}, re-evaluate "
+                          f"{_secs(w['reeval_s'])} → [bold]{w['strategy'].upper()}[/] "
+                          f"({threads})")
+        re = trig["reeval"]
+        console.print(f"  re-evaluate as written: {_fl(re['flops'])} flops, "
+                      f"{_bytes(re['bytes'])} moved, {_secs(re.get('seconds'))};  trigger: "
                       f"{_fl(trig['trigger']['flops'])} flops, "
-                      f"{_bytes(trig['trigger']['bytes'])} moved;  predicted speedup "
+                      f"{_bytes(trig['trigger']['bytes'])} moved, "
+                      f"{_secs(trig['trigger'].get('seconds'))};  predicted speedup "
                       f"[bold]{trig['predicted_speedup']:.1f}×[/]")
+        if "reeval_transformed" in trig:
+            console.print("  (re-evaluating the compiled, transformed program would take "
+                          f"{_secs(trig['reeval_transformed']['seconds'])})")
         if "formulas" in trig:
             f = trig["formulas"]
             console.print(f"  re-evaluation flops = {f['reeval']}")

@@ -294,11 +294,15 @@ class SparkTriggerModule(runtime.TriggerModule):
         self._drift_policy()
 
     def _fallback(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
+        self._reevaluate_trigger(name, U, V)
+        self.stats["fallbacks"] += 1
+
+    def _reevaluate_trigger(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
+        """A trigger that re-evaluates: every view from the updated inputs."""
         arrays = {n: self._views[n] for n in self.INPUTS}
         X = arrays[name]
         arrays[name] = X.plus_outer(U, V) if isinstance(X, DistMatrix) else X + U @ V.T
         self._views = self._reevaluate(arrays)
-        self.stats["fallbacks"] += 1
 
     def refresh(self) -> None:
         """Re-evaluate every view from the current inputs (distributed products)."""

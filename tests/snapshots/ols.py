@@ -14,7 +14,7 @@ class Ols(rt.TriggerModule):
     """Views of `ols`: beta_arg, beta_inv, beta_p1, beta."""
 
     PROGRAM = 'ols'
-    SOURCE_HASH = '0549230c8d0966dd'
+    SOURCE_HASH = '966e68b761bb3df2'
     INPUTS = {
         'X': ('d["m"]', 'd["n"]'),
         'Y': ('d["m"]', 'd["p"]'),
@@ -53,7 +53,7 @@ class Ols(rt.TriggerModule):
         beta_arg: incr, factored, rank 2*k
         beta_inv: incr, factored, rank 2*k (Woodbury)
         beta_p1: hybrid, dense delta
-        beta: reeval, re-evaluated
+        beta: hybrid, dense delta
         """
         k = U.shape[1]
         X = self._views['X']
@@ -78,15 +78,15 @@ class Ols(rt.TriggerModule):
         V_beta_inv = t2
         # Δbeta_p1 = D_beta_p1 = V (Uᵀ Y)  (dense)
         D_beta_p1 = V @ (U.T @ Y)
-        # beta re-evaluated: beta' = beta_inv (beta_p1 + D_beta_p1) + (U_beta_inv (V_beta_invᵀ beta_p1) + U_beta_inv (V_beta_invᵀ D_beta_p1))  (cheapest by the cost model)
-        new_beta = beta_inv @ (beta_p1 + D_beta_p1) + (U_beta_inv @ (V_beta_inv.T @ beta_p1) + U_beta_inv @ (V_beta_inv.T @ D_beta_p1))
-        rt.check_deltas('X', {'beta_arg': (U_beta_arg, V_beta_arg), 'beta_inv': (U_beta_inv, V_beta_inv), 'beta_p1': (D_beta_p1,), 'beta': (new_beta,)})
+        # Δbeta = D_beta = U_beta_inv (V_beta_invᵀ beta_p1) + (beta_inv D_beta_p1 + U_beta_inv (V_beta_invᵀ D_beta_p1))  (dense)
+        D_beta = U_beta_inv @ (V_beta_inv.T @ beta_p1) + (beta_inv @ D_beta_p1 + U_beta_inv @ (V_beta_inv.T @ D_beta_p1))
+        rt.check_deltas('X', {'beta_arg': (U_beta_arg, V_beta_arg), 'beta_inv': (U_beta_inv, V_beta_inv), 'beta_p1': (D_beta_p1,), 'beta': (D_beta,)})
         # phase 2: apply
         rt.add_outer(X, U, V)
         rt.add_outer(beta_arg, U_beta_arg, V_beta_arg)
         rt.add_outer(beta_inv, U_beta_inv, V_beta_inv)
         rt.add_dense(beta_p1, D_beta_p1)
-        rt.assign(beta, new_beta)
+        rt.add_dense(beta, D_beta)
 
     def on_update_Y(self, U, V):
         """ON UPDATE Y BY (U, V): Y += U Vᵀ, U: m×k, V: p×k.
