@@ -274,8 +274,7 @@ def cost_report(compiled, formulas: bool = False) -> dict:
                  "reason": trig.reevaluate, "blas_threads": trig.blas_threads}
         if choice:
             whole.update(maintain_s=choice["maintain_s"], reeval_s=choice["reeval_s"])
-        trig_s = (choice["reeval_s"] if trig.reevaluate else choice["maintain_s"]) \
-            if choice else sum(v[v["chosen"]]["seconds"] for v in rows)
+        trig_s = choice["seconds"] if choice else sum(v[v["chosen"]]["seconds"] for v in rows)
         if trig.reevaluate:  # the whole program runs: its flops and bytes
             fl, by = program_counts(prog, sizes.value, sizes)
             totals["chosen"] = [_num(fl), _num(by)]

@@ -28,8 +28,8 @@ from linview.ir import Node, Op
 #: update factors assumed one-hot when planning: ``U`` of a row update (what ``bench`` and
 #: the update helpers for rows and observations produce)
 ONE_HOT = frozenset({"U"})
-#: a maintaining trigger uses every BLAS thread only when that is predicted this much faster
-THREADS_GAIN = 1.5
+#: a trigger uses every BLAS thread only when that is predicted this much faster
+THREADS_GAIN = 1.25
 
 
 def _one_hot(n: Node, one_hot) -> bool:
@@ -174,18 +174,19 @@ def trigger_choice(program: ir.Program, x: str, trigger_options, sizes,
     each with the better of one BLAS thread and all of them (``threads``: 1 or None for
     the chosen one); ``choice`` is ``"maintain"`` or ``"reeval"``."""
     r = r or rates()
-
-    def pick(one_thread_s: float, every_s: float) -> tuple[float, int | None]:
-        return (every_s, None) if one_thread_s > THREADS_GAIN * every_s else (one_thread_s, 1)
-
-    maint, threads = pick(maintenance_seconds(program, x, trigger_options, sizes, r, True),
-                          maintenance_seconds(program, x, trigger_options, sizes, r, False))
-    reeval, re_threads = pick(*(program_seconds(program, sizes, r, one)
-                                + input_update_seconds(program, x, sizes, r, one)
-                                for one in (True, False)))
-    choice = "maintain" if maint < reeval else "reeval"
-    return {"maintain_s": maint, "reeval_s": reeval, "choice": choice,
-            "threads": threads if choice == "maintain" else re_threads}
+    cands = []  # (seconds, strategy, threads)
+    for one in (True, False):
+        cands.append((maintenance_seconds(program, x, trigger_options, sizes, r, one),
+                      "maintain", 1 if one else None))
+        cands.append((program_seconds(program, sizes, r, one)
+                      + input_update_seconds(program, x, sizes, r, one), "reeval",
+                      1 if one else None))
+    # all threads only when clearly faster: on a loaded machine they spin (issue: INCR of
+    # A^16 at n = 300 took 70 ms on two threads, 0.63 ms on one)
+    best = min(cands, key=lambda c: c[0] * (THREADS_GAIN if c[2] is None else 1.0))
+    return {"maintain_s": min(c[0] for c in cands if c[1] == "maintain"),
+            "reeval_s": min(c[0] for c in cands if c[1] == "reeval"),
+            "choice": best[1], "threads": best[2], "seconds": best[0]}
 
 
 def model_seconds(program: ir.Program, trigger_options, sizes, r: Rates | None = None) -> float:
@@ -194,7 +195,7 @@ def model_seconds(program: ir.Program, trigger_options, sizes, r: Rates | None =
     total = 0.0
     for x in program.dynamic:
         c = trigger_choice(program, x, trigger_options, sizes, r)
-        total += min(c["maintain_s"], c["reeval_s"])
+        total += c["seconds"]
     return total
 
 
