@@ -188,6 +188,13 @@ class NumpyGenerator:
     #: the runtime module the generated code imports as ``rt``, and the base class
     RUNTIME = "runtime"
     BASE_CLASS = "rt.TriggerModule"
+    #: leave the plan's transient views (read only through a Woodbury-maintained inverse)
+    #: out of the module's state: evaluated to be inverted, never kept nor updated
+    DROP_TRANSIENT = True
+
+    @property
+    def transient(self) -> frozenset[str]:
+        return self.plan.transient if self.DROP_TRANSIENT else frozenset()
 
     def module_doc(self) -> list[str]:
         """The generated module's docstring, line by line."""
@@ -229,9 +236,13 @@ class NumpyGenerator:
         w(f"    DYNAMIC = {tuple(prog.dynamic)!r}")
         w("    VIEWS = {")
         for st in prog.statements:
+            if st.name in self.transient:
+                continue
             w(f"        {st.name!r}: ({size_code(st.expr.rows)!r}, "
               f"{size_code(st.expr.cols)!r}),")
         w("    }")
+        if self.transient:
+            w(f"    TRANSIENT = {tuple(sorted(self.transient))!r}  # evaluated, not kept")
         w("    OUTPUTS = {" + ", ".join(f"{k!r}: {v.attr!r}" for k, v in prog.outputs) + "}")
         if prog.not_one:
             w("    NOT_ONE = {" + ", ".join(f"{size_code(e)!r}: {why!r}"
@@ -304,6 +315,7 @@ class NumpyGenerator:
         for r_ in roots:
             used_views |= {n.attr for n in r_.walk() if n.op in (Op.VIEW, Op.INPUT)}
         used_views |= {vd.name for vd in trig.deltas}
+        used_views -= self.transient
         lines.append(f"{ind}d = self.dims")
         lines.append(f"{ind}k = U.shape[1]")
         for nm in [d_.name for d_ in self.prog.inputs] + [s.name for s in self.prog.statements]:
@@ -315,7 +327,7 @@ class NumpyGenerator:
         lines.append(f"{ind}# phase 1: every delta from the old views")
         checks: list[tuple[str, list[str]]] = []  # (view, the parts of its delta)
         needed = self._needed_factors(trig)
-        for vd in trig.deltas[1:]:
+        for vd in self._phase1_order(trig):
             lines += [f"{ind}# {line}" for line in self._math(vd)]
             ex.label = vd.name
             left = names("factor", vd.left.attr)
@@ -348,7 +360,9 @@ class NumpyGenerator:
         lines.append(f"{ind}rt.add_outer({names('view', x)}, U, V)")
         for vd in trig.deltas[1:]:
             v = names("view", vd.name)
-            if vd.strategy is Strategy.INCR:
+            if vd.name in self.transient:
+                lines.append(f"{ind}# {vd.name} is not kept (only its inverse reads it)")
+            elif vd.strategy is Strategy.INCR:
                 lines.append(f"{ind}rt.add_outer({v}, {names('factor', vd.left.attr)}, "
                              f"{names('factor', vd.right.attr)})")
             elif vd.strategy is Strategy.HYBRID:
@@ -356,6 +370,21 @@ class NumpyGenerator:
             else:
                 lines.append(f"{ind}rt.assign({v}, {names('factor', f'new_{vd.name}')})")
         return doc + lines
+
+    @staticmethod
+    def _phase1_order(trig: Trigger) -> list[ViewDelta]:
+        """Phase 1 in program order, except that deltas computed from the update factors
+        and views alone come first: their results are then ready for the fused products
+        of the views the later deltas read (``W [U_G, V_G, D_b]`` in one pass)."""
+        own = {f.attr for vd in trig.deltas[1:] for f in (vd.left, vd.right)
+               if f.op is Op.FACTOR} | {f"new_{vd.name}" for vd in trig.deltas[1:]}
+
+        def free(vd: ViewDelta) -> bool:
+            return not any(n.op is Op.FACTOR and n.attr in own
+                           for e in emitted_exprs(vd) for n in e.walk())
+
+        rest = list(trig.deltas[1:])
+        return [vd for vd in rest if free(vd)] + [vd for vd in rest if not free(vd)]
 
     @staticmethod
     def _stack(parts: list[str]) -> str:

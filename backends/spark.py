@@ -87,6 +87,7 @@ class SparkGenerator(NumpyGenerator):
 
     RUNTIME = "spark_runtime"
     BASE_CLASS = "rt.SparkTriggerModule"
+    DROP_TRANSIENT = False  # Spark modules keep every view
 
     def module_doc(self) -> list[str]:
         prog = self.prog

@@ -26,7 +26,7 @@ from linview.delta import STRATEGIES, Strategy, TriggerOptions
 from linview.errors import CompileError, LinviewError, StateError
 from linview.lower import Options, lower
 from linview.parser import parse
-from linview.plan import Plan, make_plan
+from linview.plan import Plan, make_plan, transient_views
 
 BACKENDS = ("numpy", "spark")
 
@@ -153,6 +153,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
         from linview.timemodel import decide_triggers
 
         plan = decide_triggers(plan, trig_opts)
+    plan = replace(plan, transient=transient_views(plan))
     gen = importlib.import_module(f"linview.backends.{backend}")
     text = gen.generate(plan)
     try:

@@ -85,7 +85,7 @@ def memory_floor(views, trigger) -> float:
     from linview.delta import emitted_exprs
     from linview.ir import Op
 
-    changed = [vd.name for vd in trigger.deltas]
+    changed = [vd.name for vd in trigger.deltas if vd.name in views._views]
     read = set()
     for vd in trigger.deltas:
         for e in emitted_exprs(vd):
@@ -97,7 +97,7 @@ def memory_floor(views, trigger) -> float:
         x, y = np.full((A.shape[0], 1), 1e-300), np.ones((A.shape[1], 1))
         total += _median_time(lambda A=A, x=x, y=y: blas.dgemm(
             1.0, x, y, beta=1.0, c=A, trans_b=True, overwrite_c=True))
-    for name in read:
+    for name in read & set(arrays):
         A = arrays[name]
         x = np.ones(A.shape[1])
         total += _median_time(lambda A=A, x=x: blas.dgemv(1.0, A, x))

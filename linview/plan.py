@@ -36,6 +36,9 @@ class Plan:
     sizes: Sizes
     source_hash: str
     notes: tuple[str, ...] = field(default=())
+    #: views that no trigger keeps: read only through their inverse, which every trigger
+    #: maintains by Woodbury from the view's delta factors (see :func:`transient_views`)
+    transient: frozenset[str] = field(default=frozenset())
 
     @property
     def class_name(self) -> str:
@@ -88,6 +91,48 @@ def make_plan(program: ir.Program, *, bindings: dict[str, int] | None = None,
             if vd.strategy is Strategy.REEVAL:
                 notes.append(f"on update of {x}: {vd.name} is re-evaluated ({vd.reason})")
     return Plan(program, triggers, evaluation, symmetric, sizes, source_hash, tuple(notes))
+
+
+def transient_views(plan: Plan) -> frozenset[str]:
+    """Views needed only through another view: ``G`` (e.g. ``XᵀX``) read by no statement
+    except ``W := inv(G)``, not an output, with every trigger maintaining ``W`` by Woodbury
+    from ``G``'s delta factors and reading ``G`` itself nowhere.  Re-evaluation still
+    computes ``G`` (to invert it); no trigger updates it, so it is not kept."""
+    from linview.delta import emitted_exprs
+
+    prog = plan.program
+    outputs = {n.attr for _, n in prog.outputs}
+    readers: dict[str, list[ir.Statement]] = {}
+    for st in prog.statements:
+        for n in st.expr.walk():
+            if n.op is Op.VIEW:
+                readers.setdefault(n.attr, []).append(st)
+    out = set()
+    for st in prog.statements:
+        g = st.name
+        users = readers.get(g, [])
+        if g in outputs or not users or not all(
+                u.expr.op is Op.INV and u.expr.children[0].op is Op.VIEW
+                and u.expr.children[0].attr == g for u in users):
+            continue
+        ok = True
+        for trig in plan.triggers.values():
+            names = {vd.name: vd for vd in trig.deltas}
+            if trig.reevaluate or g not in names:
+                continue
+            if names[g].strategy is not Strategy.INCR or any(
+                    u.name not in names or names[u.name].strategy is not Strategy.INCR
+                    or names[u.name].inverse_of != g for u in users):
+                ok = False
+                break
+            reads = {n.attr for vd in trig.deltas for e in emitted_exprs(vd) for n in e.walk()
+                     if n.op is Op.VIEW}
+            if g in reads:
+                ok = False
+                break
+        if ok:
+            out.add(g)
+    return frozenset(out)
 
 
 def size_code(e, dims_var: str = "d") -> str:

@@ -248,6 +248,8 @@ class TriggerModule:
     TRIGGER_BLAS = {}
     #: {input: reason} of triggers that re-evaluate the program instead of maintaining views
     REEVALUATED = {}
+    #: views the re-evaluation computes but the module does not keep (``Plan.transient``)
+    TRANSIENT: tuple[str, ...] = ()
 
     #: keyword options of the constructor; an input of the same name takes precedence.
     #: ``blas_threads``: "auto" (maintaining triggers run single-threaded unless the user
@@ -342,6 +344,8 @@ class TriggerModule:
         views = dict(arrays)
         computed = self._evaluate(self.dims, arrays)
         for name, val in computed.items():
+            if name in self.TRANSIENT:  # evaluated to be inverted; no trigger keeps it
+                continue
             val = np.asarray(val, dtype=np.float64)
             if val.ndim < 2:  # a constant statement such as C = 0.5
                 val = val.reshape(1, -1)
@@ -475,6 +479,8 @@ class TriggerModule:
         fresh = self._evaluate(self.dims, {n: self._views[n] for n in self.INPUTS})
         errs = {}
         for name, ref in fresh.items():
+            if name in self.TRANSIENT:
+                continue
             ref = np.asarray(ref, dtype=float)
             scale = max(float(np.max(np.abs(ref))) if ref.size else 0.0, 1e-300)
             errs[name] = float(np.max(np.abs(self._views[name] - ref))) / scale \
