@@ -119,10 +119,10 @@ def measure(scale: float = 1.0) -> Rates:
     with blas_limit(1):
         gemm1 = 2 * n ** 3 / _best(lambda: A @ B, 2)
         stream1 = 8 * m * m / _best(lambda: M @ x, 5)
-        v = rng.standard_normal((64, 1))
-        # a trigger's small operations: a tiny product, a scaled sum, a concatenation
-        call = _best(lambda: [(s @ s, 0.5 * v + v, np.hstack([v, v])) for _ in range(100)],
-                     5) / 300
+        v = rng.standard_normal((256, 1))
+        # a trigger's small operations: thin products, a scaled sum, a concatenation
+        call = _best(lambda: [(v @ (v.T @ v), s @ s, 0.5 * v + v, np.hstack([v, v]))
+                              for _ in range(100)], 5) / 500
     return Rates(gemm_flops=gemm, gemm1_flops=gemm1, stream_bytes=stream,
                  stream1_bytes=stream1, call_s=call)
 

@@ -267,7 +267,8 @@ def cost_report(compiled, formulas: bool = False) -> dict:
         reeval_total = _num(re_fl) + apply
         # the baseline: the program as written, re-run after X + U Vᵀ (in new memory)
         base_s = timemodel.program_seconds(written, sizes, r) + \
-            timemodel.input_update_seconds(prog, x, sizes, r, False, in_place=False)
+            timemodel.input_update_seconds(prog, x, sizes, r, False, in_place=False) + \
+            timemodel.evaluation_overhead(written, sizes, r, False)
         choice = timemodel.trigger_choice(prog, x, topts, sizes, r) if topts and \
             topts.choose else None
         whole = {"strategy": "reeval" if trig.reevaluate else "maintain",

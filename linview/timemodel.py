@@ -151,20 +151,44 @@ def input_update_seconds(program: ir.Program, x: str, sizes, r: Rates, one_threa
     return _roof(2 * rows * cols * k, 16 * rows * cols, g, s, call)
 
 
+#: small calls a trigger makes besides its formulas: validating the update, entering the
+#: BLAS thread limit, dispatch; per delta part, the phase-1 guard's checks
+TRIGGER_CALLS = 10
+CHECK_CALLS = 4
+
+
+def evaluation_overhead(program: ir.Program, sizes, r: Rates, one_thread: bool) -> float:
+    """What re-evaluation pays per view besides its formula: the finiteness check and the
+    Fortran-order copy (``TriggerModule._reevaluate``)."""
+    _, s, call = _rates(r, one_thread)
+    t = TRIGGER_CALLS * call
+    for st in program.statements:
+        t += CHECK_CALLS * call + 8 * sizes.value(st.expr.rows) * sizes.value(st.expr.cols) / s
+    return t
+
+
 def maintenance_seconds(program: ir.Program, x: str, trigger_options, sizes,
                         r: Rates | None = None, one_thread: bool = True) -> float:
     """Seconds of the maintaining trigger of ``x`` (each view by its chosen strategy)."""
-    from linview.delta import build_trigger
+    from linview.delta import Strategy, build_trigger
 
     r = r or rates()
     raw = build_trigger(program, x, trigger_options)
-    t = input_update_seconds(program, x, sizes, r, one_thread)
+    _, s, call = _rates(r, one_thread)
+    t = input_update_seconds(program, x, sizes, r, one_thread) + TRIGGER_CALLS * call
     changed = {x}
     for vd in raw.deltas[1:]:
         st = program.statement(vd.name)
         t += strategy_seconds(st, list(vd.terms) if vd.terms else None, sizes, changed, r,
                               one_thread)[vd.strategy]
         changed.add(vd.name)
+        # the phase-1 guard reads every part of the delta (rt.check_deltas)
+        rows, cols = sizes.value(st.expr.rows), sizes.value(st.expr.cols)
+        if vd.strategy is Strategy.INCR:
+            k = sum((sizes.value(term.rank) for term in vd.terms), 0)
+            t += 2 * CHECK_CALLS * call + 8 * (rows + cols) * k / s
+        else:
+            t += CHECK_CALLS * call + 8 * rows * cols / s
     return t
 
 
@@ -179,7 +203,8 @@ def trigger_choice(program: ir.Program, x: str, trigger_options, sizes,
         cands.append((maintenance_seconds(program, x, trigger_options, sizes, r, one),
                       "maintain", 1 if one else None))
         cands.append((program_seconds(program, sizes, r, one)
-                      + input_update_seconds(program, x, sizes, r, one), "reeval",
+                      + input_update_seconds(program, x, sizes, r, one)
+                      + evaluation_overhead(program, sizes, r, one), "reeval",
                       1 if one else None))
     # all threads only when clearly faster: on a loaded machine they spin (issue: INCR of
     # A^16 at n = 300 took 70 ms on two threads, 0.63 ms on one)
