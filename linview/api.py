@@ -149,7 +149,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     key = repr((source, options, sorted(dims.items()), repr(strategy), rank, backend))
     plan = make_plan(program, bindings=dims, rank=rank, trigger_options=trig_opts,
                      source_hash=runtime.source_hash(key))
-    if trig_opts.choose is not None:  # cost-based: whole triggers may re-evaluate
+    if trig_opts.choose is not None and backend == "numpy":
+        # cost-based: whole triggers may re-evaluate (the seconds model is NumPy's)
         from linview.timemodel import decide_triggers
 
         plan = decide_triggers(plan, trig_opts)
