@@ -203,3 +203,18 @@ def test_a_gram_matrix_read_elsewhere_is_kept():
     src = "function [beta, G] = f(X, Y)\n G = X' * X;\n beta = G \\ (X' * Y);\nend\n"
     prog = linview.compile(src, name="f", strategy="incr")
     assert prog.plan.transient == frozenset() and "G" in prog.module_class.VIEWS
+
+
+def test_each_product_with_a_view_is_computed_once(examples):
+    """A product computed on its own (its factor was not ready for the fused pass) is not
+    computed again by a later fused pass over the same view (PageRank: 9 passes over M)."""
+    import re
+
+    src = linview.compile_file(examples / "pagerank.m", dims={"n": 1000},
+                               strategy="hybrid").source
+    trig = src[src.index("def on_update_M"):]
+    alone = re.findall(r"M @ (D_r_\d+)", trig)
+    fused = [f for call in re.findall(r"rt\.fused_dot\(M, ([^)]*?), ops=", trig)
+             for f in call.split(", ")]
+    products = alone + fused
+    assert len(products) == len(set(products)) == 9, products
