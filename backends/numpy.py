@@ -273,14 +273,26 @@ class NumpyGenerator:
             lines.append(f"{ind}{self.names('view', dcl.name)} = inputs[{dcl.name!r}]")
         roots = [e for _, e in self.plan.evaluation]
         ex = _Expr(self.names, lines, ind, trigger=False, shared=shared_nodes(roots))
+        inverses = {st.name: st.expr.children[0] for st in self.prog.statements
+                    if st.name in self.transient and st.expr.op is Op.INV}
         for (name, expr), st in zip(self.plan.evaluation, self.prog.statements, strict=True):
             where = f" ({self.prog.filename}:{st.line})" if st.line else ""
+            if name in inverses:  # never formed: its products are solves
+                lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}: not formed")
+                continue
             lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}")
             ex.label = name
+            a = expr.children[0] if expr.op is Op.MUL else None
+            if a is not None and a.op is Op.VIEW and a.attr in inverses:
+                lines.append(f"{ind}{self.names('view', name)} = rt.solve("
+                             f"{ex.code(inverses[a.attr])}, {ex.code(expr.children[1])}, "
+                             f"{a.attr!r})")
+                continue
             lines.append(f"{ind}{self.names('view', name)} = {ex.code(expr)}")
         lines.append(f"{ind}return {{")
         for st in self.prog.statements:
-            lines.append(f"{ind}    {st.name!r}: {self.names('view', st.name)},")
+            if st.name not in inverses:
+                lines.append(f"{ind}    {st.name!r}: {self.names('view', st.name)},")
         lines.append(f"{ind}}}")
         return lines
 

@@ -154,6 +154,10 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
         from linview.timemodel import decide_triggers
 
         plan = decide_triggers(plan, trig_opts)
+    if strategy == "reeval":  # every view re-evaluated: the program re-runs after X += U Vᵀ
+        plan = replace(plan, triggers={
+            x: replace(t, reevaluate="forced by strategy 'reeval'", blas_threads=None)
+            for x, t in plan.triggers.items()})
     plan = replace(plan, transient=transient_views(plan))
     gen = importlib.import_module(f"linview.backends.{backend}")
     text = gen.generate(plan)

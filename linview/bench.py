@@ -164,7 +164,8 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
             variant = linview.compile(
                 source, name=prog.name, filename=prog.program.filename, dims=base.get("dims"),
                 backend=prog.backend, model=model,
-                strategy=s if s in ("incr", "hybrid") else None, rank=rank)
+                strategy=s if s in ("incr", "hybrid") else "reeval" if s.startswith("reeval")
+                else None, rank=rank)
             views = variant.load(**inputs, **(load_options or {}))
             step = views.reevaluate_update if s.startswith("reeval") else views.update
             load_before = os.getloadavg()[0]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from linview import check, ir
-from linview.delta import Strategy, Trigger, TriggerOptions, build_trigger
+from linview.delta import Strategy, Trigger, TriggerOptions, build_trigger, emitted_exprs
 from linview.ir import Node, Op
 from linview.optimize import (
     ChainPlanner,
@@ -97,9 +97,8 @@ def transient_views(plan: Plan) -> frozenset[str]:
     """Views needed only through another view: ``G`` (e.g. ``XᵀX``) read by no statement
     except ``W := inv(G)``, not an output, with every trigger maintaining ``W`` by Woodbury
     from ``G``'s delta factors and reading ``G`` itself nowhere.  Re-evaluation still
-    computes ``G`` (to invert it); no trigger updates it, so it is not kept."""
-    from linview.delta import emitted_exprs
-
+    computes ``G`` (to invert it); no trigger updates it, so it is not kept.  Also the
+    :func:`solved_inverses`, which re-evaluation never forms."""
     prog = plan.program
     outputs = {n.attr for _, n in prog.outputs}
     readers: dict[str, list[ir.Statement]] = {}
@@ -132,7 +131,33 @@ def transient_views(plan: Plan) -> frozenset[str]:
                 break
         if ok:
             out.add(g)
-    return frozenset(out)
+    return frozenset(out) | solved_inverses(plan)
+
+
+def solved_inverses(plan: Plan) -> frozenset[str]:
+    """Inverse views ``W := inv(G)`` that re-evaluation can replace by a solve, as Octave
+    computes ``G \\ R``: not an output, read in the evaluation only as the left factor of
+    products ``W·R`` (each the whole statement), and read or changed by no maintaining
+    trigger."""
+    prog = plan.program
+    outputs = {n.attr for _, n in prog.outputs}
+    inverses = {st.name for st in prog.statements if st.expr.op is Op.INV}
+    ok = set(inverses - outputs)
+    for _, expr in plan.evaluation:
+        solved = expr.op is Op.MUL and expr.children[0].op is Op.VIEW \
+            and expr.children[0].attr in ok
+        skip = expr.children[0] if solved else None
+        for n in expr.walk() if not solved else expr.children[1].walk():
+            if n.op is Op.VIEW and n.attr in ok and n is not skip:
+                ok.discard(n.attr)
+    for trig in plan.triggers.values():
+        if trig.reevaluate:
+            continue
+        for vd in trig.deltas:
+            ok.discard(vd.name)
+            for e in emitted_exprs(vd):
+                ok -= {n.attr for n in e.walk() if n.op is Op.VIEW}
+    return frozenset(ok)
 
 
 def size_code(e, dims_var: str = "d") -> str:

@@ -145,8 +145,7 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     return out
 
 
-def inv(A: np.ndarray, what: str) -> np.ndarray:
-    """The inverse of a view, refusing singular matrices with a :class:`NumericalError`."""
+def _lu(A: np.ndarray, what: str):
     A = np.asarray(A, dtype=float)
     if not np.all(np.isfinite(A)):
         raise NumericalError(f"cannot invert {what}: it has non-finite entries")
@@ -158,8 +157,20 @@ def inv(A: np.ndarray, what: str) -> np.ndarray:
     if d.size and (d.min() == 0 or d.min() <= d.max() * np.finfo(float).eps * d.size):
         raise NumericalError(f"cannot invert {what}: it is singular to working precision",
                              hint="the program's inputs make this matrix non-invertible")
-    out = scipy.linalg.lu_solve((lu, piv), np.eye(A.shape[0]))
+    return lu, piv
+
+
+def inv(A: np.ndarray, what: str) -> np.ndarray:
+    """The inverse of a view, refusing singular matrices with a :class:`NumericalError`."""
+    out = scipy.linalg.lu_solve(_lu(A, what), np.eye(np.shape(A)[0]))
     return np.asfortranarray(out)
+
+
+def solve(A: np.ndarray, B: np.ndarray, what: str) -> np.ndarray:
+    """``inv(A) B`` without forming the inverse (LU and two triangular solves, as Octave's
+    ``A \\ B``), refusing singular matrices like :func:`inv`."""
+    return scipy.linalg.lu_solve(_lu(A, what), np.asarray(B, dtype=float),
+                                 check_finite=False)
 
 
 def core_inv(K: np.ndarray, what: str) -> np.ndarray:

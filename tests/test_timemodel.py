@@ -218,3 +218,23 @@ def test_each_product_with_a_view_is_computed_once(examples):
              for f in call.split(", ")]
     products = alone + fused
     assert len(products) == len(set(products)) == 9, products
+
+
+def test_reevaluation_solves_instead_of_inverting_when_no_trigger_needs_the_inverse():
+    prog = linview.compile(OLS, name="ols", strategy="reeval", model="written")
+    assert {"beta_arg", "beta_inv"} <= prog.plan.transient
+    assert "rt.solve(beta_arg, beta_p1" in prog.source and "rt.inv(" not in prog.source
+    rng = np.random.default_rng(3)
+    X, Y = rng.standard_normal((12, 4)), rng.standard_normal((12, 1))
+    views = prog.load(X=X, Y=Y)
+    np.testing.assert_allclose(views["beta"], np.linalg.lstsq(X, Y, rcond=None)[0],
+                               rtol=1e-10)
+    u = np.zeros(12)
+    u[5] = 1.0
+    views.update("X", u, rng.standard_normal(4))
+    assert views.verify() == 0.0
+    with pytest.raises(linview.NumericalError, match="singular"):
+        prog.load(X=np.ones((12, 4)), Y=Y)
+    # the auto module keeps the inverse: its trigger maintains it by Woodbury
+    auto = linview.compile(OLS, name="ols", dims={"m": 400, "n": 200, "p": 1})
+    assert "beta_inv" not in auto.plan.transient and "beta_inv" in auto.module_class.VIEWS
