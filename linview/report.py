@@ -87,15 +87,24 @@ def print_bench(console, result: dict) -> None:
     console.print(f"[bold]{result['program']}[/]  {dims}  update of {result['input']}, "
                   f"rank {result['rank']}, {result['updates']} updates, seed {result['seed']}")
     t = Table()
-    for col in ("strategy", "median", "p10–p90", "speedup", "÷floor", "error", "temp"):
+    for col in ("strategy", "median", "p10–p90", "speedup", "predicted", "÷floor", "error",
+                "temp", "threads", "load"):
         t.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
     for s, r in result["strategies"].items():
         sp = r["speedup_vs_reeval"]
         fl = r["trigger_over_floor"]
-        t.add_row(s.upper(), _secs(r["median_s"]), f"{_secs(r['p10_s'])}–{_secs(r['p90_s'])}",
-                  f"{sp:.1f}×" if sp else "—", f"{fl:.1f}×" if fl else "—",
-                  f"{r['max_rel_error']:.0e}", _bytes(r["peak_temp_bytes"]))
+        ps = r.get("predicted_speedup")
+        name = s.upper() + (" (re-evaluates)" if s == "auto" and
+                            r.get("whole_trigger") == "reeval" else "")
+        t.add_row(name, _secs(r["median_s"]), f"{_secs(r['p10_s'])}–{_secs(r['p90_s'])}",
+                  f"{sp:.1f}×" if sp else "—", f"{ps:.1f}×" if ps else "—",
+                  f"{fl:.1f}×" if fl else "—", f"{r['max_rel_error']:.0e}",
+                  _bytes(r["peak_temp_bytes"]), str(r.get("blas_threads", "—")),
+                  f"{r['load_avg'][-1]:.1f}" if r.get("load_avg") else "—")
     console.print(t)
+    console.print("REEVAL = the program as written, re-run after each update; predicted = "
+                  "the seconds model's speedup; threads = BLAS threads of the update; load = "
+                  "1-minute load average")
     views = max(r["view_bytes"] for r in result["strategies"].values())
     console.print(f"views held: {_bytes(views)}; ÷floor = median over the memory floor "
                   f"({_secs(next(iter(result['strategies'].values()))['floor_s'])} here); "
