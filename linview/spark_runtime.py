@@ -97,6 +97,17 @@ def inv(A, what: str) -> np.ndarray:
     return runtime.inv(A, what)
 
 
+def solve(A, B, what: str) -> np.ndarray:
+    """``inv(A) B`` on the driver without forming the inverse (:func:`runtime.solve`)."""
+    if isinstance(A, _DIST):
+        ctx = (A.base if isinstance(A, Transposed) else A).ctx
+        ctx.check_collect(A.shape, f"cannot solve with {what} on the Spark driver")
+        A = A.to_numpy()
+    if isinstance(B, _DIST):
+        B = B.to_numpy()
+    return runtime.solve(A, B, what)
+
+
 def check_deltas(trigger: str, deltas: dict) -> None:
     """Phase-1 guard (:func:`linview.runtime.check_deltas`); distributed parts are checked
     block by block."""
