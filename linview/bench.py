@@ -80,12 +80,14 @@ def _median_time(fn, repeat: int = 5) -> float:
 
 
 def memory_floor(views, trigger) -> float:
-    """Seconds for one in-place rank-1 pass over each changed view and one ``dgemv`` over
-    each view the trigger reads."""
+    """Seconds for one in-place rank-1 pass over each view the trigger changes (the updated
+    input excepted: a row update writes only its rows) and one ``dgemv`` over each view it
+    reads."""
     from linview.delta import emitted_exprs
     from linview.ir import Op
 
-    changed = [vd.name for vd in trigger.deltas if vd.name in views._views]
+    # the updated input itself: a row update touches k rows, not a pass (add_outer)
+    changed = [vd.name for vd in trigger.deltas[1:] if vd.name in views._views]
     read = set()
     for vd in trigger.deltas:
         for e in emitted_exprs(vd):
