@@ -275,7 +275,14 @@ def cost_report(compiled, formulas: bool = False) -> dict:
                  "reason": trig.reevaluate, "blas_threads": trig.blas_threads}
         if choice:
             whole.update(maintain_s=choice["maintain_s"], reeval_s=choice["reeval_s"])
-        trig_s = choice["seconds"] if choice else sum(v[v["chosen"]]["seconds"] for v in rows)
+        if choice:
+            trig_s = choice["seconds"]
+        elif trig.reevaluate:  # forced: the program re-runs after X += U Vᵀ in place
+            trig_s = timemodel.program_seconds(prog, sizes, r) + \
+                timemodel.input_update_seconds(prog, x, sizes, r, False) + \
+                timemodel.evaluation_overhead(prog, sizes, r, False)
+        else:
+            trig_s = sum(v[v["chosen"]]["seconds"] for v in rows)
         if trig.reevaluate:  # the whole program runs: its flops and bytes
             fl, by = program_counts(prog, sizes.value, sizes)
             totals["chosen"] = [_num(fl), _num(by)]

@@ -124,17 +124,41 @@ def strategy_seconds(st: ir.Statement, terms, sizes, changed=frozenset(),
     return out
 
 
+def solvable(program: ir.Program) -> frozenset[str]:
+    """Inverse views that re-evaluation replaces by a solve when no trigger reads them
+    (:func:`linview.plan.solved_inverses`): not outputs, read only as ``W·R``."""
+    outputs = {n.attr for _, n in program.outputs}
+    ok = {st.name for st in program.statements if st.expr.op is Op.INV} - outputs
+    for st in program.statements:
+        e = st.expr
+        left = e.children[0] if e.op is Op.MUL and e.children[0].op is Op.VIEW else None
+        for n in e.walk() if left is None else e.children[1].walk():
+            if n.op is Op.VIEW:
+                ok.discard(n.attr)
+    return frozenset(ok)
+
+
 def program_seconds(program: ir.Program, sizes, r: Rates | None = None,
                     one_thread: bool = False) -> float:
-    """Seconds to evaluate every view of ``program`` once (on every BLAS thread, or one)."""
+    """Seconds to evaluate every view of ``program`` once (on every BLAS thread, or one);
+    a :func:`solvable` inverse costs its LU factorisation (2n³/3), its product a solve."""
     from linview.optimize import ChainPlanner
 
     r = r or rates()
     planner = ChainPlanner(sizes)
     seen: set[int] = set()
-    rt3 = _rates(r, one_thread)
-    return sum(expr_seconds(planner.order(st.expr), sizes.value, rt3, seen, frozenset())
-               for st in program.statements)
+    g, s, call = rt3 = _rates(r, one_thread)
+    solved = solvable(program)
+    t = 0.0
+    for st in program.statements:
+        if st.name in solved:
+            n = sizes.value(st.expr.rows)
+            seen |= {id(st.expr)}
+            t += expr_seconds(st.expr.children[0], sizes.value, rt3, seen, frozenset()) \
+                + _roof(2 * n ** 3 / 3, 16 * n * n, g, s, call)
+            continue
+        t += expr_seconds(planner.order(st.expr), sizes.value, rt3, seen, frozenset())
+    return t
 
 
 def input_update_seconds(program: ir.Program, x: str, sizes, r: Rates, one_thread: bool,
