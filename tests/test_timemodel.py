@@ -238,3 +238,22 @@ def test_reevaluation_solves_instead_of_inverting_when_no_trigger_needs_the_inve
     # the auto module keeps the inverse: its trigger maintains it by Woodbury
     auto = linview.compile(OLS, name="ols", dims={"m": 400, "n": 200, "p": 1})
     assert "beta_inv" not in auto.plan.transient and "beta_inv" in auto.module_class.VIEWS
+
+
+def test_cost_cli_prints_seconds_and_the_whole_trigger_choice(examples, capsys):
+    from linview import cli
+
+    assert cli.main(["cost", str(examples / "pagerank.m"), "--dims", "n=1000"]) == 0
+    out = capsys.readouterr().out
+    assert "whole trigger: maintain" in out and "re-evaluate as written:" in out
+    assert " ms" in out or " µs" in out
+    assert cli.main(["cost", str(examples / "ols.m"), "--dims", "m=400,n=200,p=1",
+                     "--json"]) == 0
+    import json
+
+    rep = json.loads(capsys.readouterr().out)
+    trig = rep["triggers"][0]
+    assert trig["reeval"]["seconds"] > trig["trigger"]["seconds"] > 0
+    assert all("seconds" in v["reeval"] for v in trig["views"])
+    assert trig["predicted_speedup"] == pytest.approx(trig["reeval"]["seconds"]
+                                                      / trig["trigger"]["seconds"])
