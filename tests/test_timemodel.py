@@ -257,3 +257,22 @@ def test_cost_cli_prints_seconds_and_the_whole_trigger_choice(examples, capsys):
     assert all("seconds" in v["reeval"] for v in trig["views"])
     assert trig["predicted_speedup"] == pytest.approx(trig["reeval"]["seconds"]
                                                       / trig["trigger"]["seconds"])
+
+
+def test_one_hot_update_factor_bytes_count_the_columns_read():
+    import sympy as sp
+
+    from linview import ir
+
+    m_, n_, k_ = (sp.Symbol(s, positive=True, integer=True) for s in ("m", "n", "k"))
+    X = ir.view("X", (m_, n_))
+    U = ir.factor("U", (m_, k_))
+    W = ir.factor("W", (m_, k_))
+    size = {m_: 4000, n_: 2000, k_: 1}.get
+    prod = ir.matmul(ir.transpose(X), U)
+    fl, by = timemodel.node_counts(prod, size)
+    assert (fl, by) == (2 * 2000, 8 * (2000 + 4000 + 2000))  # Xᵀ U reads one row of X
+    fl, by = timemodel.node_counts(prod, size, one_hot=frozenset())
+    assert by == 8 * (4000 * 2000 + 4000 + 2000)  # dense U: the whole of X
+    fl, by = timemodel.node_counts(ir.matmul(ir.transpose(X), W), size)
+    assert by == 8 * (4000 * 2000 + 4000 + 2000)  # a derived factor is not one-hot
