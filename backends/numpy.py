@@ -17,7 +17,7 @@ import sympy as sp
 from linview import printer
 from linview.delta import Strategy, Trigger, ViewDelta, emitted_exprs
 from linview.ir import LEAVES, Node, Op
-from linview.plan import Plan, size_code
+from linview.plan import Plan, size_code, solved_inverses
 
 from .common import Namer, shared_nodes
 
@@ -273,8 +273,9 @@ class NumpyGenerator:
             lines.append(f"{ind}{self.names('view', dcl.name)} = inputs[{dcl.name!r}]")
         roots = [e for _, e in self.plan.evaluation]
         ex = _Expr(self.names, lines, ind, trigger=False, shared=shared_nodes(roots))
+        solved = solved_inverses(self.plan) & self.transient
         inverses = {st.name: st.expr.children[0] for st in self.prog.statements
-                    if st.name in self.transient and st.expr.op is Op.INV}
+                    if st.name in solved}
         for (name, expr), st in zip(self.plan.evaluation, self.prog.statements, strict=True):
             where = f" ({self.prog.filename}:{st.line})" if st.line else ""
             if name in inverses:  # never formed: its products are solves

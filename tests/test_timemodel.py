@@ -276,3 +276,16 @@ def test_one_hot_update_factor_bytes_count_the_columns_read():
     assert by == 8 * (4000 * 2000 + 4000 + 2000)  # dense U: the whole of X
     fl, by = timemodel.node_counts(ir.matmul(ir.transpose(X), W), size)
     assert by == 8 * (4000 * 2000 + 4000 + 2000)  # a derived factor is not one-hot
+
+
+def test_an_inverse_read_only_by_another_inverse_is_evaluated_not_solved():
+    src = "function D = f(A)\n %#linview dims A(n,n)\n D = inv(inv(A));\nend\n"
+    for strategy in ("incr", "reeval", None):
+        prog = linview.compile(src, name="f", dims={"n": 30}, strategy=strategy)
+        A = np.eye(30) + 0.1 * np.random.default_rng(0).standard_normal((30, 30))
+        views = prog.load(A=A)
+        u = np.zeros(30)
+        u[4] = 1.0
+        views.update("A", u, 0.05 * np.ones(30))
+        assert views.verify() < 1e-10, strategy
+        np.testing.assert_allclose(views["D"], views["A"], atol=1e-10)
