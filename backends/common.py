@@ -7,7 +7,7 @@ import keyword
 from collections import Counter
 from collections.abc import Iterable
 
-from linview.ir import LEAVES, Node, Op
+from linview.compiler.ir import LEAVES, Node, Op
 
 RESERVED = {"np", "rt", "self", "d", "k", "U", "V", "views", "spark", "sc", "inputs"}
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import linview
-from linview.bench import machine
+from linview.app.bench import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 import spark_bench  # noqa: E402 - bench/ is on sys.path when run as a script
 
 import linview  # noqa: E402
-from linview.bench import run_bench  # noqa: E402
-from linview.report import plot_bench  # noqa: E402
+from linview.app.bench import run_bench  # noqa: E402
+from linview.app.report import plot_bench  # noqa: E402
 
 # (name, example, dims, updates, strategies); sizes fit a 2-core, 24 GiB machine
 SUITE = [

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 import linview
-from linview.bench import machine
+from linview.app.bench import machine
 
 ROOT = Path(__file__).resolve().parent.parent
 POWER8 = "function C = power8(A)\n  %#linview dims A(n,n)\n  C = A^8;\nend\n"

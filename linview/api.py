@@ -20,12 +20,13 @@ import types
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from linview import runtime
-from linview.delta import STRATEGIES, Strategy, TriggerOptions
+from linview.backends.numpy import runtime
+from linview.compiler.cost import choose_model, strategy_chooser
+from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
+from linview.compiler.lower import Options, lower
+from linview.compiler.plan import Plan, make_plan
 from linview.errors import CompileError, LinviewError, StateError
-from linview.lower import Options, lower
-from linview.parser import parse
-from linview.plan import Plan, make_plan
+from linview.frontend.parser import parse
 
 BACKENDS = ("numpy", "spark")
 
@@ -97,7 +98,7 @@ class CompiledProgram:
         return self.module_class(**inputs)
 
     def explain(self, after: str | None = None) -> str:
-        from linview.explain import explain
+        from linview.compiler.explain import explain
 
         return explain(self, after=after)
 
@@ -133,30 +134,27 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     filename = filename or f"{name or 'program'}.m"
     source = source.removeprefix("\ufeff")  # a byte-order mark is not part of the program
     module_ast = parse(source, filename)
-    options = parse_model(model) if model != "auto" else Options()
-    program = lower(module_ast, source, filename, options)
     dims = dict(dims or {})
+    if model == "auto":  # lowers once per candidate model and keeps the cheapest
+        program, options = choose_model(module_ast, source, filename, dims, rank)
+    else:
+        options = parse_model(model)
+        program = lower(module_ast, source, filename, options)
     known = {s.name for s in program.dim_symbols}
     unknown = sorted(set(dims) - known - {"k"})
     if unknown:
         raise CompileError(f"--dims names unknown sizes: {', '.join(unknown)}",
                            hint="sizes of this program: " + (", ".join(sorted(known)) or
                                                              "none (all literal)"))
-    if model == "auto":
-        from linview.cost import choose_model
-
-        program, options = choose_model(module_ast, source, filename, dims, rank)
     if name:
         program = replace(program, name=name)
     trig_opts = parse_strategy(strategy)
     if trig_opts.default is None and not trig_opts.strategies:
-        from linview.cost import strategy_chooser
-
         trig_opts.choose = strategy_chooser(dims, rank)
     key = repr((source, options, sorted(dims.items()), repr(strategy), rank, backend))
     plan = make_plan(program, bindings=dims, rank=rank, trigger_options=trig_opts,
                      source_hash=runtime.source_hash(key))
-    gen = importlib.import_module(f"linview.backends.{backend}")
+    gen = importlib.import_module(f"linview.backends.{backend}.codegen")
     text = gen.generate(plan)
     try:
         pyast.parse(text)
@@ -174,6 +172,13 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
                             "trigger_options": trig_opts}, lowered=program)
 
 
+def _shown_path(p: Path) -> str:
+    """How messages and generated modules name a source file: relative to the working
+    directory when it is below it, else by its file name (never a machine's absolute path)."""
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return p.name
 def decode_source(data: bytes) -> str:
     """The text of a ``.m`` file: UTF-8 with or without a byte-order mark, else Latin-1
     (Octave's traditional encoding), so that accented comments are accepted either way;
@@ -194,7 +199,7 @@ def compile_file(path, **kwargs) -> CompiledProgram:
         text = decode_source(p.read_bytes())
     except OSError as e:
         raise CompileError(f"cannot read {path}: {e.strerror}") from None
-    kwargs.setdefault("filename", str(path))
+    kwargs.setdefault("filename", _shown_path(p))
     kwargs.setdefault("name", p.stem)
     return compile(text, **kwargs)
 

@@ -30,6 +30,7 @@ import zlib
 import numpy as np
 
 from linview.errors import StateError
+from linview.version import __version__
 
 FORMAT = "linview-state"
 FORMAT_VERSION = 2
@@ -48,7 +49,6 @@ def _digest(a: np.ndarray) -> str:
 def write(path, views: dict[str, np.ndarray], manifest: dict) -> None:
     """Write ``views`` and ``manifest`` (plus format fields and hashes) to ``path``
     atomically: a temporary file, fsynced, renamed over ``path``."""
-    from linview import __version__
 
     arrays = {f"view:{k}": np.asarray(v, dtype=np.float64) for k, v in views.items()}
     doc = {"format": FORMAT, "version": FORMAT_VERSION, "linview": __version__,

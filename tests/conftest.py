@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from linview import check
+from linview.compiler import check
 
 check.enable(True)
 

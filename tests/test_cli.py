@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from linview.cli import main
+from linview.app.cli import main
 
 OLS = "function beta = ols(X, Y)\n %#linview dims X(m,n) Y(m,p)\n" \
       " beta = (X' * X) \\ (X' * Y);\nend\n"
@@ -77,7 +77,7 @@ def test_errors_exit_2_without_traceback(ols_file, tmp_path, args, needle):
     bad = tmp_path / "bad.m"
     bad.write_text("function y = f(A)\n y = A +* A;\nend\n")
     argv = [a.format(f=ols_file, bad=bad, missing=tmp_path / "none.m") for a in args]
-    proc = subprocess.run([sys.executable, "-m", "linview.cli", *argv], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "linview.app.cli", *argv], capture_output=True,
                           text=True, check=False)
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr
@@ -85,7 +85,7 @@ def test_errors_exit_2_without_traceback(ols_file, tmp_path, args, needle):
 
 
 def test_demo_runs():
-    proc = subprocess.run([sys.executable, "-m", "linview.cli", "demo", "--n", "60"],
+    proc = subprocess.run([sys.executable, "-m", "linview.app.cli", "demo", "--n", "60"],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "ON UPDATE X" in proc.stdout and "ranking, fastest first" in proc.stdout

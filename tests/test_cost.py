@@ -8,9 +8,9 @@ import pytest
 import sympy as sp
 
 import linview
-from linview.cost import cost_report, program_counts, strategy_counts, symbolic
-from linview.delta import build_trigger
-from linview.shapes import RANK, dim
+from linview.compiler.cost import cost_report, program_counts, strategy_counts, symbolic
+from linview.compiler.delta import build_trigger
+from linview.compiler.shapes import RANK, dim
 
 n, m, p = dim("n"), dim("m"), dim("p")
 POWER = "function D = f(A)\n %#linview dims A(n,n)\n D = A^{k};\nend\n"

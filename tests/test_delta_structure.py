@@ -3,10 +3,10 @@
 import sympy as sp
 
 import linview
-from linview.cost import count
-from linview.delta import Strategy
-from linview.ir import Op
-from linview.shapes import RANK, dim
+from linview.compiler.cost import count
+from linview.compiler.delta import Strategy
+from linview.compiler.ir import Op
+from linview.compiler.shapes import RANK, dim
 
 POWERS = "function [C, D] = powers(A)\n %#linview dims A(n,n)\n B = A*A;\n C = B*B;\n" \
          " D = A^16;\nend\n"

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import linview
-from linview.cli import main
+from linview.app.cli import main
 
 POWERS = "function C = p(A)\n  %#linview dims A(n,n)\n  C = A * A;\nend\n"
 
@@ -53,8 +53,8 @@ def test_bad_counts_are_clear_errors(tmp_path, argv, capsys):
 
 
 def test_bad_counts_through_the_api():
-    from linview.bench import run_bench
-    from linview.demo import demo
+    from linview.app.bench import run_bench
+    from linview.app.demo import demo
 
     with pytest.raises(linview.InputError, match="at least one update"):
         run_bench(linview.compile(POWERS, name="p"), updates=0)

@@ -5,9 +5,9 @@ import pytest
 import sympy as sp
 
 import linview
-from linview.ir import Op
-from linview.lower import Options, lower
-from linview.parser import parse
+from linview.compiler.ir import Op
+from linview.compiler.lower import Options, lower
+from linview.frontend.parser import parse
 
 
 def low(src, **opts):

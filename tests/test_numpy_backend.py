@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import linview
-from linview import runtime
+from linview.backends.numpy import runtime
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 POWERS = "function C = powers4(A)\n %#linview dims A(n,n)\n B = A*A;\n C = B*B;\nend\n"
@@ -44,13 +44,13 @@ def test_generated_module_runs_on_its_own(tmp_path):
         "v.update('A', np.ones(6), np.arange(6.0) / 10)\n"
         "A2 = A + np.outer(np.ones(6), np.arange(6.0) / 10)\n"
         "assert np.allclose(v['C'], np.linalg.matrix_power(A2, 4))\n"
-        "import linview.api, linview.parser\n"  # must not have been needed above
+        "import linview.api, linview.frontend.parser\n"  # must not have been needed above
         "print('ok')\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          check=False)
     assert out.returncode == 0, out.stderr
     imports = [ln for ln in prog.source.splitlines() if ln.startswith(("import", "from"))]
-    assert imports == ["import numpy as np", "from linview import runtime as rt"]
+    assert imports == ["import numpy as np", "from linview.backends.numpy import runtime as rt"]
 
 
 def test_views_are_updated_in_place_without_square_temporaries():

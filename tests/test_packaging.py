@@ -23,8 +23,8 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_wheel_contents(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    assert "linview/backends/numpy.py" in names
-    assert "linview/backends/spark.py" in names
+    assert "linview/backends/numpy/codegen.py" in names
+    assert "linview/backends/spark/codegen.py" in names
     assert "linview/grammar/linview.lark" in names
     assert not any(n.startswith(("backends/", "grammar/", "tests/")) for n in names)
 

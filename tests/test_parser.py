@@ -12,34 +12,34 @@ import subprocess
 import numpy as np
 import pytest
 
-from linview import ast
 from linview.errors import ParseError
-from linview.parser import PRAGMA_KINDS, parse
+from linview.frontend import syntax
+from linview.frontend.parser import PRAGMA_KINDS, parse
 
 # ---------------------------------------------------------------- helpers
-A, B, C, D, X, Y = (ast.Name(n) for n in "ABCDXY")
+A, B, C, D, X, Y = (syntax.Name(n) for n in "ABCDXY")
 
 
-def num(text: str) -> ast.Num:
-    return ast.Num(float(text), text)
+def num(text: str) -> syntax.Num:
+    return syntax.Num(float(text), text)
 
 
-def bin_(op: str, left: ast.Expr, right: ast.Expr) -> ast.Binary:
-    return ast.Binary(op, left, right)
+def bin_(op: str, left: syntax.Expr, right: syntax.Expr) -> syntax.Binary:
+    return syntax.Binary(op, left, right)
 
 
-def neg(e: ast.Expr) -> ast.Unary:
-    return ast.Unary("-", e)
+def neg(e: syntax.Expr) -> syntax.Unary:
+    return syntax.Unary("-", e)
 
 
-def tr(e: ast.Expr, conjugate: bool = True) -> ast.Transpose:
-    return ast.Transpose(e, conjugate)
+def tr(e: syntax.Expr, conjugate: bool = True) -> syntax.Transpose:
+    return syntax.Transpose(e, conjugate)
 
 
-def expr(text: str) -> ast.Expr:
+def expr(text: str) -> syntax.Expr:
     """Parse ``text`` as the right-hand side of an assignment."""
     module = parse(f"z = {text}")
-    assert isinstance(module, ast.Script) and len(module.body) == 1
+    assert isinstance(module, syntax.Script) and len(module.body) == 1
     return module.body[0].value
 
 
@@ -81,13 +81,13 @@ PRECEDENCE = [
     ("A.'", tr(A, conjugate=False)),
     ("A''", tr(tr(A))),
     ("A^-1", bin_("^", A, neg(num("1")))),
-    ("A^+1", bin_("^", A, ast.Unary("+", num("1")))),
+    ("A^+1", bin_("^", A, syntax.Unary("+", num("1")))),
     ("2^-1^2", bin_("^", bin_("^", num("2"), neg(num("1"))), num("2"))),
     ("A^-1'", tr(bin_("^", A, neg(num("1"))))),
     ("2*-A", bin_("*", num("2"), neg(A))),
     ("A - -B", bin_("-", A, neg(B))),
     ("- -A", neg(neg(A))),
-    ("+A", ast.Unary("+", A)),
+    ("+A", syntax.Unary("+", A)),
     ("A/2 + B", bin_("+", bin_("/", A, num("2")), B)),
     ("A+B'*C", bin_("+", A, bin_("*", tr(B), C))),
     ("(A+B)'", tr(bin_("+", A, B))),
@@ -107,38 +107,38 @@ NUMBERS = [("1", 1.0), ("0.85", 0.85), ("1e-3", 1e-3), (".5", 0.5), ("1E+3", 100
 
 @pytest.mark.parametrize(("text", "value"), NUMBERS)
 def test_numbers(text, value):
-    assert expr(text) == ast.Num(value, text)
+    assert expr(text) == syntax.Num(value, text)
 
 
 @pytest.mark.parametrize(("text", "tree"), [
-    ("1./x", bin_("./", num("1"), ast.Name("x"))),
-    ("1.*x", bin_(".*", num("1"), ast.Name("x"))),
+    ("1./x", bin_("./", num("1"), syntax.Name("x"))),
+    ("1.*x", bin_(".*", num("1"), syntax.Name("x"))),
     ("1.'", tr(num("1"), conjugate=False)),
     ("1.5.'", tr(num("1.5"), conjugate=False)),
-    ("1.5./x", bin_("./", num("1.5"), ast.Name("x"))),
+    ("1.5./x", bin_("./", num("1.5"), syntax.Name("x"))),
     ("1'", tr(num("1"))),
-    ("2\\x", bin_("\\", num("2"), ast.Name("x"))),
+    ("2\\x", bin_("\\", num("2"), syntax.Name("x"))),
 ])
 def test_number_does_not_swallow_operator_dot(text, tree):
     assert expr(text) == tree
 
 
 def test_calls_and_names():
-    assert expr("f()") == ast.Call("f", ())
-    assert expr("inv(A)") == ast.Call("inv", (A,))
-    assert expr("eye(n, 2)") == ast.Call("eye", (ast.Name("n"), num("2")))
-    assert expr("transpose(A)") == ast.Call("transpose", (A,))
-    assert expr("size(X, 1) * _a1") == bin_("*", ast.Call("size", (X, num("1"))),
-                                            ast.Name("_a1"))
-    assert expr("f (A)") == ast.Call("f", (A,))  # outside brackets a space is fine
-    assert expr("f(g(A)', -B)") == ast.Call("f", (tr(ast.Call("g", (A,))), neg(B)))
-    assert expr("endx + fork") == bin_("+", ast.Name("endx"), ast.Name("fork"))
+    assert expr("f()") == syntax.Call("f", ())
+    assert expr("inv(A)") == syntax.Call("inv", (A,))
+    assert expr("eye(n, 2)") == syntax.Call("eye", (syntax.Name("n"), num("2")))
+    assert expr("transpose(A)") == syntax.Call("transpose", (A,))
+    assert expr("size(X, 1) * _a1") == bin_("*", syntax.Call("size", (X, num("1"))),
+                                            syntax.Name("_a1"))
+    assert expr("f (A)") == syntax.Call("f", (A,))  # outside brackets a space is fine
+    assert expr("f(g(A)', -B)") == syntax.Call("f", (tr(syntax.Call("g", (A,))), neg(B)))
+    assert expr("endx + fork") == bin_("+", syntax.Name("endx"), syntax.Name("fork"))
 
 
 def test_newlines_inside_parentheses_are_ignored():
-    assert expr("f(A,\n  B)") == ast.Call("f", (A, B))
+    assert expr("f(A,\n  B)") == syntax.Call("f", (A, B))
     assert expr("(A +\n B)") == bin_("+", A, B)
-    assert expr("f([A\n B])") == ast.Call("f", (ast.Matrix(((A,), (B,))),))
+    assert expr("f([A\n B])") == syntax.Call("f", (syntax.Matrix(((A,), (B,))),))
 
 
 MATRICES = [
@@ -156,34 +156,34 @@ MATRICES = [
     ("[A, B % comment\n C, D]", ((A, B), (C, D))),
     ("[A', B.']", ((tr(A), tr(B, conjugate=False)),)),
     ("[A' , B']", ((tr(A), tr(B)),)),
-    ("[-A, +B]", ((neg(A), ast.Unary("+", B)),)),
+    ("[-A, +B]", ((neg(A), syntax.Unary("+", B)),)),
     ("[A - B]", ((bin_("-", A, B),),)),
     ("[A-B]", ((bin_("-", A, B),),)),
     ("[A- B]", ((bin_("-", A, B),),)),
     ("[A * -B]", ((bin_("*", A, neg(B)),),)),
-    ("[f(A, -B)]", ((ast.Call("f", (A, neg(B))),),)),
+    ("[f(A, -B)]", ((syntax.Call("f", (A, neg(B))),),)),
     ("[(A -B)]", ((bin_("-", A, B),),)),
-    ("[[A, B]; C]", ((ast.Matrix(((A, B),)),), (C,))),
+    ("[[A, B]; C]", ((syntax.Matrix(((A, B),)),), (C,))),
 ]
 
 
 @pytest.mark.parametrize(("text", "rows"), MATRICES, ids=[t for t, _ in MATRICES])
 def test_matrices(text, rows):
-    assert expr(text) == ast.Matrix(rows)
+    assert expr(text) == syntax.Matrix(rows)
 
 
 def test_transposed_matrix_and_matrix_in_expression():
-    assert expr("[A, B]' * 2") == bin_("*", tr(ast.Matrix(((A, B),))), num("2"))
+    assert expr("[A, B]' * 2") == bin_("*", tr(syntax.Matrix(((A, B),))), num("2"))
 
 
 # ---------------------------------------------------------------- statements and files
-def assign(target: str, value: ast.Expr) -> ast.Assign:
-    return ast.Assign(target, value)
+def assign(target: str, value: syntax.Expr) -> syntax.Assign:
+    return syntax.Assign(target, value)
 
 
 def test_script_statements_and_separators():
     src = "a = A;b = B, c = C\n\n;;d = D;"
-    assert parse(src) == ast.Script(
+    assert parse(src) == syntax.Script(
         (assign("a", A), assign("b", B), assign("c", C), assign("d", D)), ())
 
 
@@ -200,7 +200,7 @@ def test_script_statements_and_separators():
     "a = A\nb = B;,;",
 ])
 def test_comments_continuations_and_layout(src):
-    assert parse(src) == ast.Script((assign("a", A), assign("b", B)), ())
+    assert parse(src) == syntax.Script((assign("a", A), assign("b", B)), ())
 
 
 def test_block_comment_lines_keep_positions():
@@ -218,10 +218,11 @@ function beta = ols(X, Y)
 end
 """
     beta = bin_("\\", bin_("*", tr(X), X), bin_("*", tr(X), Y))
-    expected = ast.Function(
+    expected = syntax.Function(
         "ols", ("X", "Y"), ("beta",), (assign("beta", beta),),
-        (ast.Pragma("dynamic", ("X", "Y")),
-         ast.Pragma("dims", (), (ast.DimSpec("X", ("m", "n")), ast.DimSpec("Y", ("m", "p"))))))
+        (syntax.Pragma("dynamic", ("X", "Y")),
+         syntax.Pragma("dims", (), (syntax.DimSpec("X", ("m", "n")),
+                                    syntax.DimSpec("Y", ("m", "p"))))))
     m = parse(src)
     assert m == expected
     assert m.pos == (3, 1)
@@ -240,7 +241,7 @@ end
 ])
 def test_function_headers_and_ends(src, outputs, params):
     m = parse(src)
-    assert isinstance(m, ast.Function)
+    assert isinstance(m, syntax.Function)
     assert (m.name, m.outputs, m.params) == ("f", outputs, params)
     assert [s.target for s in m.body] == ["a", "b"]
 
@@ -253,13 +254,13 @@ end
 for k = 1:2:9, for j = 1:3 S = T; endfor, end
 for (i = 1:3) U = T end
 """
-    inner = ast.For("j", num("1"), num("3"), (assign("S", ast.Name("T")),))
-    expected = ast.Script((
+    inner = syntax.For("j", num("1"), num("3"), (assign("S", syntax.Name("T")),))
+    expected = syntax.Script((
         assign("T", A),
-        ast.For("i", num("1"), num("16"),
-                (assign("T", bin_("+", bin_("*", A, ast.Name("T")), B)),)),
-        ast.For("k", num("1"), num("9"), (inner,), step=num("2")),
-        ast.For("i", num("1"), num("3"), (assign("U", ast.Name("T")),)),
+        syntax.For("i", num("1"), num("16"),
+                (assign("T", bin_("+", bin_("*", A, syntax.Name("T")), B)),)),
+        syntax.For("k", num("1"), num("9"), (inner,), step=num("2")),
+        syntax.For("i", num("1"), num("3"), (assign("U", syntax.Name("T")),)),
     ), ())
     m = parse(src)
     assert m == expected
@@ -269,13 +270,13 @@ for (i = 1:3) U = T end
 def test_for_bounds_are_expressions():
     m = parse("for i = n-1:-1:f(2)\n x = 1;\nend")
     loop = m.body[0]
-    assert loop.start == bin_("-", ast.Name("n"), num("1"))
+    assert loop.start == bin_("-", syntax.Name("n"), num("1"))
     assert loop.step == neg(num("1"))
-    assert loop.stop == ast.Call("f", (num("2"),))
+    assert loop.stop == syntax.Call("f", (num("2"),))
 
 
 def test_empty_for_body():
-    assert parse("for i = 1:3\nend\nx = 1").body[0] == ast.For("i", num("1"), num("3"), ())
+    assert parse("for i = 1:3\nend\nx = 1").body[0] == syntax.For("i", num("1"), num("3"), ())
 
 
 # ---------------------------------------------------------------- pragmas
@@ -292,14 +293,15 @@ for i = 1:2
 end
 """
     m = parse(src)
-    assert isinstance(m, ast.Script)
+    assert isinstance(m, syntax.Script)
     assert m.pragmas == (
-        ast.Pragma("input", (), (ast.DimSpec("X", ("n", "n")), ast.DimSpec("Y", ("n", 1)))),
-        ast.Pragma("dims", (), (ast.DimSpec("Z", ("m", 2)), ast.DimSpec("W", ("k", "k")))),
-        ast.Pragma("dynamic", ("X", "Y", "Z")),
-        ast.Pragma("static", ("d",)),
-        ast.Pragma("scalar", ("d",)),
-        ast.Pragma("output", ("x",)),
+        syntax.Pragma("input", (), (syntax.DimSpec("X", ("n", "n")),
+                                    syntax.DimSpec("Y", ("n", 1)))),
+        syntax.Pragma("dims", (), (syntax.DimSpec("Z", ("m", 2)), syntax.DimSpec("W", ("k", "k")))),
+        syntax.Pragma("dynamic", ("X", "Y", "Z")),
+        syntax.Pragma("static", ("d",)),
+        syntax.Pragma("scalar", ("d",)),
+        syntax.Pragma("output", ("x",)),
     )
     assert [p.pos for p in m.pragmas] == [(1, 1), (2, 1), (3, 3), (4, 1), (5, 1), (8, 3)]
     assert m.pragmas[0].specs[1].sizes == ("n", 1)
@@ -311,7 +313,7 @@ def test_pragmas_before_the_function_line():
     src = "%#linview dynamic X\n\n%#linview dims X(n,n)\nfunction y = f(X)\n" \
           "%#linview static d\ny = X;"
     m = parse(src)
-    assert isinstance(m, ast.Function)
+    assert isinstance(m, syntax.Function)
     assert [p.kind for p in m.pragmas] == ["dynamic", "dims", "static"]
     assert m.body == (assign("y", X),)
 
@@ -475,20 +477,20 @@ def test_parse_error_is_a_linview_error():
 
 
 # ---------------------------------------------------------------- conformance with Octave
-def _evaluate(e: ast.Expr, env: dict[str, np.ndarray]) -> np.ndarray:
+def _evaluate(e: syntax.Expr, env: dict[str, np.ndarray]) -> np.ndarray:
     """A tiny NumPy reading of an AST: enough to compare operator grouping with Octave."""
-    if isinstance(e, ast.Num):
+    if isinstance(e, syntax.Num):
         return np.array(e.value)
-    if isinstance(e, ast.Name):
+    if isinstance(e, syntax.Name):
         return env[e.id]
-    if isinstance(e, ast.Unary):
+    if isinstance(e, syntax.Unary):
         value = _evaluate(e.operand, env)
         return -value if e.op == "-" else value
-    if isinstance(e, ast.Transpose):
+    if isinstance(e, syntax.Transpose):
         return _evaluate(e.operand, env).T
-    if isinstance(e, ast.Matrix):
+    if isinstance(e, syntax.Matrix):
         return np.block([[_evaluate(x, env) for x in row] for row in e.rows])
-    assert isinstance(e, ast.Binary)
+    assert isinstance(e, syntax.Binary)
     left, right = _evaluate(e.left, env), _evaluate(e.right, env)
     scalar = left.ndim == 0 or right.ndim == 0
     if e.op in ("+", "-"):

@@ -14,15 +14,15 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from linview import ast
 from linview.errors import ParseError
-from linview.parser import parse
+from linview.frontend import syntax
+from linview.frontend.parser import parse
 
 FAST = settings(max_examples=200, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
-def parse_or_error(source: str) -> ast.Module | ParseError:
+def parse_or_error(source: str) -> syntax.Module | ParseError:
     """Parse; a ParseError is returned after checking its location, anything else fails."""
     try:
         module = parse(source, "fuzz.m")
@@ -35,7 +35,7 @@ def parse_or_error(source: str) -> ast.Module | ParseError:
         text = str(err)
         assert text.startswith(f"fuzz.m:{loc.line}:{loc.column}: ")
         return err
-    assert isinstance(module, ast.Function | ast.Script)
+    assert isinstance(module, syntax.Function | syntax.Script)
     return module
 
 
@@ -100,7 +100,7 @@ VALID_TOKENS = re.compile(r"\s+|[A-Za-z_]\w*|\d*\.?\d+(?:[eE][+-]?\d+)?|\.\.\.|\
 
 def test_valid_examples_parse():
     for source in VALID:
-        assert isinstance(parse(source), ast.Function | ast.Script)
+        assert isinstance(parse(source), syntax.Function | syntax.Script)
 
 
 @st.composite
@@ -148,17 +148,17 @@ number_texts = st.one_of(
     st.tuples(st.integers(1, 9), st.sampled_from(["e", "E"]), st.sampled_from(["", "+", "-"]),
               st.integers(0, 20)).map(lambda t: f"{t[0]}{t[1]}{t[2]}{t[3]}"),
 )
-leaves = st.one_of(names.map(ast.Name), number_texts.map(lambda t: ast.Num(float(t), t)))
+leaves = st.one_of(names.map(syntax.Name), number_texts.map(lambda t: syntax.Num(float(t), t)))
 BINARY_OPS = ["+", "-", "*", "/", "\\", ".*", "./", "^"]
 
 
 def _compound(children):
     return st.one_of(
-        st.builds(ast.Binary, st.sampled_from(BINARY_OPS), children, children),
-        st.builds(ast.Unary, st.sampled_from(["-", "+"]), children),
-        st.builds(ast.Transpose, children, st.booleans()),
-        st.builds(ast.Call, names, st.lists(children, max_size=3).map(tuple)),
-        st.builds(ast.Matrix, st.lists(st.lists(children, min_size=1, max_size=3).map(tuple),
+        st.builds(syntax.Binary, st.sampled_from(BINARY_OPS), children, children),
+        st.builds(syntax.Unary, st.sampled_from(["-", "+"]), children),
+        st.builds(syntax.Transpose, children, st.booleans()),
+        st.builds(syntax.Call, names, st.lists(children, max_size=3).map(tuple)),
+        st.builds(syntax.Matrix, st.lists(st.lists(children, min_size=1, max_size=3).map(tuple),
                                        min_size=1, max_size=3).map(tuple)),
     )
 
@@ -166,11 +166,11 @@ def _compound(children):
 expressions = st.recursive(leaves, _compound, max_leaves=12)
 
 
-def _args(e: ast.Call, show) -> str:
+def _args(e: syntax.Call, show) -> str:
     return f"{e.func}({', '.join(show(a) for a in e.args)})"
 
 
-def _rows(e: ast.Matrix, show) -> str:
+def _rows(e: syntax.Matrix, show) -> str:
     return "[" + "; ".join(", ".join(show(x) for x in row) for row in e.rows) + "]"
 
 
@@ -179,19 +179,19 @@ def _sign(op: str, operand: str) -> str:
     return f"{op} {operand}" if operand[:1] in "+-" else op + operand
 
 
-def full_parens(e: ast.Expr) -> str:
+def full_parens(e: syntax.Expr) -> str:
     """Every compound expression in parentheses."""
-    if isinstance(e, ast.Name):
+    if isinstance(e, syntax.Name):
         return e.id
-    if isinstance(e, ast.Num):
+    if isinstance(e, syntax.Num):
         return e.text
-    if isinstance(e, ast.Binary):
+    if isinstance(e, syntax.Binary):
         return f"({full_parens(e.left)} {e.op} {full_parens(e.right)})"
-    if isinstance(e, ast.Unary):
+    if isinstance(e, syntax.Unary):
         return f"({_sign(e.op, full_parens(e.operand))})"
-    if isinstance(e, ast.Transpose):
+    if isinstance(e, syntax.Transpose):
         return f"({full_parens(e.operand)}{chr(39) if e.conjugate else '.' + chr(39)})"
-    if isinstance(e, ast.Call):
+    if isinstance(e, syntax.Call):
         return _args(e, full_parens)
     return _rows(e, full_parens)
 
@@ -202,29 +202,29 @@ LEVEL = {"+": SUM, "-": SUM, "*": PRODUCT, "/": PRODUCT, "\\": PRODUCT, ".*": PR
          "./": PRODUCT, "^": POSTFIX}
 
 
-def level(e: ast.Expr) -> int:
-    if isinstance(e, ast.Binary):
+def level(e: syntax.Expr) -> int:
+    if isinstance(e, syntax.Binary):
         return LEVEL[e.op]
-    if isinstance(e, ast.Unary):
+    if isinstance(e, syntax.Unary):
         return UNARY
-    if isinstance(e, ast.Transpose):
+    if isinstance(e, syntax.Transpose):
         return POSTFIX
     return ATOM
 
 
-def is_exponent(e: ast.Expr) -> bool:
+def is_exponent(e: syntax.Expr) -> bool:
     """What may follow ``^`` unparenthesised: an atom, or a sign before such a thing."""
-    return level(e) == ATOM or (isinstance(e, ast.Unary) and is_exponent(e.operand))
+    return level(e) == ATOM or (isinstance(e, syntax.Unary) and is_exponent(e.operand))
 
 
-def minimal(e: ast.Expr) -> str:
+def minimal(e: syntax.Expr) -> str:
     """Parentheses only where the precedence table needs them (all ops left-assoc)."""
 
-    def at_least(sub: ast.Expr, lvl: int) -> str:
+    def at_least(sub: syntax.Expr, lvl: int) -> str:
         text = minimal(sub)
         return text if level(sub) >= lvl else f"({text})"
 
-    if isinstance(e, ast.Binary):
+    if isinstance(e, syntax.Binary):
         lvl = LEVEL[e.op]
         left = at_least(e.left, lvl)
         if e.op == "^":
@@ -232,20 +232,20 @@ def minimal(e: ast.Expr) -> str:
             return f"{left}^{right}"
         right = at_least(e.right, lvl + 1)  # left-assoc: a tighter right operand
         return f"{left} {e.op} {right}"
-    if isinstance(e, ast.Unary):
+    if isinstance(e, syntax.Unary):
         return _sign(e.op, at_least(e.operand, UNARY))
-    if isinstance(e, ast.Transpose):
+    if isinstance(e, syntax.Transpose):
         return at_least(e.operand, POSTFIX) + ("'" if e.conjugate else ".'")
-    if isinstance(e, ast.Call):
+    if isinstance(e, syntax.Call):
         return _args(e, minimal)
-    if isinstance(e, ast.Matrix):
+    if isinstance(e, syntax.Matrix):
         return _rows(e, minimal)
     return full_parens(e)  # a name or a number
 
 
-def parse_expr(text: str) -> ast.Expr:
+def parse_expr(text: str) -> syntax.Expr:
     module = parse(f"out = {text}\n")
-    assert isinstance(module, ast.Script) and len(module.body) == 1
+    assert isinstance(module, syntax.Script) and len(module.body) == 1
     return module.body[0].value
 
 
@@ -263,14 +263,14 @@ def test_round_trip_minimal_parentheses(e):
 
 
 def test_minimal_printer_examples():
-    a, b, c = ast.Name("a"), ast.Name("b"), ast.Name("c")
-    one = ast.Num(1.0, "1")
-    assert minimal(ast.Binary("-", a, ast.Binary("-", b, c))) == "a - (b - c)"
-    assert minimal(ast.Binary("^", a, ast.Unary("-", one))) == "a^-1"
-    assert minimal(ast.Unary("-", ast.Transpose(a))) == "-a'"
-    assert minimal(ast.Transpose(ast.Unary("-", a))) == "(-a)'"
-    assert minimal(ast.Binary("^", a, ast.Transpose(b))) == "a^(b')"
-    assert minimal(ast.Unary("-", ast.Unary("-", a))) == "- -a"
+    a, b, c = syntax.Name("a"), syntax.Name("b"), syntax.Name("c")
+    one = syntax.Num(1.0, "1")
+    assert minimal(syntax.Binary("-", a, syntax.Binary("-", b, c))) == "a - (b - c)"
+    assert minimal(syntax.Binary("^", a, syntax.Unary("-", one))) == "a^-1"
+    assert minimal(syntax.Unary("-", syntax.Transpose(a))) == "-a'"
+    assert minimal(syntax.Transpose(syntax.Unary("-", a))) == "(-a)'"
+    assert minimal(syntax.Binary("^", a, syntax.Transpose(b))) == "a^(b')"
+    assert minimal(syntax.Unary("-", syntax.Unary("-", a))) == "- -a"
 
 
 # ---------------------------------------------------------------- statements
@@ -281,13 +281,13 @@ def statements(draw, depth: int = 0):
         start, stop = (draw(st.integers(0, 50).map(str)) for _ in range(2))
         step = draw(st.none() | st.integers(1, 5).map(str))
         body = tuple(draw(st.lists(statements(depth + 1), max_size=3)))
-        num = lambda t: ast.Num(float(t), t)  # noqa: E731
-        return ast.For(var, num(start), num(stop), body, None if step is None else num(step))
-    return ast.Assign(draw(names), draw(expressions))
+        num = lambda t: syntax.Num(float(t), t)  # noqa: E731
+        return syntax.For(var, num(start), num(stop), body, None if step is None else num(step))
+    return syntax.Assign(draw(names), draw(expressions))
 
 
 def show_statement(s, indent: str = "") -> str:
-    if isinstance(s, ast.Assign):
+    if isinstance(s, syntax.Assign):
         return f"{indent}{s.target} = {minimal(s.value)};"
     rng = f"{s.start.text}:{s.step.text}:{s.stop.text}" if s.step else \
         f"{s.start.text}:{s.stop.text}"
@@ -299,4 +299,4 @@ def show_statement(s, indent: str = "") -> str:
 @given(st.lists(statements(), min_size=1, max_size=4), st.sampled_from(["\n", "\r\n"]))
 def test_round_trip_scripts(body, newline):
     source = "\n".join(show_statement(s) for s in body).replace("\n", newline)
-    assert parse(source) == ast.Script(tuple(body), ())
+    assert parse(source) == syntax.Script(tuple(body), ())

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import linview
-from linview import runtime as rt
+from linview.backends.numpy import runtime as rt
 
 try:  # tests/ may or may not be a package
     from tests.octave_runner import octave_available, run_octave

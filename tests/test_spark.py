@@ -16,12 +16,12 @@ import zipfile
 
 import numpy as np
 import pytest
-from linview.backends.spark import partitioning
 
 import linview
-from linview import spark_runtime as srt
+from linview.backends.spark import runtime as srt
+from linview.backends.spark.blocks import DistMatrix
+from linview.backends.spark.codegen import partitioning
 from linview.errors import BackendError, LinviewError, NumericalError
-from linview.spark_blocks import DistMatrix
 
 try:  # tests/ may or may not be a package
     from tests.test_examples import BY_NAME, make_scenario, rel_err
@@ -69,7 +69,7 @@ def test_partitioning_of_powers_and_ols():
     assert parts["beta_inv"] == "row"  # beta_inv·U_beta_arg
     assert ols.module_class.PARTITIONING["X"] == "col"
     imports = [ln for ln in ols.source.splitlines() if ln.startswith(("import", "from"))]
-    assert imports == ["import numpy as np", "from linview import spark_runtime as rt"]
+    assert imports == ["import numpy as np", "from linview.backends.spark import runtime as rt"]
 
 
 @pytest.mark.parametrize("name", list(BY_NAME))
@@ -90,13 +90,14 @@ def test_package_zip_holds_the_subpackages(tmp_path):
     """What ``ship`` sends is importable on its own, as on an executor without linview."""
     path = srt.package_zip()
     names = zipfile.ZipFile(path).namelist()
-    for want in ("linview/__init__.py", "linview/spark_tasks.py",
-                 "linview/backends/numpy.py", "linview/grammar/linview.lark"):
+    for want in ("linview/__init__.py", "linview/backends/spark/tasks.py",
+                 "linview/backends/numpy/codegen.py", "linview/grammar/linview.lark"):
         assert want in names
     code = ("import sys, sysconfig; sys.path[:0] = [sys.argv[1]]; "
             "sys.path.append(sysconfig.get_paths()['purelib']); "
-            "import linview.spark_tasks, linview.backends.spark; "
-            "assert linview.spark_tasks.__file__.startswith(sys.argv[1]), linview.__file__")
+            "import linview.backends.spark.tasks, linview.backends.spark; "
+            "assert linview.backends.spark.tasks.__file__.startswith(sys.argv[1]), "
+            "linview.__file__")
     out = subprocess.run([sys.executable, "-S", "-c", code, path], cwd=tmp_path,
                          capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
@@ -176,8 +177,8 @@ def test_an_input_named_like_an_option_is_an_input(spark):
 def test_block_products_of_every_orientation(spark, limit):
     """``op(L) @ op(R)`` of two distributed matrices, both ways of assembling the result
     (uneven blocks: 11 = 4 + 4 + 3)."""
-    from linview.spark_blocks import matmul
-    from linview.spark_context import BlockContext
+    from linview.backends.spark.blocks import matmul
+    from linview.backends.spark.context import BlockContext
 
     ctx = BlockContext(spark.sparkContext, 3, driver_max_elements=limit, distribute_min=2)
     rng = np.random.default_rng(11)
@@ -195,7 +196,7 @@ def test_fused_products_read_each_layout_once(spark, layout):
     """``rt.fused_dot(A, X, Y, e, ops="NTN")``: one Spark job for every product of a view,
     stacked or summed per block whatever the layout, pending low-rank terms included, and
     the same values as NumPy's (a one-hot factor included)."""
-    from linview.spark_context import BlockContext
+    from linview.backends.spark.context import BlockContext
 
     sc = spark.sparkContext
     ctx = BlockContext(sc, 3, distribute_min=2, fold_rank=100)

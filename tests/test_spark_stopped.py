@@ -13,7 +13,7 @@ POWERS = "function C = p(A)\n %#linview dims A(n,n)\n C = A * A;\nend\n"
 
 
 def test_a_stopped_session_is_a_backend_error(tmp_path):
-    from linview import spark_runtime as srt
+    from linview.backends.spark import runtime as srt
 
     session = srt.local_session("local[1]")
     try:

@@ -1,0 +1,161 @@
+"""The Spark side of the block matrices: :class:`BlockContext` (block layout, persistence
+registry, checkpoint policy, driver-memory limit) and :class:`Transaction` (the apply phase
+of one trigger, committed in one Spark job or rolled back)."""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import numpy as np
+
+from linview.backends.spark import tasks
+from linview.errors import BackendError
+
+_LOCAL = threading.local()
+
+
+# ------------------------------------------------------------------ transactions
+class Transaction:
+    """Phase 2 of one trigger: every ``add_outer``/``add_dense``/``assign`` swaps in new
+    (lazy, persisted) RDDs; :meth:`commit` materializes them all in one Spark job and
+    :meth:`rollback` restores the old RDDs (and the old contents of driver arrays)."""
+
+    def __init__(self):
+        self.holders: list[tuple[object, tuple]] = []  # (DistMatrix, old state)
+        self.arrays: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def __enter__(self):
+        _LOCAL.txn = self
+        return self
+
+    def __exit__(self, *exc):
+        _LOCAL.txn = None
+
+    def save_array(self, a: np.ndarray) -> None:
+        """Remember a driver array's contents before an in-place update of phase 2."""
+        self.arrays.append((a, a.copy(order="K")))
+
+    def commit(self) -> None:
+        new = {r.id(): (h, r) for h, old in self.holders
+               for r, o in zip((h._rows, h._cols), old[:2], strict=True)
+               if r is not None and r is not o}
+        if new:
+            ctx = next(iter(new.values()))[0].ctx
+            try:
+                ctx.sc.union([r for _, r in new.values()]).count()
+            except BaseException:
+                self.rollback()
+                raise
+            for h, _ in self.holders:
+                h._rewrap()
+        self.holders, self.arrays = [], []
+
+    def rollback(self) -> None:
+        for h, old in reversed(self.holders):
+            h._rows, h._cols, h.updates, h.pending = old
+        for a, saved in reversed(self.arrays):
+            a[...] = saved
+        self.holders, self.arrays = [], []
+
+
+def active() -> Transaction | None:
+    return getattr(_LOCAL, "txn", None)
+
+
+# ------------------------------------------------------------------ context
+class BlockContext:
+    """The SparkContext plus the block layout, the driver-memory limit, the checkpoint
+    policy and the registry of persisted RDDs (unpersisted by :meth:`sweep`)."""
+
+    def __init__(self, sc, partitions: int | None = None, checkpoint_every: int = 50,
+                 checkpoint_dir: str | None = None, driver_max_elements: int = 1 << 27,
+                 distribute_min: int = 256, broadcast_bytes: int = 4 << 20,
+                 fold_rank: int | None = None):
+        from pyspark import StorageLevel
+
+        self.sc = sc
+        self.partitions = max(1, int(partitions or sc.defaultParallelism))
+        self.checkpoint_every = max(1, int(checkpoint_every))
+        self.reliable = checkpoint_dir is not None
+        if self.reliable:
+            sc.setCheckpointDir(str(checkpoint_dir))
+        self.driver_max_elements = int(driver_max_elements)
+        self.distribute_min = int(distribute_min)
+        self.broadcast_bytes = broadcast_bytes
+        self.fold_rank = None if fold_rank is None else max(0, int(fold_rank))
+        self.level = StorageLevel.MEMORY_AND_DISK
+        self.cached: dict[int, object] = {}
+        self._cut: set[int] = set()
+
+    def splits(self, n: int) -> tuple[int, ...]:
+        """Block boundaries of a dimension of size n: ``min(partitions, n)`` blocks."""
+        nb = max(1, min(self.partitions, n))
+        return tuple(int(x) for x in np.linspace(0, n, nb + 1).round())
+
+    #: pending low-rank terms of one view kept on the driver (bytes of P and Q), by default
+    PENDING_BYTES = 64 << 20
+
+    def fold_limit(self, shape) -> int:
+        """The total rank of pending terms ``Σ P Qᵀ`` at which a view's terms are folded
+        into its blocks: ``fold_rank`` if given, else as many as fit in ``PENDING_BYTES``
+        (at most 256; the driver adds ``P (Qᵀ x)`` to every product, 4·n·rank·r flops)."""
+        if self.fold_rank is not None:
+            return self.fold_rank
+        return max(1, min(256, self.PENDING_BYTES // (8 * (shape[0] + shape[1]))))
+
+    def small(self, shape) -> bool:
+        return min(shape) < self.distribute_min or tuple(shape) == (1, 1)
+
+    def keep(self, rdd, cut: bool | str = False):
+        """Persist ``rdd``; ``cut`` marks it to have its lineage cut by the first job that
+        computes it: ``"local"`` by a local checkpoint (every matrix an operation makes,
+        so that no view keeps the re-evaluation's lineage), ``True`` by the context's
+        policy (a reliable checkpoint when ``checkpoint_dir`` was given)."""
+        rdd.persist(self.level)
+        if cut and rdd.id() not in self._cut:
+            rdd.checkpoint() if self.reliable and cut is True else rdd.localCheckpoint()
+            self._cut.add(rdd.id())
+        self.cached[rdd.id()] = rdd
+        return rdd
+
+    def sweep(self, live) -> None:
+        """Unpersist every registered RDD that no matrix in ``live`` holds."""
+        ids = {r.id() for d in live if hasattr(d, "rdds") for r in d.rdds()}
+        for k in [k for k in self.cached if k not in ids]:
+            self.cached.pop(k).unpersist(blocking=False)
+            self._cut.discard(k)
+
+    def check_collect(self, shape, what: str) -> None:
+        if shape[0] * shape[1] > self.driver_max_elements:
+            raise BackendError(
+                f"{what}: {shape[0]}×{shape[1]} = {shape[0] * shape[1]:,} elements is above "
+                f"the driver limit driver_max_elements = {self.driver_max_elements:,}",
+                hint="raise it with load(..., driver_max_elements=N) if the driver has "
+                     "the memory (8 bytes per element, about 3 copies for an inverse)")
+
+    def parallelize(self, a: np.ndarray, axis: int):
+        """Row (axis 0) or column (axis 1) blocks of a driver array, one per partition."""
+        s = self.splits(a.shape[axis])
+        blocks = [(i, np.asfortranarray(a[s[i]:s[i + 1]] if axis == 0 else a[:, s[i]:s[i + 1]]))
+                  for i in range(len(s) - 1)]
+        return self.sc.parallelize(blocks, len(blocks))
+
+
+def relayout(rdd, src_axis: int, ctx: BlockContext, shape):
+    """Row blocks → column blocks (src_axis 0) or back: a shuffle of the whole matrix."""
+    dst = 1 - src_axis
+    s = ctx.splits(shape[dst])
+    pieces = rdd.flatMap(functools.partial(tasks.w_split, s, 1 if dst == 1 else 0))
+    join = functools.partial(tasks.w_join, src_axis)
+    return pieces.groupByKey(len(s) - 1, tasks.identity).map(join)
+
+
+def lineage(rdd) -> int:
+    """Number of RDDs in the lineage of ``rdd`` (lines of ``toDebugString``, cache-info
+    lines excluded)."""
+    text = rdd.toDebugString()
+    text = text.decode() if isinstance(text, bytes) else str(text)
+    return sum(1 for ln in text.splitlines() if "RDD[" in ln)
+
+

@@ -1,0 +1,367 @@
+"""Runtime support for generated Spark trigger modules.
+
+The generated code is the NumPy backend's, expression for expression; it runs on Spark
+because every large view is a :class:`~.blocks.DistMatrix` (row blocks, column blocks or
+both, as the module's ``PARTITIONING`` table says) whose operators are maps over blocks.
+Thin factors (n×k) and small cores stay on the driver.  The helpers below have the names
+and meaning of the NumPy runtime's (:mod:`..numpy.runtime`) and dispatch on DistMatrix vs
+ndarray; the
+:class:`SparkTriggerModule` base class adds the session, input loading (arrays, ``.npy``,
+Parquet), placement of views into blocks, and one Spark job per trigger to apply
+``V += P Qᵀ`` to every distributed view (rolled back as a whole if Spark fails).
+
+The trigger code runs on the driver; Spark tasks run only :mod:`.tasks`, so the
+executors need numpy, scipy and linview: :func:`ship` sends a zip of the installed package
+(or pass it yourself: ``spark-submit --py-files linview.zip``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from linview.backends.numpy import runtime
+from linview.backends.numpy.runtime import IllConditioned, core_inv  # noqa: F401 - used by generated code
+from linview.backends.spark import tasks
+from linview.backends.spark.blocks import DistMatrix, Transposed
+from linview.backends.spark.context import BlockContext, Transaction, active
+from linview.backends.spark.session import (  # noqa: F401 - part of this module's interface
+    SESSION_CONF,
+    STOPPED_HINT,
+    get_session,
+    local_session,
+    package_zip,
+    read_parquet,
+    session_stopped,
+    ship,
+    spark_errors,
+    write_parquet,
+)
+from linview.errors import BackendError, InputError, NumericalError
+
+_DIST = (DistMatrix, Transposed)
+
+
+# ------------------------------------------------------------------ helpers (as runtime's)
+def add_outer(A, P, Q) -> None:
+    """``A += P Qᵀ`` (a distributed A: a map over its blocks into the next RDD)."""
+    if isinstance(A, DistMatrix):
+        return A.add_outer(P, Q)
+    if active() is not None:
+        active().save_array(A)
+    runtime.add_outer(A, P, Q)
+
+
+def owned(A):
+    """A snapshot of ``A`` that later updates of ``A`` do not change (a distributed one
+    shares its immutable blocks and pending terms: no data moves)."""
+    if isinstance(A, DistMatrix):
+        return A.scaled(1.0)
+    if isinstance(A, Transposed):
+        return Transposed(A.base.scaled(1.0))
+    return runtime.owned(A)
+
+
+def add_dense(A, D) -> None:
+    """``A += D``."""
+    if isinstance(A, DistMatrix):
+        return A.add_dense(D)
+    if active() is not None:
+        active().save_array(A)
+    runtime.add_dense(A, np.asarray(D))
+
+
+def assign(A, value) -> None:
+    """``A[...] = value`` keeping A's memory (driver) or layout (distributed)."""
+    if isinstance(A, DistMatrix):
+        return A.assign(value)
+    if active() is not None:
+        active().save_array(A)
+    runtime.assign(A, np.asarray(value))
+
+
+def dot(A, X):
+    """``A @ X`` for an update factor X; one-hot factors read only the blocks they touch."""
+    if isinstance(A, _DIST):
+        return A.dot(np.asarray(X, dtype=np.float64))
+    return runtime.dot(A, X)
+
+
+def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray]:
+    """``[op1(A) @ B1, op2(A) @ B2, ...]`` in one pass over A (one Spark job for a
+    distributed A; see :meth:`DistMatrix.fused`)."""
+    ops = ops or "N" * len(blocks)
+    if isinstance(A, DistMatrix):
+        return A.fused(blocks, ops)
+    return runtime.fused_dot(A, *blocks, ops=ops)
+
+
+def inv(A, what: str, limit: float | None = None) -> np.ndarray:
+    """The inverse of a view, computed on the driver (refused beyond its memory limit)."""
+    if isinstance(A, _DIST):
+        ctx = (A.base if isinstance(A, Transposed) else A).ctx
+        ctx.check_collect(A.shape, f"cannot invert {what} on the Spark driver")
+        A = A.to_numpy()
+    return runtime.inv(A, what, limit)
+
+
+def check_deltas(trigger: str, deltas: dict) -> None:
+    """Phase-1 guard (:func:`..numpy.runtime.check_deltas`); distributed parts are checked
+    block by block."""
+    local = {}
+    for view, parts in deltas.items():
+        if any(isinstance(a, _DIST) for a in parts):
+            if not all(a.all_finite() for a in parts if isinstance(a, _DIST)):
+                raise IllConditioned(f"update of {trigger}: the delta of {view} is not finite")
+            parts = tuple(a for a in parts if not isinstance(a, _DIST))
+        local[view] = parts
+    runtime.check_deltas(trigger, local)
+
+
+def max_abs(a) -> float:
+    if isinstance(a, _DIST):
+        return a.max_abs()
+    a = np.asarray(a, dtype=float)
+    return float(np.max(np.abs(a))) if a.size else 0.0
+
+
+# ------------------------------------------------------------------ base class
+class SparkTriggerModule(runtime.TriggerModule):
+    """:class:`..numpy.runtime.TriggerModule` with views in Spark.  Generated subclasses add
+    ``PARTITIONING = {view: "row" | "col" | "both"}`` from the access analysis.
+
+    Options (``OPTIONS``; an input of the same name takes precedence, as on NumPy):
+
+    * ``spark``: a SparkSession or SparkContext; default: start ``master`` or ``local[*]``;
+    * ``partitions``: blocks per dimension (default: the default parallelism);
+    * ``checkpoint_every``: passes over a view's blocks between lineage cuts (default 50);
+      ``checkpoint_dir``: reliable checkpoints there instead of local ones;
+    * ``distribute_min``: views with both dimensions at least this are distributed (256);
+    * ``driver_max_elements``: the largest matrix collected, inverted or gathered in one
+      task (default 2^27);
+    * ``fold_rank``: low-rank terms ``P Qᵀ`` wait on the driver (every product adds
+      ``P (Qᵀ x)``) until their total rank reaches it, then fold into the blocks in one
+      pass; default: what fits in 64 MiB of the driver, at most 256; 0: fold every update;
+    * ``layout``: "hybrid" (default: each view in the blocks ``PARTITIONING`` names) or
+      "row" / "col" (every view in that one layout: half the memory of a hybrid view and
+      one write per fold).
+
+    Inputs: arrays, numbers, ``.npy`` paths, or Parquet paths (see :func:`read_parquet`).
+    """
+
+    PARTITIONING: Mapping[str, str] = {}
+
+    OPTIONS = {**runtime.TriggerModule.OPTIONS, "spark": None, "master": None,
+               "partitions": None, "checkpoint_every": 50, "checkpoint_dir": None,
+               "distribute_min": 256, "driver_max_elements": 1 << 27, "fold_rank": None,
+               "layout": "hybrid"}
+
+    def __init__(self, /, _state=None, **kwargs):
+        with spark_errors(f"loading {self.PROGRAM}"):
+            super().__init__(_state=_state, **kwargs)
+            if _state is not None:
+                views = {n: self._place(n, v) for n, v in self._views.items()}
+                self._materialize(views)
+                self._views = views
+            self._sweep()
+
+    def _configure(self, opts: dict) -> None:
+        super()._configure(opts)
+        if opts["layout"] not in ("hybrid", "row", "col"):
+            raise InputError(f"layout={opts['layout']!r}: expected 'hybrid', 'row' or 'col'")
+        self._layout = opts["layout"]
+        self.spark, sc = get_session(opts["spark"], opts["master"])
+        self._ctx = BlockContext(sc, opts["partitions"], opts["checkpoint_every"],
+                                 opts["checkpoint_dir"], opts["driver_max_elements"],
+                                 opts["distribute_min"], fold_rank=opts["fold_rank"])
+
+    # -------------------------------------------------------------- placement
+    def _validate_inputs(self, inputs):
+        if set(inputs) != set(self.INPUTS):
+            return super()._validate_inputs(inputs)  # raises the NumPy backend's InputError
+        arrays = {n: self._load_input(n, inputs[n]) for n in self.INPUTS}
+        self.dims = self._bind_dims(arrays)
+        return arrays
+
+    def _load_input(self, name: str, x):
+        if isinstance(x, DistMatrix):
+            return x
+        if isinstance(x, (str, os.PathLike)):
+            p = Path(x)
+            if p.suffix == ".npy":
+                try:
+                    x = np.load(p, mmap_mode="r", allow_pickle=False)
+                except (OSError, ValueError) as e:
+                    raise InputError(f"input {name}: cannot read {p}: {e}") from None
+            elif p.suffix == ".parquet" or p.is_dir():
+                return read_parquet(self._ctx, self.spark, p, f"input {name}")
+            else:
+                raise InputError(f"input {name}: {p} is not a .npy file or Parquet",
+                                 hint="inputs: arrays, numbers, .npy or Parquet paths")
+        return runtime.as_matrix(x, f"input {name}")
+
+    def _place(self, name: str, val, input: bool = False):
+        """A view's value as the module keeps it: a Fortran float64 ndarray when it is
+        small, else a DistMatrix in the blocks ``PARTITIONING`` (or ``layout``) asks for."""
+        ctx = self._ctx
+        layout = self.PARTITIONING.get(name, "row") if self._layout == "hybrid" else self._layout
+        if isinstance(val, Transposed):
+            val = val.materialize()
+        if isinstance(val, DistMatrix):
+            if ctx.small(val.shape):
+                return val.to_numpy()
+            if input and val.scale == 1 and val.layout == layout:
+                return val
+            return val.placed(layout)
+        a = np.array(val, dtype=np.float64, order="F")
+        return a if ctx.small(a.shape) else DistMatrix.from_numpy(ctx, a, layout)
+
+    def _materialize(self, views: dict) -> None:
+        """Compute and cache every distributed view in one Spark job that also checks that
+        all entries are finite (the NumPy backend's check after evaluation)."""
+        bad = [n for n, v in views.items() if isinstance(v, np.ndarray)
+               and not np.all(np.isfinite(v))]
+        dist = [(n, v) for n, v in views.items() if isinstance(v, DistMatrix)]
+        if dist:
+            jobs = [r.map(functools.partial(tasks.w_reduce, n, "finite", 1.0))
+                    for n, v in dist for r in v.rdds()]
+            bad += sorted({n for n, ok in self._ctx.sc.union(jobs).collect() if not ok})
+            for _, v in dist:
+                v._rewrap()
+        if bad:
+            name = bad[0]
+            if name in self.INPUTS:
+                raise InputError(f"input {name} contains NaN or Inf")
+            raise NumericalError(f"{self.PROGRAM}: view {name} is not finite after "
+                                 "evaluation", hint="check the inputs' conditioning")
+
+    def _probe(self, W: str, A: str, dA, dW) -> None:
+        """No randomized probe on Spark yet: its inverses rely on the Woodbury core guard
+        and ``check_every`` (see docs/errors.md)."""
+
+    def _sweep(self) -> None:
+        self._ctx.sweep(getattr(self, "_views", {}).values())
+
+    def _reevaluate(self, arrays):
+        try:
+            placed = {n: self._place(n, a, input=True) for n, a in arrays.items()}
+            computed = self._evaluate(self.dims, placed)
+            # the products may have added a layout to an input (a relayout): drop it
+            views = {n: self._place(n, v, input=True) for n, v in placed.items()}
+            views.update({n: self._place(n, v) for n, v in computed.items()})
+            self._materialize(views)
+        except BaseException:
+            self._sweep()  # drop what this attempt cached; the old views stay
+            raise
+        return views
+
+    # -------------------------------------------------------------- reading
+    def _alive(self, what: str) -> None:
+        """A :class:`BackendError` when this module's Spark session has been stopped."""
+        if session_stopped(self._ctx.sc):
+            raise BackendError(f"{what}: the Spark session behind these views was stopped",
+                               hint=STOPPED_HINT)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        v = self._views.get(self.OUTPUTS.get(name, name))
+        if isinstance(v, DistMatrix):
+            self._alive(f"reading {name}")
+            with spark_errors(f"reading {name}"):
+                out = v.to_numpy()
+            out.flags.writeable = False
+            return out
+        return super().__getitem__(name)
+
+    def distributed(self) -> dict[str, DistMatrix]:
+        """The views (and inputs) kept as distributed block matrices."""
+        return {n: v for n, v in self._views.items() if isinstance(v, DistMatrix)}
+
+    def lineage_depth(self) -> dict[str, int]:
+        """RDD lineage length of every distributed view (bounded by the checkpoints)."""
+        return {n: v.lineage_depth() for n, v in self.distributed().items()}
+
+    def release(self) -> None:
+        """Unpersist every RDD this module cached (the object is unusable afterwards)."""
+        self._ctx.sweep([])
+
+    # -------------------------------------------------------------- updating
+    def update(self, name: str, U, V) -> None:
+        """``name += U Vᵀ``: phase 1 computes every delta from the old views (maps whose
+        n×k results are collected); phase 2 swaps in the next RDD of every distributed view
+        and materializes them all in one job, rolled back as a whole if Spark fails."""
+        U, V = self._validate_update(name, U, V)
+        self._alive(f"update of {name}")
+        t0 = time.perf_counter()
+        with spark_errors(f"update of {name}"):
+            txn, fallback = Transaction(), False
+            with txn:
+                try:
+                    getattr(self, f"on_update_{name}")(U, V)
+                except IllConditioned:
+                    txn.rollback()
+                    fallback = True
+                except BaseException:
+                    txn.rollback()
+                    raise
+            if fallback:
+                self._fallback(name, U, V)
+            else:
+                txn.commit()
+            self._sweep()
+        self.stats["trigger_seconds"] += time.perf_counter() - t0
+        self.updates += 1
+        self.stats["updates"] += 1
+        self._drift_policy()
+
+    def _fallback(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
+        arrays = {n: self._views[n] for n in self.INPUTS}
+        X = arrays[name]
+        arrays[name] = X.plus_outer(U, V) if isinstance(X, DistMatrix) else X + U @ V.T
+        self._views = self._reevaluate(arrays)
+        self.stats["fallbacks"] += 1
+
+    def refresh(self) -> None:
+        """Re-evaluate every view from the current inputs (distributed products)."""
+        self._alive("refresh")
+        with spark_errors("refresh"):
+            super().refresh()
+            self._sweep()
+
+    def verify(self, detail: bool = False):
+        """Max relative error of every view against re-evaluation.  Distributed views are
+        compared block by block, all of them in one Spark job; only maxima reach the
+        driver."""
+        self._alive("verify")
+        with spark_errors("verify"):
+            fresh = self._evaluate(self.dims, {n: self._views[n] for n in self.INPUTS})
+            top: dict[tuple[str, str], float] = {}
+            jobs = []
+            for name, ref in fresh.items():
+                for key, m in (("diff", self._views[name] - ref), ("ref", ref)):
+                    if isinstance(m, _DIST):
+                        jobs.append(m.reduce_rdd((name, key), "max"))
+                    else:
+                        top[name, key] = max_abs(m)
+            for tag, val in (self._ctx.sc.union(jobs).collect() if jobs else []):
+                top[tag] = max(top.get(tag, 0.0), val)
+            self._sweep()
+        errs = {n: top[n, "diff"] / max(top[n, "ref"], 1e-300) for n in fresh}
+        return errs if detail else max(errs.values(), default=0.0)
+
+    def save(self, path, extra: dict | None = None) -> None:
+        """Collect every view and write the NumPy backend's ``.npz`` format (restore with
+        ``linview.restore(path, program=prog, spark=session)``)."""
+        self._alive("save")
+        views = self._views
+        with spark_errors("save"):
+            self._views = {k: v.to_numpy() if isinstance(v, DistMatrix) else v
+                           for k, v in views.items()}
+        try:
+            super().save(path, extra=extra)
+        finally:
+            self._views = views

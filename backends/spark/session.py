@@ -1,0 +1,225 @@
+"""Spark sessions, errors, shipping linview to executors, and matrix I/O through Spark.
+
+* :func:`get_session` takes the caller's SparkSession/SparkContext (checked to be alive)
+  or starts ``local[*]``; a missing PySpark or Java, or a dead session, is a
+  :class:`~linview.errors.BackendError` that says what to install, never a Py4J traceback;
+* :func:`spark_errors` turns Py4J/PySpark failures during work into the same error, with
+  the one line that matters (e.g. the Python exception a task raised);
+* :func:`ship` sends a zip of the linview package to the executors (``sc.addPyFile``);
+* :func:`read_parquet` / :func:`write_parquet`: a matrix as Parquet rows ``(row, values)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from linview.backends.numpy import runtime
+from linview.backends.spark import tasks
+from linview.backends.spark.blocks import DistMatrix
+from linview.backends.spark.context import BlockContext
+from linview.errors import BackendError, InputError, LinviewError
+
+INSTALL_HINT = ("the Spark backend needs PySpark and a Java runtime (17 or 21): "
+                "pip install 'linview[spark]' and e.g. apt-get install openjdk-17-jre-headless "
+                "(or set JAVA_HOME)")
+#: settings of the sessions linview starts: Unix domain sockets between the JVM and the
+#: Python workers cut the per-task overhead several-fold (Spark 4.1+; ignored before)
+SESSION_CONF = {"spark.ui.showConsoleProgress": "false",
+                "spark.python.unix.domain.socket.enabled": "true"}
+STOPPED_HINT = ("views kept in Spark need their session: keep it running while they are "
+                "used, or save() them before stopping it and linview.restore(path, "
+                "program=prog, spark=new_session) afterwards")
+TASK_HINT = ("check that the Spark session is alive and that executors have numpy, scipy "
+             "and linview (linview.backends.spark.runtime.ship(sc) or spark-submit --py-files)")
+
+
+def _short(e: BaseException) -> str:
+    """One line out of a Py4J/Spark error: the Python exception a task raised, else the
+    first Java exception line, else the first line."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    py = [ln for ln in lines if re.match(r"^[A-Za-z_]\w*(Error|Exception): ", ln)]
+    java = [ln for ln in lines if re.match(r"^[\w.$]+(Error|Exception)\b", ln)]
+    text = (py or java or lines or [type(e).__name__])[-1 if py else 0]
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _is_spark_error(e: BaseException) -> bool:
+    mod = type(e).__module__ or ""
+    return mod.startswith(("py4j", "pyspark")) or isinstance(e, ConnectionError)
+
+
+@contextlib.contextmanager
+def spark_errors(what: str):
+    """Turn Py4J/PySpark failures into a :class:`BackendError` saying what failed."""
+    try:
+        yield
+    except LinviewError:
+        raise
+    except Exception as e:
+        if session_stopped():
+            raise BackendError(f"{what}: the Spark session was stopped", hint=STOPPED_HINT) \
+                from None
+        if not _is_spark_error(e):
+            raise
+        raise BackendError(f"{what}: Spark failed: {_short(e)}", hint=TASK_HINT) from None
+
+
+def session_stopped(sc=None) -> bool:
+    """Whether ``sc`` (default: the active SparkContext) has been stopped."""
+    if sc is None:
+        try:
+            from pyspark import SparkContext
+        except ImportError:
+            return False
+        sc = SparkContext._active_spark_context
+        if sc is None:
+            return True
+    return getattr(sc, "_jsc", None) is None
+
+
+def _java_available() -> bool:
+    home = os.environ.get("JAVA_HOME")
+    return bool(shutil.which("java") or (home and Path(home, "bin", "java").exists()))
+
+
+def get_session(spark=None, master: str | None = None):
+    """``(session or context, SparkContext)``: the caller's, checked to be alive, or a new
+    ``local[*]`` (or ``master``) session; either way linview is shipped to its executors
+    (once per SparkContext)."""
+    try:
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise BackendError("PySpark is not installed", hint=INSTALL_HINT) from None
+    if spark is not None:
+        sc = getattr(spark, "sparkContext", spark)
+        if not isinstance(sc, SparkContext):
+            raise BackendError(f"spark= must be a pyspark.sql.SparkSession or SparkContext, "
+                               f"not {type(spark).__name__}")
+        if getattr(sc, "_jsc", None) is None:
+            raise BackendError("the Spark session given with spark= has been stopped",
+                               hint="pass a live session, or none to start local[*]")
+        try:
+            ship(sc)  # also a round trip to the JVM: is the session alive?
+        except Exception as e:
+            raise BackendError(f"the Spark session does not answer: {_short(e)}",
+                               hint=INSTALL_HINT) from None
+        return spark, sc
+    if not _java_available():
+        raise BackendError("cannot start Spark: no Java runtime found (java on PATH or "
+                           "JAVA_HOME)", hint=INSTALL_HINT)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    try:
+        b = SparkSession.builder.master(master or "local[*]").appName("linview")
+        for k, v in SESSION_CONF.items():
+            b = b.config(k, v)
+        spark = b.getOrCreate()
+        sc = spark.sparkContext
+        ship(sc)
+    except Exception as e:
+        raise BackendError(f"cannot start Spark ({master or 'local[*]'}): {_short(e)}",
+                           hint=INSTALL_HINT) from None
+    return spark, sc
+
+
+def local_session(master: str = "local[2]", **conf):
+    """A small local session for tests, demos and benchmarks (UI off, few shuffle
+    partitions, workers on this Python); ``conf`` keys use ``_`` for ``.``."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    b = (SparkSession.builder.master(master).appName("linview")
+         .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4"))
+    for k, v in SESSION_CONF.items():
+        b = b.config(k, v)
+    for k, v in conf.items():
+        b = b.config(k.replace("_", "."), str(v))
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    ship(spark.sparkContext)
+    return spark
+
+
+_SHIPPED: set[str] = set()
+
+
+@functools.lru_cache(maxsize=1)
+def package_zip() -> str:
+    """A zip of the imported linview package, with ``linview/backends`` and
+    ``linview/grammar`` wherever they come from (wheel, editable install or source tree)."""
+    import linview
+    import linview.backends
+    import linview.grammar
+
+    roots = [("linview", Path(linview.__file__).parent),
+             ("linview/backends", Path(list(linview.backends.__path__)[0])),
+             ("linview/grammar", Path(list(linview.grammar.__path__)[0]))]
+    path = Path(tempfile.mkdtemp(prefix="linview-ship-")) / "linview.zip"
+    names: set[str] = set()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for arc, folder in roots:
+            for f in sorted(folder.rglob("*")):
+                name = f"{arc}/{f.relative_to(folder).as_posix()}"
+                if (f.is_file() and f.suffix in (".py", ".lark") and name not in names
+                        and "__pycache__" not in f.parts):
+                    z.write(f, name)
+                    names.add(name)
+    return str(path)
+
+
+def ship(sc) -> str | None:
+    """``sc.addPyFile`` a zip of linview, once per SparkContext, so that executors can run
+    the block functions (the generated module itself only runs on the driver)."""
+    key = sc.applicationId
+    if key in _SHIPPED:
+        return None
+    path = package_zip()
+    sc.addPyFile(path)
+    _SHIPPED.add(key)
+    return path
+
+
+def read_parquet(ctx: BlockContext, spark, path, what: str) -> DistMatrix:
+    """A matrix from Parquet with columns ``row`` (long, 0..m-1, each once) and ``values``
+    (array<double>, n each), read by Spark into row blocks."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = spark if isinstance(spark, SparkSession) else SparkSession(ctx.sc)
+    df = spark.read.parquet(str(path))
+    if not {"row", "values"} <= set(df.columns):
+        raise InputError(f"{what}: Parquet {path} needs columns 'row' and 'values', "
+                         f"has {', '.join(df.columns)}")
+    st = df.agg(F.count(F.lit(1)), F.countDistinct("row"), F.min("row"), F.max("row"),
+                F.min(F.size("values")), F.max(F.size("values"))).first()
+    count, distinct, lo, hi, w0, w1 = st
+    if not count or count != distinct or lo != 0 or hi != count - 1 or w0 != w1 or w0 < 1:
+        raise InputError(f"{what}: Parquet {path} must hold rows 0..m-1 exactly once, each "
+                         "with the same number of values")
+    splits = ctx.splits(count)
+    rdd = (df.select("row", "values").rdd.map(functools.partial(tasks.w_parquet_key, splits))
+           .groupByKey(len(splits) - 1, tasks.identity).map(tasks.w_parquet_block))
+    return DistMatrix(ctx, (count, w0), rows=ctx.keep(rdd, "local"))
+
+
+def write_parquet(a, path) -> None:
+    """Write a matrix as Parquet in the layout :func:`read_parquet` reads (needs pyarrow)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    a = runtime.as_matrix(a, "matrix")
+    m, n = a.shape
+    values = pa.ListArray.from_arrays(pa.array(np.arange(0, m * n + 1, n, dtype=np.int32)),
+                                      pa.array(np.ascontiguousarray(a).ravel()))
+    pq.write_table(pa.table({"row": pa.array(np.arange(m, dtype=np.int64)),
+                             "values": values}), str(path))

@@ -1,0 +1,196 @@
+"""``linview bench``: measured per-update cost of each strategy, in one process and run.
+
+For each strategy the program is compiled with that strategy forced (``auto`` = the cost
+model's choice), loaded on the same random inputs, and fed the same stream of random
+rank-k updates.  ``reeval`` is the baseline: each update is applied to the input and the
+whole program is re-run (``views.reevaluate_update``).  Per-update wall times give median,
+p10 and p90; speedups are ratios of medians against REEVAL measured in the same run.  The
+*memory floor* is one in-place rank-1 pass (``dgemm`` with beta = 1) over every view the
+trigger changes plus one matrix-vector pass (``dgemv``) over every view it reads, timed
+here too; ``trigger/floor`` says how far a trigger is from touching its data
+once.  After the stream, the maintained views are compared with re-evaluation (max
+relative error).  ``probe`` is the share of the update time spent in the randomized
+residual probes of maintained inverses (on by default; see ``linview/probe.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+import tracemalloc
+
+import numpy as np
+import scipy.linalg.blas as blas
+
+from linview.compiler.interp import size_value
+from linview.errors import CompileError, InputError
+
+
+def random_inputs(prog, rng: np.random.Generator) -> dict[str, np.ndarray | float]:
+    """Well-conditioned random inputs: square matrices 0.6 I + 0.3 G/√n (eigenvalues in a
+    disc of radius 0.3 around 0.6: invertible, powers bounded), rectangular ones standard
+    normal (full column rank with high probability), scalars 0.5."""
+    bindings = dict(prog.plan.sizes.bindings)
+    missing = sorted({s.name for s in prog.program.dim_symbols} - set(bindings))
+    if missing:
+        raise CompileError("bench needs a value for every size; missing: " + ", ".join(missing),
+                           hint="give them with --dims " + ",".join(f"{m}=..." for m in missing))
+    out: dict[str, np.ndarray | float] = {}
+    for d in prog.program.inputs:
+        if d.scalar:
+            out[d.name] = 0.5
+            continue
+        r, c = size_value(d.shape[0], bindings), size_value(d.shape[1], bindings)
+        if r == c:
+            out[d.name] = 0.6 * np.eye(r) + 0.3 * rng.standard_normal((r, c)) / np.sqrt(r)
+        else:
+            out[d.name] = rng.standard_normal((r, c))
+    return out
+
+
+def row_updates(shape, count: int, rank: int, rng: np.random.Generator, scale: float):
+    """``count`` updates each changing ``rank`` random rows: U one-hot columns, V small."""
+    rows, cols = shape
+    out = []
+    for _ in range(count):
+        U = np.zeros((rows, rank))
+        U[rng.choice(rows, size=min(rank, rows), replace=False), np.arange(min(rank, rows))] = 1
+        V = scale * rng.standard_normal((cols, rank)) / np.sqrt(cols)
+        out.append((U, V))
+    return out
+
+
+def _median_time(fn, repeat: int = 5) -> float:
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def memory_floor(views, trigger) -> float:
+    """Seconds for one in-place rank-1 pass over each changed view and one ``dgemv`` over
+    each view the trigger reads."""
+    from linview.compiler.delta import emitted_exprs
+    from linview.compiler.ir import Op
+
+    changed = [vd.name for vd in trigger.deltas]
+    read = set()
+    for vd in trigger.deltas:
+        for e in emitted_exprs(vd):
+            read |= {n.attr for n in e.walk() if n.op in (Op.VIEW, Op.INPUT)}
+    arrays = {k: np.array(v, order="F") for k, v in views._views.items()}
+    total = 0.0
+    for name in changed:
+        A = arrays[name]
+        x, y = np.full((A.shape[0], 1), 1e-300), np.ones((A.shape[1], 1))
+        total += _median_time(lambda A=A, x=x, y=y: blas.dgemm(
+            1.0, x, y, beta=1.0, c=A, trans_b=True, overwrite_c=True))
+    for name in read:
+        A = arrays[name]
+        x = np.ones(A.shape[1])
+        total += _median_time(lambda A=A, x=x: blas.dgemv(1.0, A, x))
+    return total
+
+
+def machine() -> dict:
+    return {"python": platform.python_version(), "numpy": np.__version__,
+            "machine": platform.machine(), "processor": platform.processor() or "",
+            "cpus": os.cpu_count()}
+
+
+def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
+              strategies=("reeval", "incr", "hybrid", "auto"), progress: bool = True,
+              input_name: str | None = None, scale: float = 0.1,
+              load_options: dict | None = None) -> dict:
+    """Measure every strategy on the same inputs and updates; see the module docstring."""
+    import linview
+    from linview.compiler.cost import cost_report
+
+    if not prog.program.dynamic:
+        raise CompileError(f"{prog.name} has no dynamic inputs: nothing to benchmark")
+    if updates < 1 or rank < 1:
+        raise InputError(f"bench needs at least one update of rank at least 1 (got "
+                         f"{updates} updates of rank {rank})")
+    x = input_name or prog.program.dynamic[0]
+    if x not in prog.program.dynamic:
+        raise CompileError(f"input {x} is not dynamic",
+                           hint="dynamic inputs: " + ", ".join(prog.program.dynamic))
+    for s in strategies:
+        if s not in ("reeval", "incr", "hybrid", "auto"):
+            raise CompileError(f"unknown strategy '{s}'",
+                               hint="valid strategies: reeval, incr, hybrid, auto")
+    rng = np.random.default_rng(seed)
+    inputs = random_inputs(prog, rng)
+    shape = np.shape(inputs[x])
+    stream = row_updates(shape, updates, rank, rng, scale)
+    base = dict(prog.options)
+    source = prog.program.source
+    result = {"program": prog.name, "input": x, "dims": base.get("dims", {}), "rank": rank,
+              "updates": updates, "seed": seed, "machine": machine(), "strategies": {}}
+    bar = None
+    if progress:
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        bar.start()
+    try:
+        for s in strategies:
+            # "reeval" is the baseline: update the input, re-run the whole program
+            variant = linview.compile(
+                source, name=prog.name, filename=prog.program.filename, dims=base.get("dims"),
+                backend=prog.backend, model=base.get("model", "auto"),
+                strategy=None if s in ("auto", "reeval") else s, rank=rank)
+            views = variant.load(**inputs, **(load_options or {}))
+            step = views.reevaluate_update if s == "reeval" else views.update
+            times = []
+            task = bar.add_task(f"{s:>7}", total=updates) if bar else None
+            for U, V in stream:
+                t0 = time.perf_counter()
+                step(x, U, V)
+                times.append(time.perf_counter() - t0)
+                if bar:
+                    bar.advance(task)
+            stats = dict(views.stats)  # the probe's share of the measured triggers
+            tracemalloc.start()
+            base_mem = tracemalloc.get_traced_memory()[0]
+            for U, V in stream[:2]:
+                step(x, U, V)
+            peak = tracemalloc.get_traced_memory()[1] - base_mem
+            tracemalloc.stop()
+            err = views.verify()
+            trig = variant.plan.triggers[x]
+            floor = memory_floor(views, trig)
+            predicted = next(t for t in cost_report(variant)["triggers"]
+                             if t["input"] == x)["reeval" if s == "reeval" else "trigger"]
+            t = np.array(times)
+            result["strategies"][s] = {
+                "median_s": float(np.median(t)), "p10_s": float(np.percentile(t, 10)),
+                "p90_s": float(np.percentile(t, 90)), "mean_s": float(t.mean()),
+                "max_rel_error": float(err), "floor_s": floor,
+                "trigger_over_floor": float(np.median(t)) / floor if floor else None,
+                "peak_temp_bytes": int(peak),
+                "view_bytes": int(sum(v.nbytes for v in views._views.values())),
+                "fallbacks": views.stats["fallbacks"],
+                "probe_s": stats.get("probe_seconds", 0.0) / len(times),
+                "probe_share": (stats.get("probe_seconds", 0.0) / sum(times)) if sum(times)
+                else 0.0,
+                "probe_failures": stats.get("probe_failures", 0),
+                "predicted_flops": predicted["flops"],
+                "chosen": {vd.name: vd.strategy.value for vd in trig.deltas[1:]},
+            }
+    finally:
+        if bar:
+            bar.stop()
+    ref = result["strategies"].get("reeval")
+    for r in result["strategies"].values():
+        r["speedup_vs_reeval"] = ref["median_s"] / r["median_s"] if ref else None
+    measured = sorted(result["strategies"], key=lambda s: result["strategies"][s]["median_s"])
+    result["ranking"] = {
+        "measured": measured,
+        "predicted": sorted(result["strategies"],
+                            key=lambda s: result["strategies"][s]["predicted_flops"]),
+    }
+    return result

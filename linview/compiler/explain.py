@@ -1,0 +1,94 @@
+"""``linview explain``: the program and its triggers in the notation of the thesis'
+Listing 6.4 (``ON UPDATE A BY (U, V): U_B := [...]; ...; A += U Vᵀ; ...``).
+
+``after`` names the pass whose output to show:
+
+* ``lower``     the SSA program as lowered (loops unrolled, ``^k`` expanded, inverses named);
+* a program pass of :data:`.passes.PROGRAM_PASSES` (``materialize_products``,
+  ``propagate_copies``, ...): the program after it;
+* ``optimize``  after every program pass;
+* ``delta``     the triggers as derived by the ops' delta rules, before simplification;
+* ``triggers``  (default) the optimized triggers that the backend emits.
+"""
+
+from __future__ import annotations
+
+from linview.compiler import ir, passes, printer
+from linview.compiler.delta import Strategy, Trigger, build_trigger
+from linview.errors import CompileError
+
+PASSES = ("lower", *passes.PROGRAM_PASS_NAMES, "optimize", "delta", "triggers")
+
+
+def _program(prog: ir.Program, symmetric=frozenset()) -> list[str]:
+    out = [f"program {prog.name} ({prog.filename})", "inputs:"]
+    for d in prog.inputs:
+        kind = "dynamic" if d.dynamic else "static"
+        if d.scalar:
+            kind += ", scalar"
+        out.append(f"  {d.name:<12} {printer.fmt_shape(d.ref):<12} {kind}")
+    out.append("views:")
+    width = max((len(s.name) for s in prog.statements), default=4)
+    for st in prog.statements:
+        tags = []
+        if st.name in symmetric:
+            tags.append("symmetric")
+        tag = f"  [{', '.join(tags)}]" if tags else ""
+        where = f"  % line {st.line}" if st.line else ""
+        out.append(f"  {st.name:<{width}} := {printer.fmt(st.expr)}    "
+                   f"{printer.fmt_shape(st.expr)}{tag}{where}")
+    out.append("outputs: " + ", ".join(f"{k} = {printer.fmt(v)}" for k, v in prog.outputs))
+    return out
+
+
+def trigger_listing(trig: Trigger) -> list[str]:
+    first = trig.deltas[0]
+    out = [f"ON UPDATE {trig.input} BY (U, V):    "
+           f"U: {printer.fmt_shape(first.left)}, V: {printer.fmt_shape(first.right)}"]
+    applies = [f"{trig.input} += U Vᵀ"]
+    for vd in trig.deltas[1:]:
+        if vd.strategy is Strategy.INCR:
+            tag = "  -- Woodbury" if vd.inverse_of else ""
+            ps = ", ".join(printer.fmt(t.P) for t in vd.terms)
+            qs = ", ".join(printer.fmt(t.Q) for t in vd.terms)
+            out.append(f"  {vd.left.attr} := [{ps}];    rank {vd.rank}{tag}")
+            out.append(f"  {vd.right.attr} := [{qs}];")
+            applies.append(f"{vd.name} += {vd.left.attr} {vd.right.attr}ᵀ")
+        elif vd.strategy is Strategy.HYBRID:
+            out.append(f"  {vd.left.attr} := {printer.fmt(vd.dense)};    dense "
+                       f"{printer.fmt_shape(vd.left)} (hybrid)")
+            applies.append(f"{vd.name} += {vd.left.attr}")
+        else:
+            out.append(f"  {vd.name}' := {printer.fmt(vd.new_value)};    re-evaluated: "
+                       f"{vd.reason}")
+            applies.append(f"{vd.name} := {vd.name}'")
+    out.append("  " + "; ".join(applies) + ";")
+    return out
+
+
+def explain(compiled, after: str | None = None) -> str:
+    """The text of ``linview explain`` for a :class:`~linview.api.CompiledProgram`."""
+    after = after or "triggers"
+    plan = compiled.plan
+    if after == "lower":
+        lines = _program(compiled.lowered)
+    elif after in passes.PROGRAM_PASS_NAMES:
+        lines = _program(passes.run_program(compiled.lowered, plan.sizes, upto=after))
+    elif after == "optimize":
+        lines = _program(plan.program, plan.symmetric)
+    elif after == "delta":
+        lines = _program(plan.program, plan.symmetric)
+        for x in plan.program.dynamic:
+            raw = build_trigger(plan.program, x, compiled.options.get("trigger_options"))
+            lines += [""] + trigger_listing(raw)
+    elif after == "triggers":
+        lines = _program(plan.program, plan.symmetric)
+        for trig in plan.triggers.values():
+            lines += [""] + trigger_listing(trig)
+        if not plan.triggers:
+            lines += ["", "no dynamic inputs: nothing to maintain"]
+    else:
+        raise CompileError(f"unknown pass '{after}'", hint="passes: " + ", ".join(PASSES))
+    if plan.notes and after in ("delta", "triggers"):
+        lines += ["", "notes:"] + [f"  {n}" for n in plan.notes]
+    return "\n".join(lines)

@@ -1,0 +1,506 @@
+"""Lowering: AST -> IR :class:`~linview.compiler.ir.Program` (SSA statements with symbolic shapes).
+
+What happens here:
+
+* inputs get shapes from ``%#linview dims``/``input`` pragmas or fresh symbols;
+* every assignment becomes an SSA statement ``view := expr`` (``T_1 ... T_k`` for a variable
+  assigned k times, the plain name for one assigned once); assignments of an input, a view
+  or a constant are copies and are propagated instead;
+* ``for`` loops with literal bounds are unrolled;
+* ``E^k`` is lowered by the iterative model: ``exp`` (repeated squaring, reusing squares),
+  ``linear`` (``E·E·…``) or ``skip=s`` (squaring up to ``E^s`` then steps of ``E^s``);
+* ``A \\ B`` and ``B / A`` become products with ``inv(A)``; every inverse and its argument
+  become views of their own (the inverse is maintained by Woodbury's identity);
+* ``size(X, d)`` becomes the symbolic size; scalar arithmetic on constants is folded;
+* shapes are unified as the statements are read, and a mismatch is a :class:`ShapeError`
+  that names the statement and both shapes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import sympy as sp
+
+from linview.compiler import ir, models
+from linview.compiler.ir import Node, Op
+from linview.compiler.models import MODELS, Options  # noqa: F401 - part of this interface
+from linview.compiler.shapes import Conflict, Unifier, dim
+from linview.errors import CompileError, ParseError, ShapeError, locate
+from linview.frontend import syntax
+
+SUPPORTED_FUNCTIONS = ("eye", "zeros", "ones", "size", "inv", "transpose", "sum", "trace")
+#: a program that lowers (loops unrolled, powers expanded) to more statements is refused:
+#: planning costs tens of milliseconds per statement
+MAX_STATEMENTS = 500
+
+
+class TooLarge(CompileError):
+    """The lowered program exceeds :data:`MAX_STATEMENTS`."""
+
+
+class _Lowerer:
+    def __init__(self, module: syntax.Module, source: str, filename: str, options: Options):
+        self.module = module
+        self.source = source
+        self.filename = filename
+        self.options = options
+        self.uni = Unifier()
+        self.env: dict[str, Node] = {}
+        self.statements: list[ir.Statement] = []
+        self.taken: set[str] = set()  # names of self.statements
+        self.names: set[str] = set()
+        self.version: dict[str, int] = {}
+        self.total: dict[str, int] = {}
+        self.loop_vars: set[str] = set()
+        self.current: syntax.Assign | None = None
+        self.not_one: list[tuple] = []
+
+    # ----------------------------------------------------------------- errors
+    def where(self, pos: syntax.Pos):
+        line, col = pos if pos and pos[0] else (0, 0)
+        return locate(self.source, self.filename, line, col) if line else None
+
+    def parse_error(self, msg: str, pos: syntax.Pos, hint: str | None = None) -> ParseError:
+        return ParseError(msg, self.where(pos), hint)
+
+    def shape_error(self, what: str, pos: syntax.Pos, *shapes) -> ShapeError:
+        stmt = ""
+        if self.current is not None:
+            stmt = f"in statement '{self.current.target} = ...': "
+        detail = ", ".join(f"{self.show(s)}" for s in shapes)
+        msg = f"{stmt}{what}" + (f" (got {detail})" if detail else "")
+        return ShapeError(msg, self.where(pos))
+
+    def show(self, shape) -> str:
+        r, c = (self.uni.resolve(x) for x in shape)
+        return f"{r}x{c}"
+
+    # ----------------------------------------------------------------- shapes
+    def unify(self, a, b, pos, what: str, *shapes) -> None:
+        try:
+            self.uni.unify(a, b)
+        except Conflict:
+            raise self.shape_error(what, pos, *shapes) from None
+
+    def fresh(self, n: Node) -> Node:
+        """``n`` with every size resolved by the current substitution."""
+        def fix(leaf: Node) -> Node:
+            shape = (self.uni.resolve(leaf.rows), self.uni.resolve(leaf.cols))
+            attr = leaf.attr
+            if leaf.op is Op.CONST:
+                attr = self.uni.resolve(attr)
+            return Node(leaf.op, (), attr, shape)
+        return ir.map_leaves(n, fix)
+
+    def build(self, op: Op, *children: Node, pos=(0, 0), attr=None) -> Node:
+        kids = tuple(self.fresh(c) for c in children)
+        try:
+            return Node(op, kids, attr)
+        except ir.ShapeMismatch as e:
+            raise self.shape_error(e.what, pos, *e.shapes) from None
+
+    # ----------------------------------------------------------------- driver
+    def run(self) -> ir.Program:
+        m = self.module
+        pragmas = m.pragmas
+        specs = {s.name: s for p in pragmas if p.kind in ("dims", "input") for s in p.specs}
+        scalars = {n for p in pragmas if p.kind == "scalar" for n in p.names}
+        if isinstance(m, syntax.Function):
+            params, name = m.params, m.name
+            for p in pragmas:
+                if p.kind == "input":
+                    raise self.parse_error("'%#linview input' is for scripts; a function's "
+                                           "inputs are its parameters", p.pos,
+                                           "use '%#linview dims X(m,n)' to give sizes")
+        else:
+            params = tuple(s.name for p in pragmas if p.kind == "input" for s in p.specs)
+            params += tuple(n for n in sorted(scalars) if n not in params)
+            name = self.filename.rsplit("/", 1)[-1].removesuffix(".m") or "script"
+            if not params:
+                raise self.parse_error("a script needs its inputs declared with "
+                                       "'%#linview input X(n,n) ...'", m.pos)
+        if len(set(params)) != len(params):
+            raise self.parse_error("an input is named twice", m.pos)
+        for p in pragmas:
+            for nm in list(p.names) + [s.name for s in p.specs]:
+                if p.kind != "output" and nm not in params:
+                    raise self.parse_error(f"pragma '{p.kind}' names '{nm}', which is not an "
+                                           f"input (inputs: {', '.join(params)})", p.pos)
+        dynamic_names = {n for p in pragmas if p.kind == "dynamic" for n in p.names}
+        static_names = {n for p in pragmas if p.kind == "static" for n in p.names}
+        decls = []
+        for pname in params:
+            if pname in scalars:
+                shape = (sp.Integer(1), sp.Integer(1))
+            elif pname in specs:
+                sizes = specs[pname].sizes
+                if len(sizes) != 2:
+                    raise self.parse_error(f"sizes of '{pname}' must be given as "
+                                           f"{pname}(rows, cols)", specs[pname].pos)
+                if "k" in sizes:
+                    raise self.parse_error("the size name 'k' is reserved for the rank of "
+                                           "updates", specs[pname].pos,
+                                           "choose another name, e.g. K or n")
+                shape = (dim(sizes[0]), dim(sizes[1]))
+                self.uni.rigid |= {x for x in shape if isinstance(x, sp.Symbol)}
+            else:
+                shape = (dim(f"rows_{pname}"), dim(f"cols_{pname}"))
+            is_scalar = shape == (1, 1)
+            dynamic = (pname in dynamic_names) if dynamic_names else not is_scalar
+            dynamic = dynamic and pname not in static_names
+            decls.append(ir.InputDecl(pname, shape, dynamic, is_scalar))
+            self.env[pname] = decls[-1].ref
+            self.names.add(pname)
+        self.count_assignments(m.body, 1)
+        self.names |= set(self.total)
+        self.block(m.body)
+        if isinstance(m, syntax.Function):
+            out_names = m.outputs
+        else:
+            listed = [n for p in pragmas if p.kind == "output" for n in p.names]
+            out_names = tuple(listed) or tuple(self.total)
+        outputs = []
+        for o in out_names:
+            if o not in self.env or o in self.loop_vars:
+                raise self.parse_error(f"output '{o}' is never assigned", m.pos)
+            outputs.append((o, self.env[o]))
+        if not outputs:
+            raise self.parse_error("the program has no outputs", m.pos)
+        prog = ir.Program(name=name, inputs=tuple(decls), statements=tuple(self.statements),
+                          outputs=tuple(outputs), filename=self.filename, source=self.source,
+                          not_one=tuple(self.not_one))
+        return prog.subs(self.uni.solution())
+
+    # ----------------------------------------------------------------- statements
+    def count_assignments(self, body, times: int) -> None:
+        for st in body:
+            if isinstance(st, syntax.Assign):
+                self.total[st.target] = self.total.get(st.target, 0) + times
+            else:
+                trips = 1
+                try:
+                    trips = len(self.loop_range(st))
+                except ParseError:
+                    pass
+                self.count_assignments(st.body, times * max(trips, 1))
+
+    def block(self, body) -> None:
+        for st in body:
+            if isinstance(st, syntax.Assign):
+                self.assign(st)
+            else:
+                self.loop(st)
+
+    def literal_int(self, e: syntax.Expr, what: str) -> int:
+        neg = False
+        if isinstance(e, syntax.Unary) and e.op == "-":
+            neg, e = True, e.operand
+        if isinstance(e, syntax.Num) and float(e.value).is_integer():
+            return -int(e.value) if neg else int(e.value)
+        raise self.parse_error(f"{what} must be an integer literal", getattr(e, "pos", (0, 0)),
+                               "loops are unrolled at compile time: write e.g. 'for i = 1:16'")
+
+    def loop_range(self, st: syntax.For) -> range:
+        a = self.literal_int(st.start, "a loop bound")
+        b = self.literal_int(st.stop, "a loop bound")
+        step = 1 if st.step is None else self.literal_int(st.step, "a loop step")
+        if step == 0:
+            raise self.parse_error("a loop step must not be zero", st.pos)
+        return range(a, b + (1 if step > 0 else -1), step)
+
+    def loop(self, st: syntax.For) -> None:
+        trips = self.loop_range(st)
+        if st.var in self.env and st.var not in self.loop_vars:
+            raise self.parse_error(f"loop variable '{st.var}' shadows a variable", st.pos)
+        self.loop_vars.add(st.var)
+        if self.options.model != "linear" and len(trips) > 1:
+            match = models.match_recurrence(st, self.env)
+            if match is not None and models.recurrence(self, st, match, len(trips)):
+                return
+        for _ in trips:
+            self.block(st.body)
+
+    def assign(self, st: syntax.Assign) -> None:
+        if st.target in self.loop_vars:
+            raise self.parse_error(f"cannot assign to loop variable '{st.target}'", st.pos)
+        self.current = st
+        j = self.version.get(st.target, 0)
+        self.version[st.target] = j + 1
+        name = st.target if self.total.get(st.target, 1) == 1 else f"{st.target}_{j}"
+        value = self.expr(st.value, name)
+        if value.op in ir.LEAVES:
+            self.env[st.target] = value  # copy propagation
+        else:
+            self.env[st.target] = self.emit(name, value, st)
+        self.current = None
+
+    def origin(self, st: syntax.Assign | None) -> tuple[str, int]:
+        if st is None or not st.pos or not st.pos[0]:
+            return "", 0
+        lines = self.source.splitlines()
+        line = st.pos[0]
+        text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        return text, line
+
+    def unique(self, name: str) -> str:
+        base, i = name, 1
+        taken = self.taken
+        while name in taken or (name != base and name in self.names):
+            i += 1
+            name = f"{base}{i}"
+        return name
+
+    def emit(self, name: str, value: Node, st: syntax.Assign | None = None) -> Node:
+        name = self.unique(name)
+        text, line = self.origin(st if st is not None else self.current)
+        value = self.fresh(value)
+        if len(self.statements) >= MAX_STATEMENTS:
+            where = f" (at {self.filename}:{line})" if line else ""
+            raise TooLarge(
+                f"the program unrolls to more than {MAX_STATEMENTS} statements{where} "
+                f"(model '{self.options.model}'); linview refuses programs this large",
+                hint="write powers as A^k and recurrences as T = A*T + B so that the 'exp' "
+                "or 'skip=S' models lower them in O(log k) steps, or use fewer iterations")
+        self.statements.append(ir.Statement(name, value, text, line))
+        self.taken.add(name)
+        return ir.view(name, value.shape)
+
+    def materialize(self, value: Node, name: str) -> Node:
+        """``value`` as a leaf: itself if already one, else a new auxiliary view."""
+        if value.op in ir.LEAVES:
+            return value
+        return self.emit(name, value)
+
+    def lookup(self, name: str) -> Node:
+        """The current value of a program variable."""
+        return self.env[name]
+
+    def rebind(self, name: str, value: Node, steps: int) -> None:
+        """``name`` now holds ``value``, ``steps`` assignments later."""
+        self.env[name] = value
+        self.version[name] = self.version.get(name, 0) + steps
+
+    @contextlib.contextmanager
+    def statement(self, st: syntax.Assign):
+        """Attribute what is emitted inside to the source statement ``st``."""
+        previous, self.current = self.current, st
+        try:
+            yield
+        finally:
+            self.current = previous
+
+    # ----------------------------------------------------------------- expressions
+    def expr(self, e: syntax.Expr, hint: str) -> Node:
+        method = getattr(self, "x_" + type(e).__name__.lower())
+        return self.fresh(method(e, hint))
+
+    def x_num(self, e: syntax.Num, hint: str) -> Node:
+        return ir.const(sp.Integer(int(e.value)) if float(e.value).is_integer()
+                        else sp.Float(e.value))
+
+    def x_name(self, e: syntax.Name, hint: str) -> Node:
+        if e.id in self.loop_vars:
+            raise self.parse_error(f"the loop variable '{e.id}' cannot be used in an "
+                                   "expression", e.pos,
+                                   "loops are unrolled; their bodies may not depend on the "
+                                   "iteration number")
+        if e.id not in self.env:
+            raise self.parse_error(f"undefined variable '{e.id}'", e.pos)
+        return self.env[e.id]
+
+    def x_unary(self, e: syntax.Unary, hint: str) -> Node:
+        v = self.expr(e.operand, hint)
+        return ir.neg(v) if e.op == "-" else v
+
+    def x_transpose(self, e: syntax.Transpose, hint: str) -> Node:
+        return ir.transpose(self.expr(e.operand, hint))
+
+    def x_matrix(self, e: syntax.Matrix, hint: str) -> Node:
+        rows = [[self.expr(x, hint) for x in row] for row in e.rows]
+        for row in rows:
+            for blk in row[1:]:
+                self.unify(row[0].rows, blk.rows, e.pos, "blocks in one block row must have "
+                           "the same number of rows", row[0].shape, blk.shape)
+        widths = [sp.Add(*[self.uni.resolve(b.cols) for b in row]) for row in rows]
+        for w, row in zip(widths[1:], rows[1:], strict=True):
+            self.unify(widths[0], w, e.pos, "block rows must have the same total number of "
+                       "columns", (rows[0][0].rows, widths[0]), (row[0].rows, w))
+        flat = [b for row in rows for b in row]
+        if len(flat) == 1:
+            return flat[0]
+        return self.build(Op.CONCAT, *flat, pos=e.pos, attr=tuple(len(r) for r in rows))
+
+    def x_binary(self, e: syntax.Binary, hint: str) -> Node:
+        if e.op == "^":
+            return self.power(e, hint)
+        a = self.expr(e.left, hint)
+        b = self.expr(e.right, hint)
+        op = e.op
+        if op in ("+", "-"):
+            if a.is_scalar != b.is_scalar:
+                raise self.shape_error(
+                    f"'{op}' between a scalar and a matrix is not supported; write "
+                    "s*ones(r,c) for a constant matrix, or declare 1x1 inputs with "
+                    "'%#linview scalar NAME'", e.pos, a.shape, b.shape)
+            if a.op is Op.CONST and b.op is Op.CONST:
+                return ir.const(a.attr + b.attr if op == "+" else a.attr - b.attr)
+            self.unify(a.rows, b.rows, e.pos, f"operands of '{op}' must have the same size",
+                       a.shape, b.shape)
+            self.unify(a.cols, b.cols, e.pos, f"operands of '{op}' must have the same size",
+                       a.shape, b.shape)
+            return self.build(Op.ADD if op == "+" else Op.SUB, a, b, pos=e.pos)
+        if op in ("*", ".*"):
+            if a.op is Op.CONST and b.op is Op.CONST:
+                return ir.const(a.attr * b.attr)
+            if (a.is_scalar and not b.is_scalar) or a.op is Op.CONST:
+                return self.fresh(ir.scale(a, b))
+            if (b.is_scalar and not a.is_scalar) or b.op is Op.CONST:
+                return self.fresh(ir.scale(b, a))
+            if op == ".*" or (a.is_scalar and b.is_scalar):
+                return self.elementwise(Op.EMUL, a, b, e)
+            self.unify(a.cols, b.rows, e.pos, "inner dimensions of '*' must agree",
+                       a.shape, b.shape)
+            return self.build(Op.MUL, a, b, pos=e.pos)
+        if op in ("/", "./"):
+            if b.is_scalar:
+                if b.op is Op.CONST:
+                    if b.attr == 0:
+                        raise self.shape_error("division by the constant zero", e.pos)
+                    return self.fresh(ir.scale(ir.const(1 / b.attr), a))
+                if a.is_scalar:
+                    return self.build(Op.EDIV, a, b, pos=e.pos)
+                return self.fresh(ir.scale(self.build(Op.EDIV, ir.const(1), b, pos=e.pos), a))
+            if op == "./":
+                return self.elementwise(Op.EDIV, a, b, e)
+            # B / A = B * inv(A)
+            self.unify(a.cols, b.cols, e.pos, "in 'B / A', B and A must have the same number "
+                       "of columns", a.shape, b.shape)
+            return self.build(Op.MUL, a, self.inverse(b, e, hint), pos=e.pos)
+        if op == "\\":
+            if a.is_scalar:
+                return self.x_binary(syntax.Binary("/", e.right, e.left, e.pos), hint)
+            self.unify(a.rows, b.rows, e.pos, "in 'A \\ B', A and B must have the same number "
+                       "of rows", a.shape, b.shape)
+            return self.build(Op.MUL, self.inverse(a, e, hint), b, pos=e.pos)
+        raise self.parse_error(f"operator '{op}' is not supported", e.pos)
+
+    def elementwise(self, op: Op, a: Node, b: Node, e: syntax.Binary) -> Node:
+        if not (a.is_scalar or b.is_scalar):
+            what = f"operands of '{e.op}' must have the same size"
+            self.unify(a.rows, b.rows, e.pos, what, a.shape, b.shape)
+            self.unify(a.cols, b.cols, e.pos, what, a.shape, b.shape)
+        return self.build(op, a, b, pos=e.pos)
+
+    def inverse(self, a: Node, e, hint: str) -> Node:
+        self.unify(a.rows, a.cols, e.pos, "only square matrices can be inverted", a.shape)
+        a = self.fresh(a)
+        if a.op is Op.CONST:
+            if a.attr == 0:
+                raise self.shape_error("inverse of the constant zero", e.pos)
+            return ir.const(1 / a.attr)
+        if a.is_scalar:
+            return self.build(Op.EDIV, ir.const(1), a, pos=e.pos)
+        arg = self.materialize(a, f"{hint}_arg")
+        return self.materialize(self.build(Op.INV, arg, pos=e.pos), f"{hint}_inv")
+
+    def power(self, e: syntax.Binary, hint: str) -> Node:
+        k_expr = e.right
+        if not (isinstance(k_expr, syntax.Num) and float(k_expr.value).is_integer()
+                and k_expr.value >= 1):
+            raise self.parse_error("the exponent of '^' must be an integer literal >= 1",
+                                   getattr(k_expr, "pos", e.pos),
+                                   "use inv(A) for an inverse; A^0 is eye(size(A,1))")
+        k = int(k_expr.value)
+        base = self.expr(e.left, hint)
+        self.unify(base.rows, base.cols, e.pos, "'^' needs a square matrix", base.shape)
+        base = self.fresh(base)
+        if k == 1:
+            return base
+        if base.op is Op.CONST:
+            return ir.const(base.attr ** k)
+        if base.is_scalar:  # repeated squaring: depth and size O(log k)
+            out, square = None, base
+            while k:
+                if k & 1:
+                    out = square if out is None else self.build(Op.EMUL, out, square,
+                                                                pos=e.pos)
+                k >>= 1
+                if k:
+                    square = self.build(Op.EMUL, square, square, pos=e.pos)
+            return out
+        return models.power(self, self.materialize(base, f"{hint}_base"), k, e.pos)
+
+    def x_call(self, e: syntax.Call, hint: str) -> Node:
+        f, args = e.func, e.args
+        if f in self.env or f in self.loop_vars:
+            raise self.parse_error(f"indexing '{f}(...)' is not supported", e.pos,
+                                   "linview works on whole matrices")
+        arity = {"eye": (1, 2), "zeros": (1, 2), "ones": (1, 2), "size": (2, 2),
+                 "inv": (1, 1), "transpose": (1, 1), "sum": (1, 2), "trace": (1, 1)}
+        if f not in arity:
+            raise self.parse_error(f"unknown function '{f}'", e.pos,
+                                   "supported functions: " + ", ".join(SUPPORTED_FUNCTIONS))
+        lo, hi = arity[f]
+        if not lo <= len(args) <= hi:
+            want = str(lo) if lo == hi else f"{lo} or {hi}"
+            extra = " (size(X) without a dimension is not supported)" if f == "size" else ""
+            raise self.parse_error(f"{f}() takes {want} arguments, got {len(args)}{extra}",
+                                   e.pos)
+        if f in ("eye", "zeros", "ones"):
+            sizes = [self.size_arg(a) for a in args]
+            r, c = sizes[0], sizes[-1]
+            return {"eye": ir.eye, "zeros": ir.zeros, "ones": ir.ones}[f](r, c)
+        if f == "size":
+            x = self.expr(args[0], hint)
+            d = self.literal_int(args[1], "the dimension argument of size()")
+            if d not in (1, 2):
+                raise self.parse_error("size(X, d) needs d = 1 or 2", args[1].pos)
+            return ir.const(x.shape[d - 1])
+        x = self.expr(args[0], hint)
+        if f == "inv":
+            return self.inverse(x, e, hint)
+        if f == "transpose":
+            return ir.transpose(x)
+        if f == "trace":
+            if x.is_scalar:
+                return x
+            self.unify(x.rows, x.cols, e.pos, "trace() needs a square matrix", x.shape)
+            return self.build(Op.TRACE, x, pos=e.pos)
+        # sum: along the first non-singleton dimension, as Octave does
+        if len(args) == 2:
+            d = self.literal_int(args[1], "the dimension argument of sum()")
+            if d not in (1, 2):
+                raise self.parse_error("sum(X, d) needs d = 1 or 2", args[1].pos)
+        else:
+            d = 2 if x.rows == 1 else 1
+            if d == 1 and not sp.sympify(x.rows).is_Number:
+                line = e.pos[0] if e.pos else 0
+                self.not_one.append((x.rows, f"sum() on line {line} of {self.filename} was "
+                                     f"compiled to sum columns, assuming {x.rows} > 1; for "
+                                     "a single row Octave sums the row instead: write "
+                                     "sum(X, 1) or sum(X, 2)"))
+        if (d == 1 and x.rows == 1) or (d == 2 and x.cols == 1):
+            return x
+        return self.build(Op.SUM, x, pos=e.pos, attr=d)
+
+    def size_arg(self, a: syntax.Expr) -> sp.Expr:
+        v = self.expr(a, "size")
+        if v.op is Op.CONST:
+            val = self.uni.resolve(v.attr)
+            if val.is_Integer and val > 0:
+                return val
+            if not val.is_Number and val.free_symbols:
+                return val
+        raise self.parse_error("sizes must be positive integer literals, size(X, d), or "
+                               "arithmetic on those", a.pos)
+
+
+def lower(module: syntax.Module, source: str = "", filename: str = "<string>",
+          options: Options | None = None) -> ir.Program:
+    """Lower a parsed module to an IR program (see the module docstring)."""
+    options = options or Options()
+    if options.model not in MODELS:
+        raise CompileError(f"unknown iterative model '{options.model}'",
+                           hint="valid models: exp, linear, skip=S, auto")
+    return _Lowerer(module, source, filename, options).run()
