@@ -115,6 +115,20 @@ def test_huge_updates_are_correct_or_refused_with_nothing_changed(inv_sum, scale
     assert scale < 1e12
 
 
+def test_a_huge_update_cannot_hide_from_the_probe_vector(inv_sum):
+    """The condition estimate bounds ‖A'‖ ‖W'‖ from below with the columns the update
+    changes most, so a probe vector nearly orthogonal to a huge rank-1 update (a chance
+    event for one draw) does not let it through: 60 draws, every one refused."""
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        A = rng.standard_normal((10, 10)) + 8 * np.eye(10)
+        v = inv_sum.load(A=A, B=rng.standard_normal((10, 10)))
+        v._prober.rng = np.random.default_rng(1000 + seed)
+        with pytest.raises(linview.NumericalError, match="condition estimate"):
+            v.update("A", 1e12 * rng.standard_normal(10), rng.standard_normal(10))
+        np.testing.assert_array_equal(v["A"], A)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(0, 2), st.floats(-2, 14), st.integers(0, 2**31)),
                 min_size=1, max_size=6))
