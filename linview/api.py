@@ -25,8 +25,9 @@ from linview.backends.numpy import runtime
 from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
 from linview.compiler.lower import Options, lower
 from linview.compiler.plan import Plan, make_plan
-from linview.errors import CompileError, LinviewError, StateError
+from linview.errors import CompileError, InputError, LinviewError, ShapeError, StateError
 from linview.frontend.parser import parse
+from linview.lower_language import NeedsData
 
 BACKENDS = ("numpy", "spark")
 
@@ -87,8 +88,29 @@ class CompiledProgram:
         return getattr(self.module, self.plan.class_name)
 
     def load(self, /, **inputs) -> runtime.TriggerModule:
-        """Evaluate every view from ``inputs`` and return the live views object."""
-        return self.module_class(**inputs)
+        """Evaluate every view from ``inputs`` and return the live views object.
+
+        When the data does not fit the program as compiled without it (a 1x1 input the
+        program took for a matrix, a size assumed not to be 1), and sizes were left open,
+        the program is specialised to the data's shapes (see :meth:`specialize`)."""
+        try:
+            return self.module_class(**inputs)
+        except InputError as first:
+            if not self.program.dim_symbols or self.options.get("shapes"):
+                raise
+            try:
+                special = self.specialize(**inputs)
+            except (InputError, ShapeError, CompileError):
+                raise
+            except LinviewError:
+                raise first from None
+            return special.load(**inputs)
+
+    def specialize(self, /, **inputs) -> CompiledProgram:
+        """This program compiled for the shapes of ``inputs`` (arrays, numbers, or
+        ``(rows, cols)`` tuples): every size is bound, 1x1 inputs are scalars.  Cached by
+        shape signature, so repeated loads with the same shapes reuse one module."""
+        return _specialize(self.options["text"], self.options, inputs)
 
     def explain(self, after: str | None = None) -> str:
         from linview.compiler.explain import explain
@@ -111,24 +133,110 @@ def load_module(source: str, name: str) -> types.ModuleType:
     return module
 
 
+@dataclass
+class DeferredProgram:
+    """A program whose sizes cannot be decided without data (``deferred`` says why): it
+    is compiled by :meth:`load` for the shapes of the inputs given, as
+    :meth:`CompiledProgram.specialize` does."""
+
+    name: str
+    deferred: str
+    options: dict = field(default_factory=dict)
+
+    def load(self, /, **inputs) -> runtime.TriggerModule:
+        return self.specialize(**inputs).load(**inputs)
+
+    def specialize(self, /, **inputs) -> CompiledProgram:
+        return _specialize(self.options["text"], self.options, inputs)
+
+    def _needs_data(self, *_args, **_kwargs):
+        raise CompileError(f"{self.name}: {self.deferred}, so it is compiled when load() "
+                           "sees the data",
+                           hint="to plan before any data exists, give the sizes in a "
+                           "'%#linview dims' pragma or call specialize(X=(rows, cols), ...)")
+
+    explain = _needs_data
+    plan = property(_needs_data)
+    program = property(_needs_data)
+    source = property(_needs_data)
+    module = property(_needs_data)
+    module_class = property(_needs_data)
+
+
+#: specialised programs by (source, options, shape signature)
+_SPECIALISED: dict[tuple, CompiledProgram] = {}
+_SPECIALISED_MAX = 64
+
+
+def _shape_of(value) -> tuple[int, int]:
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return value
+    shape = np.shape(value) if not hasattr(value, "tocsr") else value.shape
+    if len(shape) == 0:
+        return (1, 1)
+    if len(shape) == 1:
+        return (int(shape[0]), 1)
+    if len(shape) != 2:
+        raise InputError(f"inputs must be matrices (2-D), got shape {shape}")
+    return (int(shape[0]), int(shape[1]))
+
+
+def _specialize(text: str, options: dict, inputs: dict) -> CompiledProgram:
+    names = options["inputs"]
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise InputError(f"{options['name']}: missing {', '.join(missing)}",
+                         hint="inputs: " + ", ".join(names))
+    shapes = tuple((n, *_shape_of(inputs[n])) for n in names)
+    kwargs = {k: options[k] for k in ("name", "filename", "dims", "backend", "model",
+                                      "strategy", "rank")}
+    key = (text, repr(sorted(kwargs.items(), key=str)), shapes)
+    hit = _SPECIALISED.get(key)
+    if hit is None:
+        if len(_SPECIALISED) >= _SPECIALISED_MAX:
+            _SPECIALISED.pop(next(iter(_SPECIALISED)))
+        hit = _SPECIALISED[key] = compile(text, shapes=shapes, **kwargs)
+    return hit
+
+
 def compile(source: str, name: str | None = None, *, filename: str | None = None,  # noqa: A001
             dims: dict[str, int] | None = None, backend: str = "numpy",
-            model: str = "auto", strategy=None, rank: int = 1) -> CompiledProgram:
+            model: str = "auto", strategy=None, rank: int = 1,
+            shapes: tuple | None = None) -> CompiledProgram | DeferredProgram:
     """Compile linview source text to a trigger module (see the module docstring).
 
     ``dims`` binds symbolic sizes for planning (chain order, strategy choice); ``model``
     picks the iterative model of ``E^k`` and of recurrences ``T = A*T + B`` in loops
     (``exp``, ``linear``, ``skip=S``, or ``auto``: the cheapest by the cost model);
     ``strategy`` forces INCR/HYBRID/REEVAL for every view (a string) or per view (a dict);
-    ``rank`` is the expected update rank.
+    ``rank`` is the expected update rank.  ``shapes`` (``((input, rows, cols), ...)``)
+    specialises the program to the shapes of the data, as ``load()`` does when sizes
+    are left open; without it, a program whose sizes only the data can decide is returned
+    as a :class:`DeferredProgram`, compiled at ``load()``.
     """
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend '{backend}'", hint="backends: numpy, spark")
     filename = filename or f"{name or 'program'}.m"
     module_ast = parse(source, filename)
-    options = parse_model(model) if model != "auto" else Options()
-    program = lower(module_ast, source, filename, options)
     dims = dict(dims or {})
+    base = Options(shapes=tuple(shapes or ()), dims=tuple(sorted(dims.items())))
+    options = replace(parse_model(model), shapes=base.shapes, dims=base.dims) \
+        if model != "auto" else base
+    params = module_ast.params if hasattr(module_ast, "params") else tuple(
+        s.name for p in module_ast.pragmas if p.kind == "input" for s in p.specs) + tuple(
+        sorted({n for p in module_ast.pragmas if p.kind == "scalar" for n in p.names}))
+    kept = {"text": source, "name": name, "filename": filename, "dims": dims,
+            "backend": backend, "model": model, "strategy": strategy, "rank": rank,
+            "inputs": tuple(params), "shapes": shapes}
+    try:
+        program = lower(module_ast, source, filename, options)
+    except (NeedsData, ShapeError) as e:
+        if shapes or not (isinstance(e, NeedsData) or _open_inputs(module_ast)):
+            raise
+        reason = str(e) if isinstance(e, NeedsData) else "its sizes depend on the data"
+        return DeferredProgram(name or module_ast_name(module_ast, filename), reason, kept)
+    if shapes:
+        dims = {}
     known = {s.name for s in program.dim_symbols}
     unknown = sorted(set(dims) - known - {"k"})
     if unknown:
@@ -138,7 +246,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     if model == "auto":
         from linview.compiler.cost import choose_model
 
-        program, options = choose_model(module_ast, source, filename, dims, rank)
+        program, options = choose_model(module_ast, source, filename, dims, rank, base)
     if name:
         program = replace(program, name=name)
     trig_opts = parse_strategy(strategy)
@@ -147,6 +255,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
 
         trig_opts.choose = strategy_chooser(dims, rank)
     key = repr((source, options, sorted(dims.items()), repr(strategy), rank, backend))
+    kept["dims"] = dims if not shapes else kept["dims"]
     plan = make_plan(program, bindings=dims, rank=rank, trigger_options=trig_opts,
                      source_hash=runtime.source_hash(key))
     gen = importlib.import_module(f"linview.backends.{backend}.codegen")
@@ -157,8 +266,21 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
         raise CompileError(f"internal error: generated code does not parse: {e}") from None
     module = load_module(text, program.name)
     return CompiledProgram(program.name, plan, backend, text, module,
-                           {"dims": dims, "model": model, "strategy": strategy, "rank": rank,
-                            "trigger_options": trig_opts}, lowered=program)
+                           {**kept, "trigger_options": trig_opts}, lowered=program)
+
+
+def module_ast_name(module_ast, filename: str) -> str:
+    return getattr(module_ast, "name", None) or \
+        filename.rsplit("/", 1)[-1].removesuffix(".m") or "script"
+
+
+def _open_inputs(module_ast) -> bool:
+    """Whether some input's sizes are left to the data (no pragma gives them)."""
+    given = {s.name for p in module_ast.pragmas if p.kind in ("dims", "input")
+             for s in p.specs}
+    given |= {n for p in module_ast.pragmas if p.kind == "scalar" for n in p.names}
+    params = getattr(module_ast, "params", ())
+    return any(p not in given for p in params)
 
 
 def compile_file(path, **kwargs) -> CompiledProgram:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sympy as sp
 from linview.backends.common import Namer, shared_nodes
 
+from linview import ops_language
 from linview.compiler import printer
 from linview.compiler.delta import Strategy, Trigger, ViewDelta, emitted_exprs
 from linview.compiler.ir import LEAVES, Node, Op
@@ -149,6 +150,9 @@ class _Expr:
             return f"{self._wrap(ch[0], _ATOM)}.sum(axis={n.attr - 1}, keepdims=True)", _ATOM
         if op is Op.TRACE:
             return f"np.full((1, 1), np.trace({self.code(ch[0])}))", _ATOM
+        if op in ops_language.SHAPES:
+            return ops_language.numpy_code(n, lambda c: self._wrap(c, _ATOM), size_code,
+                                           self.label), _ATOM
         if op is Op.CONCAT:
             blocks = [f"np.full((1, 1), {self.code(c)})" if c.op is Op.CONST else self.code(c)
                       for c in ch]

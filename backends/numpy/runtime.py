@@ -116,6 +116,34 @@ def inv(A: np.ndarray, what: str) -> np.ndarray:
     return np.asfortranarray(out)
 
 
+# the wider Octave language (linview/ops_language.py): functions with Octave's conventions
+def norm(A: np.ndarray, p: str, vector: bool) -> np.ndarray:
+    """``norm(A, p)`` as a 1x1 array; a vector's 'fro' norm is its 2-norm."""
+    order = {"1": 1, "2": 2, "fro": "fro", "inf": np.inf}[p]
+    if vector:
+        return np.full((1, 1), np.linalg.norm(A.ravel(), 2 if order == "fro" else order))
+    return np.full((1, 1), np.linalg.norm(A, order))
+
+
+def diag(A: np.ndarray, how: str) -> np.ndarray:
+    """``diag(v)`` (``how="tomat"``) or the diagonal of a matrix as a column."""
+    return np.diag(A.ravel()) if how == "tomat" else np.diag(A).reshape(-1, 1).copy()
+
+
+def chol(A: np.ndarray, what: str) -> np.ndarray:
+    """Octave's ``chol``: the upper triangular R with ``Rᵀ R = A``."""
+    try:
+        return scipy.linalg.cholesky(A, lower=False)
+    except np.linalg.LinAlgError:
+        raise NumericalError(f"chol() in {what}: the matrix is not positive definite") \
+            from None
+
+
+def pinv(A: np.ndarray) -> np.ndarray:
+    """Octave's ``pinv``: singular values below ``max(size) · σ_max · eps`` are dropped."""
+    return np.linalg.pinv(A, rcond=max(A.shape) * np.finfo(float).eps)
+
+
 def core_inv(K: np.ndarray, what: str) -> np.ndarray:
     """The inverse of a small Woodbury core ``K = I + Qᵀ W P`` (r×r), guarded by its
     condition number; for r = 1 this is Sherman–Morrison's ``1 / (1 + vᵀ W u)``."""

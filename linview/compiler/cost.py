@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import sympy as sp
 
+from linview import ops_language
 from linview.compiler import ir
 from linview.compiler.delta import Strategy, Term, _sum_terms
 from linview.compiler.ir import Node, Op
@@ -49,6 +50,8 @@ def count(n: Node, size: SizeFn, seen: set[int] | None = None) -> tuple[object, 
             pass
         elif m.op in (Op.SUM, Op.TRACE):
             fl += ins[0] if ins else 0
+        elif m.op in ops_language.SHAPES:
+            fl += ops_language.flops(m, size)
         else:
             fl += r * c
         by += 8 * (sum(ins) + r * c)
@@ -150,9 +153,11 @@ def strategy_chooser(bindings: dict[str, int], rank: int = 1):
     return choose
 
 
-def choose_model(module_ast, source, filename, dims, rank):
+def choose_model(module_ast, source, filename, dims, rank, base=None):
     """``--model auto``: lower with each iterative model and keep the cheapest total
     trigger cost (falls back to ``exp``)."""
+    from dataclasses import replace
+
     from linview.compiler.delta import TriggerOptions, build_trigger
     from linview.compiler.lower import Options, lower
     from linview.compiler.optimize import optimize_program
@@ -160,8 +165,9 @@ def choose_model(module_ast, source, filename, dims, rank):
     sizes = Sizes(dict(dims), rank)
     best = None
     seen: set[tuple] = set()
-    for opts in (Options("exp"), Options("linear"), Options("skip", 2), Options("skip", 4),
-                 Options("skip", 8)):
+    base = base or Options()
+    for model, skip in (("exp", 4), ("linear", 4), ("skip", 2), ("skip", 4), ("skip", 8)):
+        opts = replace(base, model=model, skip=skip)
         program = optimize_program(lower(module_ast, source, filename, opts), sizes)
         key = tuple((s.name, id(s.expr)) for s in program.statements)
         if key in seen:  # no powers or recurrences: every model gives this program

@@ -38,6 +38,7 @@ import sympy as sp
 from linview.compiler import ir
 from linview.compiler.ir import Node, Op
 from linview.compiler.shapes import RANK
+from linview import ops_language
 
 
 class Strategy(enum.Enum):
@@ -209,6 +210,7 @@ RULES: dict[Op, Callable] = {
     Op.EMUL: _not_maintainable,
     Op.EDIV: _not_maintainable,
     Op.INV: _not_maintainable,  # only maintained as a statement of its own (Woodbury)
+    **ops_language.DELTA,
 }
 
 

@@ -14,6 +14,7 @@ import scipy.linalg
 import scipy.sparse as sps
 import sympy as sp
 
+from linview import ops_language
 from linview.compiler import ir
 from linview.compiler.ir import Node, Op
 from linview.errors import NumericalError
@@ -97,7 +98,8 @@ def eval_node(root: Node, env: Mapping[str, object], bindings: Mapping[str, int]
             val = np.eye(r, c) if n.op is Op.EYE else \
                 (np.zeros if n.op is Op.ZEROS else np.ones)((r, c))
         else:
-            val = EVAL[n.op](n, *(memo[id(c)] for c in n.children))
+            fn = EVAL.get(n.op) or ops_language.evaluator(bindings)[n.op]
+            val = fn(n, *(memo[id(c)] for c in n.children))
         memo[id(n)] = val
     return memo[id(root)]
 

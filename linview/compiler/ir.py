@@ -43,6 +43,16 @@ class Op(enum.Enum):
     SUM = "sum"  # attr: 1 (column sums) or 2 (row sums)
     TRACE = "trace"
     CONCAT = "concat"  # attr: tuple of block-row lengths; children row-major
+    # the wider Octave language (linview/ops_language.py)
+    MAP = "map"  # elementwise function, attr (name, parameter)
+    EBIN = "ebin"  # elementwise binary function with 1x1 broadcasting, attr name
+    REDUCE = "reduce"  # attr (max|min, dimension)
+    NORM = "norm"  # attr (p, is_vector)
+    DIAG = "diag"  # attr tomat | tovec
+    KRON = "kron"
+    CHOL = "chol"
+    PINV = "pinv"
+    INDEX = "index"  # attr (rows, cols): (start, stop) zero-based half-open, or None
 
 
 LEAVES = frozenset({Op.INPUT, Op.VIEW, Op.FACTOR, Op.CONST, Op.EYE, Op.ZEROS, Op.ONES})
@@ -488,7 +498,10 @@ class Program:
                         attr = sp.sympify(attr).subs(mapping)
                     memo[id(n)] = Node(n.op, (), attr, fix_shape(n.shape))
                 else:
-                    memo[id(n)] = n.replace(children=tuple(memo[id(c)] for c in n.children))
+                    attr = linview.ops_language.map_attr(
+                        n, lambda e: sp.expand(sp.sympify(e).subs(mapping)))
+                    memo[id(n)] = n.replace(children=tuple(memo[id(c)] for c in n.children),
+                                            attr=attr)
             return memo[id(root)]
 
         return replace(
@@ -498,3 +511,7 @@ class Program:
             outputs=tuple((k, fix(v)) for k, v in self.outputs),
             not_one=tuple((sp.sympify(e).subs(mapping), why) for e, why in self.not_one),
         )
+
+
+# the shape rules of the wider language register themselves in SHAPE_RULES
+import linview.ops_language  # noqa: E402, F401

@@ -22,13 +22,15 @@ from dataclasses import dataclass
 
 import sympy as sp
 
+from linview import lower_language
 from linview.compiler import ir, models
 from linview.compiler.ir import Node, Op
 from linview.compiler.shapes import Conflict, Unifier, dim
-from linview.errors import CompileError, ParseError, ShapeError, locate
+from linview.errors import CompileError, InputError, ParseError, ShapeError, locate
 from linview.frontend import syntax
 
-SUPPORTED_FUNCTIONS = ("eye", "zeros", "ones", "size", "inv", "transpose", "sum", "trace")
+SUPPORTED_FUNCTIONS = ("eye", "zeros", "ones", "size", "inv", "transpose", "sum", "trace",
+                       *lower_language.FUNCTIONS)
 MODELS = ("exp", "linear", "skip")
 
 
@@ -39,6 +41,10 @@ class Options:
 
     model: str = "exp"
     skip: int = 4
+    #: the data's shapes ``((input, rows, cols), ...)``: the program is specialised to them
+    shapes: tuple = ()
+    #: sizes given by ``dims=`` that the data's shapes must agree with
+    dims: tuple = ()
 
 
 class _Lowerer:
@@ -56,6 +62,7 @@ class _Lowerer:
         self.loop_vars: set[str] = set()
         self.current: syntax.Assign | None = None
         self.not_one: list[tuple] = []
+        self.end_stack: list = []  # extents that 'end' stands for, innermost last
 
     # ----------------------------------------------------------------- errors
     def where(self, pos: syntax.Pos):
@@ -92,7 +99,14 @@ class _Lowerer:
             if leaf.op is Op.CONST:
                 attr = self.uni.resolve(attr)
             return Node(leaf.op, (), attr, shape)
-        return ir.map_leaves(n, fix)
+        if not any(m.op is Op.INDEX for m in n.walk()):
+            return ir.map_leaves(n, fix)
+
+        def fix_all(m: Node) -> Node:
+            if m.op in ir.LEAVES:
+                return fix(m)
+            return m.replace(attr=lower_language.map_attr(m, self.uni.resolve))
+        return ir.rebuild(n, fix_all)
 
     def build(self, op: Op, *children: Node, pos=(0, 0), attr=None) -> Node:
         kids = tuple(self.fresh(c) for c in children)
@@ -147,6 +161,8 @@ class _Lowerer:
                 self.uni.rigid |= {x for x in shape if isinstance(x, sp.Symbol)}
             else:
                 shape = (dim(f"rows_{pname}"), dim(f"cols_{pname}"))
+            if self.options.shapes:
+                shape = self.specialise(pname, shape, pname in scalars, specs.get(pname))
             is_scalar = shape == (1, 1)
             dynamic = (pname in dynamic_names) if dynamic_names else not is_scalar
             dynamic = dynamic and pname not in static_names
@@ -173,11 +189,54 @@ class _Lowerer:
                           not_one=tuple(self.not_one))
         return prog.subs(self.uni.solution())
 
+    def specialise(self, pname: str, shape, scalar: bool, spec) -> tuple:
+        """The data's shape of input ``pname``, checked against its pragma and ``dims=``."""
+        data = {n: (r, c) for n, r, c in self.options.shapes}
+        if pname not in data:
+            return shape
+        got = tuple(sp.Integer(v) for v in data[pname])
+        if scalar and got != (1, 1):
+            raise InputError(f"input {pname} is {got[0]}x{got[1]}, but '%#linview scalar "
+                             f"{pname}' declares it 1x1", hint=f"pass a number for {pname}")
+        bound = self.data_bindings
+        given = dict(self.options.dims)
+        for axis, (want, have) in enumerate(zip(shape, got, strict=True)):
+            what = ("rows", "columns")[axis]
+            if spec is not None and not isinstance(want, sp.Symbol) and want != have:
+                raise InputError(f"input {pname} has {have} {what}, but '%#linview dims' "
+                                 f"declares {pname}({', '.join(map(str, spec.sizes))})")
+            if not isinstance(want, sp.Symbol):
+                continue
+            name = want.name
+            if name in given and given[name] != int(have):
+                raise InputError(f"input {pname} has {have} {what}, but dims= gives "
+                                 f"{name} = {given[name]}",
+                                 hint=f"drop {name} from dims= or pass matching data")
+            if name in bound and bound[name][0] != have:
+                first, src = bound[name]
+                raise InputError(f"input {pname} has {have} {what}, but '%#linview dims' "
+                                 f"names that size {name}, which is {first} in {src}",
+                                 hint="sizes with one name must be equal in the data")
+            bound.setdefault(name, (have, pname))
+        return got
+
+    @property
+    def data_bindings(self) -> dict:
+        if not hasattr(self, "_data_bindings"):
+            self._data_bindings = {}
+        return self._data_bindings
+
     # ----------------------------------------------------------------- statements
     def count_assignments(self, body, times: int) -> None:
         for st in body:
             if isinstance(st, syntax.Assign):
                 self.total[st.target] = self.total.get(st.target, 0) + times
+            elif isinstance(st, syntax.If):
+                for _, branch in st.branches:
+                    self.count_assignments(branch, times)
+                self.count_assignments(st.orelse, times)
+            elif isinstance(st, syntax.While):
+                self.count_assignments(st.body, times)
             else:
                 trips = 1
                 try:
@@ -190,6 +249,16 @@ class _Lowerer:
         for st in body:
             if isinstance(st, syntax.Assign):
                 self.assign(st)
+            elif isinstance(st, syntax.If):
+                for cond, branch in st.branches:
+                    if lower_language.decide(self, cond):
+                        self.block(branch)
+                        break
+                else:
+                    self.block(st.orelse)
+            elif isinstance(st, syntax.While):
+                raise self.parse_error("'while' loops are not supported", st.pos,
+                                       "iterate a fixed number of times: 'for i = 1:50'")
             else:
                 self.loop(st)
 
@@ -286,21 +355,46 @@ class _Lowerer:
 
     def x_unary(self, e: syntax.Unary, hint: str) -> Node:
         v = self.expr(e.operand, hint)
+        if e.op == "!":
+            return lower_language.logical_not(self, v, e.pos)
         return ir.neg(v) if e.op == "-" else v
+
+    def x_end(self, e: syntax.End, hint: str) -> Node:
+        if not self.end_stack:
+            raise self.parse_error("'end' is only allowed inside an index", e.pos,
+                                   "write sizes explicitly, e.g. size(X, 1)")
+        return ir.const(self.end_stack[-1])
+
+    def x_colon(self, e: syntax.Colon, hint: str) -> Node:
+        raise self.parse_error("a lone ':' is only allowed as a subscript", e.pos,
+                               "write X(:, j) for a column")
+
+    def x_span(self, e: syntax.Span, hint: str) -> Node:
+        raise self.parse_error("a range a:b is only allowed as a subscript or a 'for' range",
+                               e.pos, "write X(a:b, :) for rows a to b")
 
     def x_transpose(self, e: syntax.Transpose, hint: str) -> Node:
         return ir.transpose(self.expr(e.operand, hint))
 
     def x_matrix(self, e: syntax.Matrix, hint: str) -> Node:
+        if not e.rows:
+            raise self.parse_error("the empty matrix [] is not supported", e.pos,
+                                   "use zeros(r, c) for a matrix of zeros")
         rows = [[self.expr(x, hint) for x in row] for row in e.rows]
-        for row in rows:
-            for blk in row[1:]:
-                self.unify(row[0].rows, blk.rows, e.pos, "blocks in one block row must have "
-                           "the same number of rows", row[0].shape, blk.shape)
+        src = lower_language.show(e)
+        for i, row in enumerate(rows):
+            for j, blk in enumerate(row[1:], 1):
+                first, this = e.rows[i][0], e.rows[i][j]
+                self.unify(row[0].rows, blk.rows, e.pos,
+                           f"{src}: block row {i + 1} has {lower_language.show(first)} "
+                           f"({self.show(row[0].shape)}) and {lower_language.show(this)} "
+                           f"({self.show(blk.shape)}), which must have the same number of "
+                           "rows")
         widths = [sp.Add(*[self.uni.resolve(b.cols) for b in row]) for row in rows]
-        for w, row in zip(widths[1:], rows[1:], strict=True):
-            self.unify(widths[0], w, e.pos, "block rows must have the same total number of "
-                       "columns", (rows[0][0].rows, widths[0]), (row[0].rows, w))
+        for i, (w, row) in enumerate(zip(widths[1:], rows[1:], strict=True), 2):
+            self.unify(widths[0], w, e.pos,
+                       f"{src}: block row 1 is {self.uni.resolve(widths[0])} columns wide "
+                       f"but block row {i} is {self.uni.resolve(w)}")
         flat = [b for row in rows for b in row]
         if len(flat) == 1:
             return flat[0]
@@ -309,17 +403,19 @@ class _Lowerer:
     def x_binary(self, e: syntax.Binary, hint: str) -> Node:
         if e.op == "^":
             return self.power(e, hint)
+        if e.op == ".^":
+            return lower_language.elementwise_power(self, e, hint)
+        if e.op in lower_language.OPERATORS:
+            return lower_language.compare(self, e, hint)
         a = self.expr(e.left, hint)
         b = self.expr(e.right, hint)
         op = e.op
         if op in ("+", "-"):
             if a.is_scalar != b.is_scalar:
-                raise self.shape_error(
-                    f"'{op}' between a scalar and a matrix is not supported; write "
-                    "s*ones(r,c) for a constant matrix, or declare 1x1 inputs with "
-                    "'%#linview scalar NAME'", e.pos, a.shape, b.shape)
+                return lower_language.broadcast(self, op, a, b, e.pos)
             if a.op is Op.CONST and b.op is Op.CONST:
                 return ir.const(a.attr + b.attr if op == "+" else a.attr - b.attr)
+            a, b = lower_language.expand_vectors(self, a, b, e.pos)
             self.unify(a.rows, b.rows, e.pos, f"operands of '{op}' must have the same size",
                        a.shape, b.shape)
             self.unify(a.cols, b.cols, e.pos, f"operands of '{op}' must have the same size",
@@ -362,6 +458,7 @@ class _Lowerer:
 
     def elementwise(self, op: Op, a: Node, b: Node, e: syntax.Binary) -> Node:
         if not (a.is_scalar or b.is_scalar):
+            a, b = lower_language.expand_vectors(self, a, b, e.pos)
             what = f"operands of '{e.op}' must have the same size"
             self.unify(a.rows, b.rows, e.pos, what, a.shape, b.shape)
             self.unify(a.cols, b.cols, e.pos, what, a.shape, b.shape)
@@ -381,6 +478,10 @@ class _Lowerer:
 
     def power(self, e: syntax.Binary, hint: str) -> Node:
         k_expr = e.right
+        if not (isinstance(k_expr, syntax.Num) and float(k_expr.value).is_integer()
+                and k_expr.value >= 1) and lower_language.literal(k_expr) is not None \
+                and self.expr(e.left, hint).is_scalar:
+            return lower_language.elementwise_power(self, e, hint)
         if not (isinstance(k_expr, syntax.Num) and float(k_expr.value).is_integer()
                 and k_expr.value >= 1):
             raise self.parse_error("the exponent of '^' must be an integer literal >= 1",
@@ -403,9 +504,13 @@ class _Lowerer:
 
     def x_call(self, e: syntax.Call, hint: str) -> Node:
         f, args = e.func, e.args
-        if f in self.env or f in self.loop_vars:
-            raise self.parse_error(f"indexing '{f}(...)' is not supported", e.pos,
-                                   "linview works on whole matrices")
+        if f in self.loop_vars:
+            raise self.parse_error(f"indexing '{f}(...)' with a loop variable is not "
+                                   "supported", e.pos, "loops are unrolled")
+        if f in self.env:
+            return lower_language.index(self, e, hint)
+        if f in lower_language.FUNCTIONS:
+            return lower_language.call(self, e, hint)
         arity = {"eye": (1, 2), "zeros": (1, 2), "ones": (1, 2), "size": (2, 2),
                  "inv": (1, 1), "transpose": (1, 1), "sum": (1, 2), "trace": (1, 1)}
         if f not in arity:

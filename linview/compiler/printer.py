@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sympy as sp
 
+from linview import ops_language
 from linview.compiler.ir import Node, Op
 
 _PREC = {Op.ADD: 1, Op.SUB: 1, Op.NEG: 2, Op.SCALE: 3, Op.MUL: 3, Op.EMUL: 3, Op.EDIV: 3}
@@ -61,6 +62,8 @@ def fmt(n: Node) -> str:
         return f"sum({fmt(ch[0])}, {n.attr})"
     if op is Op.TRACE:
         return f"trace({fmt(ch[0])})"
+    if op in ops_language.SHAPES:
+        return ops_language.fmt(n, lambda c: _wrap(c, _ATOM))
     if op is Op.CONCAT:
         rows, i = [], 0
         for k in n.attr:

@@ -52,27 +52,29 @@ PRAGMA_KINDS: dict[str, str] = {
 _SUPPORTED = (
     "linview programs are assignments 'name = expr' and 'for' loops with literal bounds"
 )
-_OPERATORS_HINT = "supported operators: + - * / \\ .* ./ ^ ' .'"
+_OPERATORS_HINT = ("supported operators: + - * / \\ .* ./ ^ .^ ' .', comparisons and "
+                   "&& || in conditions")
 
 # Octave's reserved words that linview does not support (iskeyword() in Octave 8, minus
-# function/for/end/endfor/endfunction, which the grammar knows).
+# function/for/if/elseif/else/while and their ends, which the grammar knows).
 _OCTAVE_KEYWORDS = frozenset("""
-    __FILE__ __LINE__ break case catch classdef continue do else elseif end_try_catch
-    end_unwind_protect endarguments endclassdef endenumeration endevents endif endmethods
-    endparfor endproperties endspmd endswitch endwhile global if otherwise parfor persistent
-    return spmd switch try until unwind_protect unwind_protect_cleanup while
+    __FILE__ __LINE__ break case catch classdef continue do end_try_catch
+    end_unwind_protect endarguments endclassdef endenumeration endevents endmethods
+    endparfor endproperties endspmd endswitch global otherwise parfor persistent
+    return spmd switch try until unwind_protect unwind_protect_cleanup
 """.split())
 
 # Tokens after which Octave, inside [ ], starts a new element when whitespace follows.
-_OPERAND_END = frozenset({"NAME", "NUMBER", "_RPAR", "_RSQB", "QUOTE", "DOTQUOTE"})
+_OPERAND_END = frozenset({"NAME", "NUMBER", "_RPAR", "_RSQB", "QUOTE", "DOTQUOTE",
+                          "END_INDEX"})
 _OPERAND_START = frozenset({"NAME", "NUMBER", "LSQB", "_LPAR"})
-_END_TOKENS = frozenset({"_END", "_ENDFOR", "_ENDFUNCTION"})
+_END_TOKENS = frozenset({"_END", "_ENDFOR", "_ENDFUNCTION", "_ENDIF", "_ENDWHILE"})
+_BLOCK_OPENERS = ("FOR", "FUNCTION", "IF", "WHILE")
 _SEPARATORS = frozenset({"_NL", "_SEMI", "_COMMA"})
 
 _UNSUPPORTED_OP_HINTS = {
     "**": "write '^' for the matrix power",
     ".**": "elementwise power is not supported",
-    ".^": "elementwise power is not supported; '^' takes an integer literal exponent",
     ".\\": "elementwise left division is not supported; use './'",
     "++": "Octave reads '++' as an increment operator; write 'a + +b' with spaces",
     "--": "Octave reads '--' as a decrement operator; write 'a - -b' with spaces",
@@ -126,6 +128,9 @@ class _PostLexer:
             _reject_foreign(tok)
             if kind == "_NL" and brackets and brackets[-1] == "(":
                 continue
+            if kind == "_END" and brackets and brackets[-1] == "(":
+                tok = Token.new_borrow_pos("END_INDEX", tok.value, tok)
+                kind = tok.type
             if (brackets and brackets[-1] == "[" and not header and prev is not None
                     and prev.type in _OPERAND_END and prev.end_pos != tok.start_pos):
                 nxt = None
@@ -295,6 +300,28 @@ class _ToAst(Transformer):
         loop = syntax.For(var, start, stop, body.stmts, step, pos=_pos(tok))
         return _Block((loop,), body.pragmas)
 
+    def if_stmt(self, tok: Token, cond: syntax.Expr, body: _Block, *rest) -> _Block:
+        branches = [(cond, body.stmts)]
+        pragmas = list(body.pragmas)
+        orelse: tuple[syntax.Stmt, ...] = ()
+        for item in rest:
+            if item[0] == "elseif":
+                branches.append((item[1], item[2].stmts))
+                pragmas += item[2].pragmas
+            else:
+                orelse = item[1].stmts
+                pragmas += item[1].pragmas
+        return _Block((syntax.If(tuple(branches), orelse, pos=_pos(tok)),), tuple(pragmas))
+
+    def elseif(self, tok: Token, cond: syntax.Expr, body: _Block):
+        return ("elseif", cond, body)
+
+    def else_(self, tok: Token, body: _Block):
+        return ("else", body)
+
+    def while_stmt(self, tok: Token, cond: syntax.Expr, body: _Block) -> _Block:
+        return _Block((syntax.While(cond, body.stmts, pos=_pos(tok)),), body.pragmas)
+
     def range(self, var: Token, *bounds: syntax.Expr):
         if len(bounds) == 2:
             return str(var), bounds[0], None, bounds[1]
@@ -305,10 +332,22 @@ class _ToAst(Transformer):
 
     # ----------------------------------------------------------- expressions
     def binary(self, left: syntax.Expr, op: Token, right: syntax.Expr) -> syntax.Binary:
-        return syntax.Binary(str(op), left, right, pos=_pos(op))
+        text = "~=" if op.type == "NE" else str(op)
+        return syntax.Binary(text, left, right, pos=_pos(op))
 
     def unary(self, op: Token, operand: syntax.Expr) -> syntax.Unary:
-        return syntax.Unary(str(op), operand, pos=_pos(op))
+        return syntax.Unary("!" if op.type == "NOT" else str(op), operand, pos=_pos(op))
+
+    def colon(self, *tokens: Token) -> syntax.Colon:
+        return syntax.Colon()
+
+    def span(self, start: syntax.Expr, *rest: syntax.Expr) -> syntax.Span:
+        if len(rest) == 1:
+            return syntax.Span(start, rest[0], pos=_leftmost(start))
+        return syntax.Span(start, rest[1], rest[0], pos=_leftmost(start))
+
+    def end_index(self, tok: Token) -> syntax.End:
+        return syntax.End(pos=_pos(tok))
 
     def transpose(self, operand: syntax.Expr, op: Token) -> syntax.Transpose:
         return syntax.Transpose(operand, conjugate=op.type == "QUOTE", pos=_pos(op))
@@ -431,6 +470,8 @@ _TOKEN_WORDS = {
     "DOTSTAR": "'.*'", "DOTSLASH": "'./'", "CARET": "'^'", "QUOTE": '"\'"',
     "DOTQUOTE": "\".'\"", "FOR": "'for'", "FUNCTION": "'function'", "_END": "'end'",
     "_ENDFOR": "'endfor'", "_ENDFUNCTION": "'endfunction'", "PRAGMA": "a '%#linview' pragma",
+    "IF": "'if'", "ELSEIF": "'elseif'", "ELSE": "'else'", "WHILE": "'while'",
+    "_ENDIF": "'endif'", "_ENDWHILE": "'endwhile'", "END_INDEX": "'end'",
 }
 _OPERATORS = frozenset({"PLUS", "MINUS", "STAR", "SLASH", "BACKSLASH", "DOTSTAR",
                         "DOTSLASH", "CARET", "QUOTE", "DOTQUOTE"})
@@ -490,7 +531,7 @@ def _context(source: str, upto: int) -> _Context:
         for tok in _parser().lex(source):
             if tok.start_pos is None or tok.start_pos >= upto:
                 break
-            if tok.type in ("FOR", "FUNCTION"):
+            if tok.type in _BLOCK_OPENERS:
                 blocks.append(tok)
             elif tok.type in _END_TOKENS and blocks:
                 closed = closed or blocks.pop().type == "FUNCTION"
@@ -544,9 +585,12 @@ def _unexpected_token(e: UnexpectedToken, source: str) -> _Problem:
             closer = ")" if b.value == "(" else "]"
             return _at(b, f"this '{b.value}' is never closed",
                        f"the input ended where '{closer}' was expected")
-        if ctx.blocks and ctx.blocks[-1].type == "FOR":
-            return _at(ctx.blocks[-1], "this 'for' loop has no 'end'",
-                       "close the loop with 'end' or 'endfor'")
+        if ctx.blocks and ctx.blocks[-1].type in ("FOR", "IF", "WHILE"):
+            b = ctx.blocks[-1]
+            what = {"FOR": "'for' loop", "IF": "'if'", "WHILE": "'while' loop"}[b.type]
+            closer = {"FOR": "endfor", "IF": "endif", "WHILE": "endwhile"}[b.type]
+            return _at(b, f"this {what} has no 'end'",
+                       f"close it with 'end' or '{closer}'")
         # Lark's end token borrows the position of the last token the parser saw.
         end = (tok.end_line, tok.end_column)
         line, column = end if all(isinstance(v, int) for v in end) else _end_of_input(source)
@@ -566,14 +610,15 @@ def _unexpected_token(e: UnexpectedToken, source: str) -> _Problem:
                        "there is no open 'for' loop or function here")
         opener = ctx.blocks[-1]
         return _at(tok, f"'{tok}' cannot close the '{opener}' of line {opener.line}",
-                   "close a 'for' loop with 'end' or 'endfor', a function with 'end' or "
+                   "close a 'for' loop with 'end' or 'endfor', an 'if' with 'end' or "
+                   "'endif', a 'while' with 'end' or 'endwhile', a function with 'end' or "
                    "'endfunction'")
     if kind == "FUNCTION":
         return _at(tok, "'function' may only start the file",
                    "a file holds one function, and a script cannot define functions")
     if kind == "_COLON":
-        return _at(tok, "':' is only supported in a 'for' loop range",
-                   "write 'for i = 1:n'; ranges and slices like A(:, 1) are not supported")
+        return _at(tok, "':' is only supported in a 'for' loop range or an index",
+                   "write 'for i = 1:n', or index with X(:, 1) or X(2:end, :)")
     if ctx.function_closed and not ctx.blocks and expected <= _SEPARATORS | {"$END"}:
         return _at(tok, f"found {_describe(tok)} after the end of the function",
                    "a function file holds one function, and only comments may follow its "
