@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
+from linview import ops_language
 from linview.compiler import ir
 from linview.compiler.ir import Node, Op
 from linview.compiler.shapes import RANK
-from linview import ops_language
 
 
 class Strategy(enum.Enum):

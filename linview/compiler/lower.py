@@ -391,7 +391,7 @@ class _Lowerer:
                            f"({self.show(blk.shape)}), which must have the same number of "
                            "rows")
         widths = [sp.Add(*[self.uni.resolve(b.cols) for b in row]) for row in rows]
-        for i, (w, row) in enumerate(zip(widths[1:], rows[1:], strict=True), 2):
+        for i, w in enumerate(widths[1:], 2):
             self.unify(widths[0], w, e.pos,
                        f"{src}: block row 1 is {self.uni.resolve(widths[0])} columns wide "
                        f"but block row {i} is {self.uni.resolve(w)}")

@@ -364,9 +364,9 @@ class _ToAst(Transformer):
     def matrix(self, bracket: Token, *rows: tuple[syntax.Expr, ...]) -> syntax.Matrix:
         return syntax.Matrix(tuple(rows), pos=_pos(bracket))
 
-    def empty_matrix(self, bracket: Token):
-        raise _at(bracket, "the empty matrix [] is not supported",
-                  "use zeros(r, c) for a matrix of zeros")
+    def empty_matrix(self, bracket: Token) -> syntax.Matrix:
+        # only max(X, [], d) and min(X, [], d) take one; lowering rejects the others
+        return syntax.Matrix((), pos=_pos(bracket))
 
     def row(self, *elements: syntax.Expr) -> tuple[syntax.Expr, ...]:
         return tuple(elements)
@@ -474,9 +474,10 @@ _TOKEN_WORDS = {
     "_ENDIF": "'endif'", "_ENDWHILE": "'endwhile'", "END_INDEX": "'end'",
 }
 _OPERATORS = frozenset({"PLUS", "MINUS", "STAR", "SLASH", "BACKSLASH", "DOTSTAR",
-                        "DOTSLASH", "CARET", "QUOTE", "DOTQUOTE"})
+                        "DOTSLASH", "CARET", "QUOTE", "DOTQUOTE", "DOTCARET", "EQ", "NE",
+                        "LT", "LE", "GT", "GE", "ANDAND", "OROR"})
 _STATEMENT_START = frozenset({"NAME", "NUMBER", "LSQB", "_LPAR", "PLUS", "MINUS", "FOR",
-                              "PRAGMA"})
+                              "PRAGMA", "IF", "WHILE", "NOT"})
 # The order in which expected things are listed: closers first, separators last.
 _ORDER = ["_RPAR", "_RSQB", "_EQUAL", "_COLON", "_COMMA", "_SEMI", "an operator",
           "an expression", "a statement", "NAME", "_LPAR", "_END", "_ENDFOR", "_ENDFUNCTION",
@@ -503,7 +504,7 @@ def _expected_words(expected: set[str]) -> str:
         left -= _STATEMENT_START
     elif {"NAME", "NUMBER"} <= left:
         groups.append("an expression")
-        left -= {"NAME", "NUMBER", "LSQB", "_LPAR", "PLUS", "MINUS"}
+        left -= {"NAME", "NUMBER", "LSQB", "_LPAR", "PLUS", "MINUS", "NOT", "END_INDEX"}
     if len(left & _OPERATORS) >= 3:
         groups.append("an operator")
         left -= _OPERATORS | {"_LPAR"}  # '(' after a name (a call) is not worth listing
@@ -624,7 +625,7 @@ def _unexpected_token(e: UnexpectedToken, source: str) -> _Problem:
                    "a function file holds one function, and only comments may follow its "
                    "'end'")
     hint = None
-    if "_COLON" in expected:
+    if "_COLON" in expected and not ctx.brackets:
         hint = "a 'for' loop runs over a range: 'for i = a:b' or 'for i = a:step:b'"
     if ctx.brackets and ctx.brackets[-1].line < tok.line:
         b = ctx.brackets[-1]
