@@ -46,6 +46,10 @@ class Options:
     #: sizes given by ``dims=`` that the data's shapes must agree with
     dims: tuple = ()
 
+    def __repr__(self) -> str:  # as before the data's shapes existed: hashes stay stable
+        extra = f", shapes={self.shapes!r}, dims={self.dims!r}" if self.shapes else ""
+        return f"Options(model={self.model!r}, skip={self.skip!r}{extra})"
+
 
 class _Lowerer:
     def __init__(self, module: syntax.Module, source: str, filename: str, options: Options):
