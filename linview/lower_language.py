@@ -27,7 +27,7 @@ FUNCTIONS = {
     "abs": (1, 1), "sqrt": (1, 1), "exp": (1, 1), "log": (1, 1),
     "max": (1, 3), "min": (1, 3), "mean": (1, 2), "norm": (1, 2),
     "diag": (1, 1), "kron": (2, 2), "numel": (1, 1), "rows": (1, 1), "columns": (1, 1),
-    "length": (1, 1), "chol": (1, 1), "pinv": (1, 1),
+    "length": (1, 1), "chol": (1, 1), "pinv": (1, 1), "tril": (1, 1), "triu": (1, 1),
 }
 
 
@@ -185,6 +185,8 @@ def call(lw, e: syntax.Call, hint: str) -> Node:
         x = lw.expr(args[0], hint)
         return reduce_(lw, f, x, dimension_arg(lw, args[2], f), e.pos)
     x = lw.expr(args[0], hint)
+    if f in ("tril", "triu"):
+        return x if x.is_scalar else lw.build(Op.MAP, x, pos=e.pos, attr=(f, None))
     if f in ("abs", "sqrt", "exp", "log"):
         if x.op is Op.CONST and _number(x.attr) is not None:
             value = {"abs": abs, "sqrt": math.sqrt, "exp": math.exp, "log": math.log}[f]

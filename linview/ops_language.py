@@ -12,6 +12,7 @@ op-definition table in one piece.
 op          attr                                          delta
 ==========  ============================================  ====================================
 ``MAP``     ``(fn, param)``: abs sqrt exp log power not   re-evaluated
+            tril triu (the triangles, not elementwise)
 ``EBIN``    max min lt le gt ge eq ne and or              re-evaluated
 ``REDUCE``  ``(max|min, d)`` along dimension d            re-evaluated
 ``NORM``    ``(p, vector)``: p in 1 2 fro inf             1x1: dense difference
@@ -33,7 +34,7 @@ import sympy as sp
 from linview.compiler import ir
 from linview.compiler.ir import ONE, Node, Op, ShapeMismatch, same_dim
 
-MAP_FUNCTIONS = ("abs", "sqrt", "exp", "log", "power", "not")
+MAP_FUNCTIONS = ("abs", "sqrt", "exp", "log", "power", "not", "tril", "triu")
 EBIN_FUNCTIONS = ("max", "min", "lt", "le", "gt", "ge", "eq", "ne", "and", "or")
 #: comparison and logical operators of the source, as EBIN functions
 OPERATORS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "~=": "ne",
@@ -167,7 +168,8 @@ def _map(fn: str, param, a):
         return np.power(a, float(param))
     if fn == "not":
         return (a == 0).astype(float)
-    return {"abs": np.abs, "sqrt": np.sqrt, "exp": np.exp, "log": np.log}[fn](a)
+    return {"abs": np.abs, "sqrt": np.sqrt, "exp": np.exp, "log": np.log,
+            "tril": np.tril, "triu": np.triu}[fn](a)
 
 
 _EBIN = {"max": np.maximum, "min": np.minimum, "lt": np.less, "le": np.less_equal,
@@ -284,7 +286,8 @@ def fmt(n: Node, show) -> str:
 
 
 # ------------------------------------------------------------------ NumPy rendering
-_NP_MAP = {"abs": "np.abs", "sqrt": "np.sqrt", "exp": "np.exp", "log": "np.log"}
+_NP_MAP = {"abs": "np.abs", "sqrt": "np.sqrt", "exp": "np.exp", "log": "np.log",
+           "tril": "np.tril", "triu": "np.triu"}
 _NP_EBIN = {"max": "np.maximum", "min": "np.minimum", "lt": "np.less",
             "le": "np.less_equal", "gt": "np.greater", "ge": "np.greater_equal",
             "eq": "np.equal", "ne": "np.not_equal"}

@@ -11,6 +11,7 @@ Listing 6.4 (``ON UPDATE A BY (U, V): U_B := [...]; ...; A += U Vᵀ; ...``).
 
 from __future__ import annotations
 
+from linview import maintenance
 from linview.compiler import ir, printer
 from linview.compiler.delta import Strategy, Trigger, build_trigger
 
@@ -82,6 +83,7 @@ def explain(compiled, after: str | None = None) -> str:
             lines += [""] + trigger_listing(trig)
         if not plan.triggers:
             lines += ["", "no dynamic inputs: nothing to maintain"]
+        lines += [""] + maintenance.listing(plan) if plan.triggers else []
     else:
         from linview.errors import CompileError
 
