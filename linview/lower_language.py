@@ -272,6 +272,10 @@ def index(lw, e: syntax.Call, hint: str) -> Node:
         rows = _slice(lw, args[0], x.rows, e)
         cols = _slice(lw, args[1], x.cols, e)
     elif len(args) == 1:
+        r, c = lw.uni.resolve(x.rows), lw.uni.resolve(x.cols)
+        if not (r == 1 or c == 1) and (r.free_symbols or c.free_symbols):
+            raise NeedsData(f"'{_show(e)}' reads a vector, and only the data says whether "
+                            f"{e.func} is one")
         kind = vector_kind(lw, x, "indexing with one subscript", e.pos)
         if kind == "matrix" or isinstance(args[0], syntax.Colon):
             raise lw.parse_error(f"'{e.func}({_show(args[0])})' indexes a matrix as a "

@@ -147,6 +147,8 @@ def recurrence(lw, st: syntax.For, match, k: int) -> bool:
     if Y is not None:
         b = lw.expr(Y, target)
         b = ir.neg(b) if neg else b
+        if b.is_scalar and not t0.is_scalar:  # T = A*T + s: s broadcast (Octave)
+            b = lw.fresh(ir.scale(b, ir.ones(t0.rows, t0.cols)))
         b = lw.materialize(b, f"{target}_B")
         for x, y in ((b.rows, t0.rows), (b.cols, t0.cols)):
             lw.unify(x, y, assign.pos, "operands of '+' must have the same size",
