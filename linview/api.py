@@ -100,7 +100,10 @@ class CompiledProgram:
                 raise
             try:
                 special = self.specialize(**inputs)
-            except (InputError, ShapeError, CompileError):
+            except ShapeError as e:
+                raise InputError(f"the inputs' shapes do not fit the program: {e.message}",
+                                 e.location, e.hint) from None
+            except (InputError, CompileError):
                 raise
             except LinviewError:
                 raise first from None
@@ -144,7 +147,12 @@ class DeferredProgram:
     options: dict = field(default_factory=dict)
 
     def load(self, /, **inputs) -> runtime.TriggerModule:
-        return self.specialize(**inputs).load(**inputs)
+        try:
+            special = self.specialize(**inputs)
+        except ShapeError as e:
+            raise InputError(f"the inputs' shapes do not fit the program: {e.message}",
+                             e.location, e.hint) from None
+        return special.load(**inputs)
 
     def specialize(self, /, **inputs) -> CompiledProgram:
         return _specialize(self.options["text"], self.options, inputs)
