@@ -22,10 +22,18 @@ op          attr                                          delta
 ``PINV``    --                                            re-evaluated
 ``INDEX``   ``(rows, cols)``, each ``(start, stop)``      slices of the factors
             zero-based half-open, or None for all
+``LOOP``    a :class:`LoopSpec`: a ``while`` loop          re-evaluated as a whole
 ==========  ============================================  ====================================
+
+A ``LOOP`` node's children are the values the loop reads from outside (``@0``, ``@1``...
+inside the loop) followed by the initial values of the variables it assigns (``@x``
+inside the loop); one iteration maps the values at the loop head to the values at its
+end, as expressions over those placeholders.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
@@ -33,6 +41,25 @@ import sympy as sp
 
 from linview.compiler import ir
 from linview.compiler.ir import ONE, Node, Op, ShapeMismatch, same_dim
+
+
+@dataclass(frozen=True)
+class LoopSpec:
+    """``while cond ... end``: ``outer`` placeholder names of the values read from
+    outside, ``carried`` the assigned variables (placeholders ``@name``), ``cond`` and
+    ``updates`` (one per carried variable) over the placeholders, ``result`` the
+    variable this node yields, ``line`` the loop's line."""
+
+    outer: tuple[str, ...]
+    carried: tuple[str, ...]
+    cond: Node
+    updates: tuple[Node, ...]
+    result: str
+    line: int = 0
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        return self.outer + tuple(f"@{v}" for v in self.carried)
 
 MAP_FUNCTIONS = ("abs", "sqrt", "exp", "log", "power", "not", "tril", "triu")
 EBIN_FUNCTIONS = ("max", "min", "lt", "le", "gt", "ge", "eq", "ne", "and", "or")
@@ -111,8 +138,12 @@ def _index(children, attr, shape):
     return tuple(dims)
 
 
+def _loop(children, attr, shape):
+    return attr.updates[attr.carried.index(attr.result)].shape
+
+
 SHAPES = {
-    Op.MAP: _same_shape, Op.EBIN: _broadcast, Op.REDUCE: _reduce, Op.NORM: _norm,
+    Op.LOOP: _loop, Op.MAP: _same_shape, Op.EBIN: _broadcast, Op.REDUCE: _reduce, Op.NORM: _norm,
     Op.DIAG: _diag, Op.KRON: _kron, Op.CHOL: _square, Op.PINV: _pinv, Op.INDEX: _index,
 }
 
@@ -225,6 +256,16 @@ def evaluator(bindings):
         r, c = _slices(n.attr, bindings)
         return np.asarray(a, dtype=float)[r, c]
 
+    def loop(n, *values):
+        from linview.compiler.interp import eval_node
+
+        spec: LoopSpec = n.attr
+        env = dict(zip(spec.placeholders, values, strict=True))
+        while np.all(eval_node(spec.cond, env, bindings) != 0):
+            new = [eval_node(u, env, bindings) for u in spec.updates]
+            env.update({f"@{v}": x for v, x in zip(spec.carried, new, strict=True)})
+        return env[f"@{spec.result}"]
+
     return {
         Op.MAP: lambda n, a: _map(n.attr[0], n.attr[1], a),
         Op.EBIN: lambda n, a, b: ebin(n.attr, a, b),
@@ -236,6 +277,7 @@ def evaluator(bindings):
         Op.CHOL: lambda n, a: chol(a),
         Op.PINV: lambda n, a: pinv(a),
         Op.INDEX: index,
+        Op.LOOP: loop,
     }
 
 
@@ -282,6 +324,10 @@ def fmt(n: Node, show) -> str:
         return f"kron({show(ch[0])}, {show(ch[1])})"
     if n.op is Op.INDEX:
         return f"{show(ch[0])}({_fmt_slice(n.attr[0])}, {_fmt_slice(n.attr[1])})"
+    if n.op is Op.LOOP:
+        args = ", ".join(f"{p}={show(c)}" for p, c in zip(n.attr.placeholders, ch,
+                                                          strict=True))
+        return f"while_line{n.attr.line}({args}).{n.attr.result}"
     return f"{n.op.value}({show(ch[0])})"
 
 
@@ -293,9 +339,13 @@ _NP_EBIN = {"max": "np.maximum", "min": "np.minimum", "lt": "np.less",
             "eq": "np.equal", "ne": "np.not_equal"}
 
 
-def numpy_code(n: Node, code, size_code, label: str) -> str:
-    """One NumPy expression for ``n``; ``code`` renders a child as an atom."""
+def numpy_code(n: Node, code, size_code, label: str, ex=None) -> str:
+    """One NumPy expression for ``n``; ``code`` renders a child as an atom.  A ``LOOP``
+    emits its loop as statements through ``ex`` (the backend's expression printer) and
+    is then the name of its result."""
     ch = n.children
+    if n.op is Op.LOOP:
+        return _numpy_loop(n, code, ex)
     if n.op is Op.MAP:
         fn, param = n.attr
         if fn == "power":
@@ -327,6 +377,39 @@ def numpy_code(n: Node, code, size_code, label: str) -> str:
                  for sl in n.attr]
         return f"{code(ch[0])}[{', '.join(parts)}]"
     raise NotImplementedError(n.op)
+
+
+def _numpy_loop(n: Node, code, ex) -> str:
+    spec: LoopSpec = n.attr
+    ind = ex.indent
+    names = [ex.names("temp", f"w{ex.count}_{p.lstrip('@')}") for p in spec.placeholders]
+    ex.count += 1
+    values = [code(c) for c in n.children]
+    ex.lines.append(f"{ind}# while loop of line {spec.line}, evaluated as a whole")
+    for name, value in zip(names, values, strict=True):
+        ex.lines.append(f"{ind}{name} = {value}")
+    body: list[str] = []
+    inner = type(ex)(ex.names, body, ind + "    ", trigger=False,
+                     shared=_shared(list(spec.updates) + [spec.cond]))
+    inner.count = 1000 * ex.count
+    for p, name in zip(spec.placeholders, names, strict=True):
+        inner.names.fixed("view", p, name)
+    cond = inner.code(spec.cond)
+    body.append(f"{ind}    if not np.all({cond} != 0):")
+    body.append(f"{ind}        break")
+    news = [inner.code(u) for u in spec.updates]
+    carried = names[len(spec.outer):]
+    body.append(f"{ind}    {', '.join(carried)} = {', '.join(news)}"
+                f"{',' if len(news) == 1 else ''}")
+    ex.lines.append(f"{ind}while True:")
+    ex.lines += body
+    return carried[spec.carried.index(spec.result)]
+
+
+def _shared(roots):
+    from linview.backends.common import shared_nodes
+
+    return shared_nodes(roots)
 
 
 # ------------------------------------------------------------------ cost

@@ -152,7 +152,7 @@ class _Expr:
             return f"np.full((1, 1), np.trace({self.code(ch[0])}))", _ATOM
         if op in ops_language.SHAPES:
             return ops_language.numpy_code(n, lambda c: self._wrap(c, _ATOM), size_code,
-                                           self.label), _ATOM
+                                           self.label, self), _ATOM
         if op is Op.CONCAT:
             blocks = [f"np.full((1, 1), {self.code(c)})" if c.op is Op.CONST else self.code(c)
                       for c in ch]

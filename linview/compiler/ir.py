@@ -53,6 +53,7 @@ class Op(enum.Enum):
     CHOL = "chol"
     PINV = "pinv"
     INDEX = "index"  # attr (rows, cols): (start, stop) zero-based half-open, or None
+    LOOP = "loop"  # a while loop evaluated as a whole; attr a LoopSpec
 
 
 LEAVES = frozenset({Op.INPUT, Op.VIEW, Op.FACTOR, Op.CONST, Op.EYE, Op.ZEROS, Op.ONES})

@@ -67,6 +67,7 @@ class _Lowerer:
         self.current: syntax.Assign | None = None
         self.not_one: list[tuple] = []
         self.end_stack: list = []  # extents that 'end' stands for, innermost last
+        self.in_loop = False  # inside a while loop: values stay expressions, no views
 
     # ----------------------------------------------------------------- errors
     def where(self, pos: syntax.Pos):
@@ -261,8 +262,7 @@ class _Lowerer:
                 else:
                     self.block(st.orelse)
             elif isinstance(st, syntax.While):
-                raise self.parse_error("'while' loops are not supported", st.pos,
-                                       "iterate a fixed number of times: 'for i = 1:50'")
+                lower_language.while_loop(self, st)
             else:
                 self.loop(st)
 
@@ -303,6 +303,10 @@ class _Lowerer:
         self.version[st.target] = j + 1
         name = st.target if self.total.get(st.target, 1) == 1 else f"{st.target}_{j}"
         value = self.expr(st.value, name)
+        if self.in_loop:
+            self.env[st.target] = value
+            self.current = None
+            return
         if value.op in ir.LEAVES:
             self.env[st.target] = value  # copy propagation
         else:
@@ -334,7 +338,7 @@ class _Lowerer:
 
     def materialize(self, value: Node, name: str) -> Node:
         """``value`` as a leaf: itself if already one, else a new auxiliary view."""
-        if value.op in ir.LEAVES:
+        if value.op in ir.LEAVES or self.in_loop:
             return value
         return self.emit(name, value)
 
