@@ -93,6 +93,10 @@ class CompiledProgram:
         When the data does not fit the program as compiled without it (a 1x1 input the
         program took for a matrix, a size assumed not to be 1), and sizes were left open,
         the program is specialised to the data's shapes (see :meth:`specialize`)."""
+        scalars = [d.name for d in self.program.inputs if not d.scalar and d.name in inputs
+                   and _is_number(inputs[d.name])]
+        if scalars and not self.options.get("shapes"):  # a 1x1 input is a scalar
+            return self.specialize(**inputs).load(**inputs)
         try:
             return self.module_class(**inputs)
         except InputError as first:
@@ -174,6 +178,12 @@ class DeferredProgram:
 #: specialised programs by (source, options, shape signature)
 _SPECIALISED: dict[tuple, CompiledProgram] = {}
 _SPECIALISED_MAX = 64
+
+
+def _is_number(value) -> bool:
+    if isinstance(value, int | float | np.generic):
+        return True
+    return isinstance(value, np.ndarray) and value.size == 1 and value.ndim <= 2
 
 
 def _shape_of(value) -> tuple[int, int]:
