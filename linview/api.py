@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from linview import specialize
 from linview.backends.numpy import runtime
 from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
 from linview.compiler.lower import Options, lower
@@ -94,7 +95,7 @@ class CompiledProgram:
         program took for a matrix, a size assumed not to be 1), and sizes were left open,
         the program is specialised to the data's shapes (see :meth:`specialize`)."""
         scalars = [d.name for d in self.program.inputs if not d.scalar and d.name in inputs
-                   and _is_number(inputs[d.name])]
+                   and specialize.is_number(inputs[d.name])]
         if scalars and not self.options.get("shapes"):  # a 1x1 input is a scalar
             return self.specialize(**inputs).load(**inputs)
         try:
@@ -117,7 +118,7 @@ class CompiledProgram:
         """This program compiled for the shapes of ``inputs`` (arrays, numbers, or
         ``(rows, cols)`` tuples): every size is bound, 1x1 inputs are scalars.  Cached by
         shape signature, so repeated loads with the same shapes reuse one module."""
-        return _specialize(self.options["text"], self.options, inputs)
+        return specialize.specialize(self.options["text"], self.options, inputs)
 
     def explain(self, after: str | None = None) -> str:
         from linview.compiler.explain import explain
@@ -140,87 +141,10 @@ def load_module(source: str, name: str) -> types.ModuleType:
     return module
 
 
-@dataclass
-class DeferredProgram:
-    """A program whose sizes cannot be decided without data (``deferred`` says why): it
-    is compiled by :meth:`load` for the shapes of the inputs given, as
-    :meth:`CompiledProgram.specialize` does."""
-
-    name: str
-    deferred: str
-    options: dict = field(default_factory=dict)
-
-    def load(self, /, **inputs) -> runtime.TriggerModule:
-        try:
-            special = self.specialize(**inputs)
-        except ShapeError as e:
-            raise InputError(f"the inputs' shapes do not fit the program: {e.message}",
-                             e.location, e.hint) from None
-        return special.load(**inputs)
-
-    def specialize(self, /, **inputs) -> CompiledProgram:
-        return _specialize(self.options["text"], self.options, inputs)
-
-    def _needs_data(self, *_args, **_kwargs):
-        raise CompileError(f"{self.name}: {self.deferred}, so it is compiled when load() "
-                           "sees the data",
-                           hint="to plan before any data exists, give the sizes in a "
-                           "'%#linview dims' pragma or call specialize(X=(rows, cols), ...)")
-
-    explain = _needs_data
-    plan = property(_needs_data)
-    program = property(_needs_data)
-    source = property(_needs_data)
-    module = property(_needs_data)
-    module_class = property(_needs_data)
-
-
-#: specialised programs by (source, options, shape signature)
-_SPECIALISED: dict[tuple, CompiledProgram] = {}
-_SPECIALISED_MAX = 64
-
-
-def _is_number(value) -> bool:
-    if isinstance(value, int | float | np.generic):
-        return True
-    return isinstance(value, np.ndarray) and value.size == 1 and value.ndim <= 2
-
-
-def _shape_of(value) -> tuple[int, int]:
-    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
-        return value
-    shape = np.shape(value) if not hasattr(value, "tocsr") else value.shape
-    if len(shape) == 0:
-        return (1, 1)
-    if len(shape) == 1:
-        return (int(shape[0]), 1)
-    if len(shape) != 2:
-        raise InputError(f"inputs must be matrices (2-D), got shape {shape}")
-    return (int(shape[0]), int(shape[1]))
-
-
-def _specialize(text: str, options: dict, inputs: dict) -> CompiledProgram:
-    names = options["inputs"]
-    missing = [n for n in names if n not in inputs]
-    if missing:
-        raise InputError(f"{options['name']}: missing {', '.join(missing)}",
-                         hint="inputs: " + ", ".join(names))
-    shapes = tuple((n, *_shape_of(inputs[n])) for n in names)
-    kwargs = {k: options[k] for k in ("name", "filename", "dims", "backend", "model",
-                                      "strategy", "rank")}
-    key = (text, repr(sorted(kwargs.items(), key=str)), shapes)
-    hit = _SPECIALISED.get(key)
-    if hit is None:
-        if len(_SPECIALISED) >= _SPECIALISED_MAX:
-            _SPECIALISED.pop(next(iter(_SPECIALISED)))
-        hit = _SPECIALISED[key] = compile(text, shapes=shapes, **kwargs)
-    return hit
-
-
 def compile(source: str, name: str | None = None, *, filename: str | None = None,  # noqa: A001
             dims: dict[str, int] | None = None, backend: str = "numpy",
             model: str = "auto", strategy=None, rank: int = 1,
-            shapes: tuple | None = None) -> CompiledProgram | DeferredProgram:
+            shapes: tuple | None = None) -> CompiledProgram | specialize.DeferredProgram:
     """Compile linview source text to a trigger module (see the module docstring).
 
     ``dims`` binds symbolic sizes for planning (chain order, strategy choice); ``model``
@@ -230,7 +154,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     ``rank`` is the expected update rank.  ``shapes`` (``((input, rows, cols), ...)``)
     specialises the program to the shapes of the data, as ``load()`` does when sizes
     are left open; without it, a program whose sizes only the data can decide is returned
-    as a :class:`DeferredProgram`, compiled at ``load()``.
+    as a :class:`~linview.specialize.DeferredProgram`, compiled at ``load()``.
     """
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend '{backend}'", hint="backends: numpy, spark")
@@ -252,7 +176,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
         if shapes or not (isinstance(e, NeedsData) or _open_inputs(module_ast)):
             raise
         reason = str(e) if isinstance(e, NeedsData) else "its sizes depend on the data"
-        return DeferredProgram(name or module_ast_name(module_ast, filename), reason, kept)
+        return specialize.DeferredProgram(name or module_ast_name(module_ast, filename),
+                                          reason, kept)
     if shapes:
         dims = {}
     known = {s.name for s in program.dim_symbols}

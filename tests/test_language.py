@@ -13,7 +13,7 @@ import pytest
 
 import linview
 from linview import maintenance
-from linview.api import DeferredProgram
+from linview.specialize import DeferredProgram
 
 RNG = np.random.default_rng(14)
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from linview import lower_language
+from linview import lower_control, lower_language, specialize
 from linview.compiler import ir, models
 from linview.compiler.ir import Node, Op
 from linview.compiler.shapes import Conflict, Unifier, dim
-from linview.errors import CompileError, InputError, ParseError, ShapeError, locate
+from linview.errors import CompileError, ParseError, ShapeError, locate
 from linview.frontend import syntax
 
 SUPPORTED_FUNCTIONS = ("eye", "zeros", "ones", "size", "inv", "transpose", "sum", "trace",
@@ -167,7 +167,8 @@ class _Lowerer:
             else:
                 shape = (dim(f"rows_{pname}"), dim(f"cols_{pname}"))
             if self.options.shapes:
-                shape = self.specialise(pname, shape, pname in scalars, specs.get(pname))
+                shape = specialize.input_shape(self, pname, shape, pname in scalars,
+                                                specs.get(pname))
             is_scalar = shape == (1, 1)
             dynamic = (pname in dynamic_names) if dynamic_names else not is_scalar
             dynamic = dynamic and pname not in static_names
@@ -194,43 +195,6 @@ class _Lowerer:
                           not_one=tuple(self.not_one))
         return prog.subs(self.uni.solution())
 
-    def specialise(self, pname: str, shape, scalar: bool, spec) -> tuple:
-        """The data's shape of input ``pname``, checked against its pragma and ``dims=``."""
-        data = {n: (r, c) for n, r, c in self.options.shapes}
-        if pname not in data:
-            return shape
-        got = tuple(sp.Integer(v) for v in data[pname])
-        if scalar and got != (1, 1):
-            raise InputError(f"input {pname} is {got[0]}x{got[1]}, but '%#linview scalar "
-                             f"{pname}' declares it 1x1", hint=f"pass a number for {pname}")
-        bound = self.data_bindings
-        given = dict(self.options.dims)
-        for axis, (want, have) in enumerate(zip(shape, got, strict=True)):
-            what = ("rows", "columns")[axis]
-            if spec is not None and not isinstance(want, sp.Symbol) and want != have:
-                raise InputError(f"input {pname} has {have} {what}, but '%#linview dims' "
-                                 f"declares {pname}({', '.join(map(str, spec.sizes))})")
-            if not isinstance(want, sp.Symbol):
-                continue
-            name = want.name
-            if name in given and given[name] != int(have):
-                raise InputError(f"input {pname} has {have} {what}, but dims= gives "
-                                 f"{name} = {given[name]}",
-                                 hint=f"drop {name} from dims= or pass matching data")
-            if name in bound and bound[name][0] != have:
-                first, src = bound[name]
-                raise InputError(f"input {pname} has {have} {what}, but '%#linview dims' "
-                                 f"names that size {name}, which is {first} in {src}",
-                                 hint="sizes with one name must be equal in the data")
-            bound.setdefault(name, (have, pname))
-        return got
-
-    @property
-    def data_bindings(self) -> dict:
-        if not hasattr(self, "_data_bindings"):
-            self._data_bindings = {}
-        return self._data_bindings
-
     # ----------------------------------------------------------------- statements
     def count_assignments(self, body, times: int) -> None:
         for st in body:
@@ -256,13 +220,13 @@ class _Lowerer:
                 self.assign(st)
             elif isinstance(st, syntax.If):
                 for cond, branch in st.branches:
-                    if lower_language.decide(self, cond):
+                    if lower_control.decide(self, cond):
                         self.block(branch)
                         break
                 else:
                     self.block(st.orelse)
             elif isinstance(st, syntax.While):
-                lower_language.while_loop(self, st)
+                lower_control.while_loop(self, st)
             else:
                 self.loop(st)
 

@@ -1,0 +1,134 @@
+"""Programs specialised to the shapes of their data (issue 14).
+
+``compile`` without data keeps sizes symbolic.  When the sizes decide what the program
+means (``if rows(X) > 3``, a 1x1 input used as a scalar, a size assumed not to be 1), the
+program is compiled again for the data's shapes: every size bound, 1x1 inputs scalars.
+:func:`input_shape` checks the data against pragmas and ``dims=`` while lowering;
+:func:`specialize` compiles and caches by shape signature; :class:`DeferredProgram` is
+what ``compile`` returns for a program that cannot be compiled before the data exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import sympy as sp
+
+from linview.backends.numpy import runtime
+from linview.errors import CompileError, InputError, ShapeError
+
+if TYPE_CHECKING:
+    from linview.api import CompiledProgram
+
+
+def input_shape(lw, pname: str, shape, scalar: bool, spec) -> tuple:
+    """The data's shape of input ``pname``, checked against its pragma and ``dims=``."""
+    data = {n: (r, c) for n, r, c in lw.options.shapes}
+    if pname not in data:
+        return shape
+    got = tuple(sp.Integer(v) for v in data[pname])
+    if scalar and got != (1, 1):
+        raise InputError(f"input {pname} is {got[0]}x{got[1]}, but '%#linview scalar "
+                         f"{pname}' declares it 1x1", hint=f"pass a number for {pname}")
+    bound = lw.__dict__.setdefault("data_bindings", {})
+    given = dict(lw.options.dims)
+    for axis, (want, have) in enumerate(zip(shape, got, strict=True)):
+        what = ("rows", "columns")[axis]
+        if spec is not None and not isinstance(want, sp.Symbol) and want != have:
+            raise InputError(f"input {pname} has {have} {what}, but '%#linview dims' "
+                             f"declares {pname}({', '.join(map(str, spec.sizes))})")
+        if not isinstance(want, sp.Symbol):
+            continue
+        name = want.name
+        if name in given and given[name] != int(have):
+            raise InputError(f"input {pname} has {have} {what}, but dims= gives "
+                             f"{name} = {given[name]}",
+                             hint=f"drop {name} from dims= or pass matching data")
+        if name in bound and bound[name][0] != have:
+            first, src = bound[name]
+            raise InputError(f"input {pname} has {have} {what}, but '%#linview dims' "
+                             f"names that size {name}, which is {first} in {src}",
+                             hint="sizes with one name must be equal in the data")
+        bound.setdefault(name, (have, pname))
+    return got
+
+
+@dataclass
+class DeferredProgram:
+    """A program whose sizes cannot be decided without data (``deferred`` says why): it
+    is compiled by :meth:`load` for the shapes of the inputs given, as
+    :meth:`CompiledProgram.specialize` does."""
+
+    name: str
+    deferred: str
+    options: dict = field(default_factory=dict)
+
+    def load(self, /, **inputs) -> runtime.TriggerModule:
+        try:
+            special = self.specialize(**inputs)
+        except ShapeError as e:
+            raise InputError(f"the inputs' shapes do not fit the program: {e.message}",
+                             e.location, e.hint) from None
+        return special.load(**inputs)
+
+    def specialize(self, /, **inputs) -> CompiledProgram:
+        return specialize(self.options["text"], self.options, inputs)
+
+    def _needs_data(self, *_args, **_kwargs):
+        raise CompileError(f"{self.name}: {self.deferred}, so it is compiled when load() "
+                           "sees the data",
+                           hint="to plan before any data exists, give the sizes in a "
+                           "'%#linview dims' pragma or call specialize(X=(rows, cols), ...)")
+
+    explain = _needs_data
+    plan = property(_needs_data)
+    program = property(_needs_data)
+    source = property(_needs_data)
+    module = property(_needs_data)
+    module_class = property(_needs_data)
+
+
+#: specialised programs by (source, options, shape signature)
+_SPECIALISED: dict[tuple, CompiledProgram] = {}
+_SPECIALISED_MAX = 64
+
+
+def is_number(value) -> bool:
+    if isinstance(value, int | float | np.generic):
+        return True
+    return isinstance(value, np.ndarray) and value.size == 1 and value.ndim <= 2
+
+
+def shape_of(value) -> tuple[int, int]:
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
+        return value
+    shape = np.shape(value) if not hasattr(value, "tocsr") else value.shape
+    if len(shape) == 0:
+        return (1, 1)
+    if len(shape) == 1:
+        return (int(shape[0]), 1)
+    if len(shape) != 2:
+        raise InputError(f"inputs must be matrices (2-D), got shape {shape}")
+    return (int(shape[0]), int(shape[1]))
+
+
+def specialize(text: str, options: dict, inputs: dict) -> CompiledProgram:
+    names = options["inputs"]
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise InputError(f"{options['name']}: missing {', '.join(missing)}",
+                         hint="inputs: " + ", ".join(names))
+    shapes = tuple((n, *shape_of(inputs[n])) for n in names)
+    kwargs = {k: options[k] for k in ("name", "filename", "dims", "backend", "model",
+                                      "strategy", "rank")}
+    key = (text, repr(sorted(kwargs.items(), key=str)), shapes)
+    hit = _SPECIALISED.get(key)
+    if hit is None:
+        if len(_SPECIALISED) >= _SPECIALISED_MAX:
+            _SPECIALISED.pop(next(iter(_SPECIALISED)))
+        from linview.api import compile  # noqa: A004 - the public compile
+
+        hit = _SPECIALISED[key] = compile(text, shapes=shapes, **kwargs)
+    return hit
