@@ -201,6 +201,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     kept["dims"] = dims if not shapes else kept["dims"]
     plan = make_plan(program, bindings=dims, rank=rank, trigger_options=trig_opts,
                      source_hash=runtime.source_hash(key))
+    if backend == "spark":
+        specialize.refuse_on_spark(plan)
     gen = importlib.import_module(f"linview.backends.{backend}.codegen")
     text = gen.generate(plan)
     try:

@@ -218,11 +218,17 @@ def call(lw, e: syntax.Call, hint: str) -> Node:
         return lw.fresh(ir.scale(ir.const(1 / extent), total))
     if f == "norm":
         p = "2"
-        if len(args) == 2:
+        if len(args) == 2 and isinstance(args[1], syntax.Str):
+            if args[1].value not in ("fro", "inf", "Inf"):
+                raise lw.parse_error(f"norm(X, '{args[1].value}') is not supported",
+                                     args[1].pos, "write norm(X, p) with p = 1, 2, Inf or "
+                                     "'fro'")
+            p = "fro" if args[1].value == "fro" else "inf"
+        elif len(args) == 2:
             v = literal(args[1])
             if v not in (1, 2, math.inf):
-                raise lw.parse_error("norm(X, p) supports p = 1, 2 or Inf", args[1].pos,
-                                     "the Frobenius norm is sqrt(sum(sum(X .^ 2)))")
+                raise lw.parse_error("norm(X, p) supports p = 1, 2, Inf or 'fro'",
+                                     args[1].pos, "write e.g. norm(X, 1) or norm(X, 'fro')")
             p = "inf" if v == math.inf else str(int(v))
         kind = vector_kind(lw, x, "norm()", e.pos)
         return lw.build(Op.NORM, x, pos=e.pos, attr=(p, kind != "matrix"))
@@ -356,6 +362,8 @@ def _show(e) -> str:
         return f"{_show(e.operand)}{chr(39) if e.conjugate else '.' + chr(39)}"
     if isinstance(e, syntax.Call):
         return f"{e.func}({', '.join(_show(a) for a in e.args)})"
+    if isinstance(e, syntax.Str):
+        return f"'{e.value}'"
     if isinstance(e, syntax.Matrix):
         return "[" + "; ".join(", ".join(_show(x) for x in row) for row in e.rows) + "]"
     return "..."

@@ -132,3 +132,16 @@ def specialize(text: str, options: dict, inputs: dict) -> CompiledProgram:
 
         hit = _SPECIALISED[key] = compile(text, shapes=shapes, **kwargs)
     return hit
+
+
+def refuse_on_spark(plan) -> None:
+    """The Spark backend's distributed matrices know the ops of the core language only."""
+    from linview.compiler.ir import Op
+    from linview.ops_language import SHAPES, describe
+
+    for st in plan.program.statements:
+        for n in st.expr.walk():
+            if n.op in SHAPES:
+                what = "a 'while' loop" if n.op is Op.LOOP else f"'{describe(n)}'"
+                raise CompileError(f"{what} (line {st.line}) is not supported by the Spark "
+                                   "backend yet", hint="use backend='numpy'")

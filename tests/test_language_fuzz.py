@@ -66,6 +66,8 @@ TEMPLATES = [
     ("sc", "col", "norm({0}, 1)", lambda a: np.abs(a).sum()),
     ("sc", "sq", "norm({0}, Inf)", lambda a: np.abs(a).sum(axis=1).max()),
     ("sc", "sq", "trace({0})", np.trace),
+    ("sc", "sq", "norm({0}, 'fro') + norm({0})",
+     lambda a: np.linalg.norm(a) + np.linalg.norm(a, 2)),
     ("sc", "sq", "{0}(1, end)", lambda a: a[0, -1]),
     ("sc", "col", "max({0})", np.max),
     ("sc", "row", "{0} * {0}'", lambda a: (a @ a.T)[0, 0]),

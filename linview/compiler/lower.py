@@ -337,6 +337,10 @@ class _Lowerer:
                                    "write sizes explicitly, e.g. size(X, 1)")
         return ir.const(self.end_stack[-1])
 
+    def x_str(self, e: syntax.Str, hint: str) -> Node:
+        raise self.parse_error(f"the string '{e.value}' is not supported here", e.pos,
+                               "strings are only supported in norm(X, 'fro')")
+
     def x_colon(self, e: syntax.Colon, hint: str) -> Node:
         raise self.parse_error("a lone ':' is only allowed as a subscript", e.pos,
                                "write X(:, j) for a column")

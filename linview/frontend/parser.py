@@ -70,6 +70,8 @@ _OPERAND_END = frozenset({"NAME", "NUMBER", "_RPAR", "_RSQB", "QUOTE", "DOTQUOTE
 _OPERAND_START = frozenset({"NAME", "NUMBER", "LSQB", "_LPAR"})
 _END_TOKENS = frozenset({"_END", "_ENDFOR", "_ENDFUNCTION", "_ENDIF", "_ENDWHILE"})
 _BLOCK_OPENERS = ("FOR", "FUNCTION", "IF", "WHILE")
+# The only strings of the dialect: option words of norm(X, 'fro') (STRING tokens).
+_WORDS = frozenset({"fro", "inf", "Inf"})
 _SEPARATORS = frozenset({"_NL", "_SEMI", "_COMMA"})
 
 _UNSUPPORTED_OP_HINTS = {
@@ -128,6 +130,17 @@ class _PostLexer:
             _reject_foreign(tok)
             if kind == "_NL" and brackets and brackets[-1] == "(":
                 continue
+            if (kind == "QUOTE" and brackets and brackets[-1] == "(" and prev is not None
+                    and prev.type in ("_COMMA", "_LPAR")):
+                word = next(tokens, None)
+                close = next(tokens, None) if word is not None else None
+                if (word is not None and close is not None and word.value in _WORDS
+                        and close.type == "QUOTE" and word.start_pos == tok.end_pos
+                        and close.start_pos == word.end_pos):
+                    tok = Token.new_borrow_pos("STRING", str(word), tok)
+                    kind = tok.type
+                else:
+                    pending += [t for t in (close, word) if t is not None]
             if kind == "_END" and brackets and brackets[-1] == "(":
                 tok = Token.new_borrow_pos("END_INDEX", tok.value, tok)
                 kind = tok.type
@@ -345,6 +358,9 @@ class _ToAst(Transformer):
         if len(rest) == 1:
             return syntax.Span(start, rest[0], pos=_leftmost(start))
         return syntax.Span(start, rest[1], rest[0], pos=_leftmost(start))
+
+    def string(self, tok: Token) -> syntax.Str:
+        return syntax.Str(str(tok), pos=_pos(tok))
 
     def end_index(self, tok: Token) -> syntax.End:
         return syntax.End(pos=_pos(tok))

@@ -101,7 +101,15 @@ class End:
     pos: Pos = field(default=(0, 0), compare=False)
 
 
-Expr = Num | Name | Unary | Binary | Transpose | Call | Matrix | Colon | Span | End
+@dataclass(frozen=True)
+class Str:
+    """A quoted word as a function argument: ``norm(X, 'fro')``."""
+
+    value: str
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+Expr = Num | Name | Unary | Binary | Transpose | Call | Matrix | Colon | Span | End | Str
 
 
 # ---------------------------------------------------------------- statements

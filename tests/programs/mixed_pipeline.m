@@ -4,5 +4,5 @@ function [beta, s, nrm] = mixed_pipeline(X, y)
   G = X' * X;
   beta = G \ (X' * y);
   s = max(abs(beta));
-  nrm = norm(G, 1) + norm(G);
+  nrm = norm(G, 1) + norm(G) + norm(G, 'fro');
 end
