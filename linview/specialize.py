@@ -80,7 +80,8 @@ class DeferredProgram:
         raise CompileError(f"{self.name}: {self.deferred}, so it is compiled when load() "
                            "sees the data",
                            hint="to plan before any data exists, give the sizes in a "
-                           "'%#linview dims' pragma or call specialize(X=(rows, cols), ...)")
+                           "'%#linview dims' pragma, or shapes: --shapes X=RxC,... on the "
+                           "command line, specialize(X=(rows, cols), ...) in Python")
 
     explain = _needs_data
     plan = property(_needs_data)
@@ -145,3 +146,19 @@ def refuse_on_spark(plan) -> None:
                 what = "a 'while' loop" if n.op is Op.LOOP else f"'{describe(n)}'"
                 raise CompileError(f"{what} (line {st.line}) is not supported by the Spark "
                                    "backend yet", hint="use backend='numpy'")
+
+
+def parse_shapes(values: list[str] | None) -> dict[str, tuple[int, int]]:
+    """``["X=30x3,d=1x1"]`` -> ``{"X": (30, 3), "d": (1, 1)}`` (the CLI's ``--shapes``)."""
+    out: dict[str, tuple[int, int]] = {}
+    for chunk in values or []:
+        for item in filter(None, (x.strip() for x in chunk.split(","))):
+            name, _, val = item.partition("=")
+            rows, _, cols = val.lower().partition("x")
+            if not (name.strip().isidentifier() and rows.isdigit() and cols.isdigit()
+                    and int(rows) > 0 and int(cols) > 0):
+                raise CompileError(f"bad --shapes item '{item}'",
+                                   hint="write shapes as NAME=ROWSxCOLS, e.g. --shapes "
+                                   "X=100x5,d=1x1")
+            out[name.strip()] = (int(rows), int(cols))
+    return out

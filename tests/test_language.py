@@ -13,6 +13,7 @@ import pytest
 
 import linview
 from linview import maintenance
+from linview.app.cli import main
 from linview.specialize import DeferredProgram
 
 RNG = np.random.default_rng(14)
@@ -151,3 +152,16 @@ def test_unsupported_constructs_say_what_to_write(body, needle, hint):
     assert e.value.location is not None and e.value.location.line >= 3
     if hint:
         assert hint in (e.value.hint or "")
+
+
+def test_cli_compiles_deferred_programs_for_given_shapes(tmp_path, capsys):
+    path = tmp_path / "f.m"
+    path.write_text("function y = f(X)\n  if rows(X) > 3\n    y = X' * X;\n  else\n"
+                    "    y = X * X';\n  end\nend\n")
+    assert main(["explain", str(path)]) == 2
+    assert "--shapes X=RxC" in capsys.readouterr().err
+    assert main(["explain", str(path), "--shapes", "X=5x2"]) == 0
+    out = capsys.readouterr().out
+    assert "y_0 := Xᵀ X" in out and "maintained on X" in out
+    assert main(["explain", str(path), "--shapes", "X=5"]) == 2
+    assert "bad --shapes item 'X=5'" in capsys.readouterr().err
