@@ -23,6 +23,7 @@ import numpy as np
 
 from linview import specialize
 from linview.backends.numpy import runtime
+from linview.compiler.cost import choose_model, strategy_chooser
 from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
 from linview.compiler.lower import Options, lower
 from linview.compiler.plan import Plan, make_plan
@@ -162,40 +163,36 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     module_ast = parse(source, filename)
     dims = dict(dims or {})
     base = Options(shapes=tuple(shapes or ()), dims=tuple(sorted(dims.items())))
-    options = replace(parse_model(model), shapes=base.shapes, dims=base.dims) \
-        if model != "auto" else base
     params = module_ast.params if hasattr(module_ast, "params") else tuple(
         s.name for p in module_ast.pragmas if p.kind == "input" for s in p.specs) + tuple(
         sorted({n for p in module_ast.pragmas if p.kind == "scalar" for n in p.names}))
     kept = {"text": source, "name": name, "filename": filename, "dims": dims,
             "backend": backend, "model": model, "strategy": strategy, "rank": rank,
-            "inputs": tuple(params), "shapes": shapes}
+            "inputs": tuple(params), "shapes": shapes, "compiler": compile}
+    if shapes:
+        dims = {}  # every size is bound by the data
     try:
-        program = lower(module_ast, source, filename, options)
+        if model == "auto":  # lowers once per candidate model and keeps the cheapest
+            program, options = choose_model(module_ast, source, filename, dims, rank, base)
+        else:
+            options = replace(parse_model(model), shapes=base.shapes, dims=base.dims)
+            program = lower(module_ast, source, filename, options)
     except (NeedsData, ShapeError) as e:
         if shapes or not (isinstance(e, NeedsData) or _open_inputs(module_ast)):
             raise
         reason = str(e) if isinstance(e, NeedsData) else "its sizes depend on the data"
         return specialize.DeferredProgram(name or module_ast_name(module_ast, filename),
                                           reason, kept)
-    if shapes:
-        dims = {}
     known = {s.name for s in program.dim_symbols}
     unknown = sorted(set(dims) - known - {"k"})
     if unknown:
         raise CompileError(f"--dims names unknown sizes: {', '.join(unknown)}",
                            hint="sizes of this program: " + (", ".join(sorted(known)) or
                                                              "none (all literal)"))
-    if model == "auto":
-        from linview.compiler.cost import choose_model
-
-        program, options = choose_model(module_ast, source, filename, dims, rank, base)
     if name:
         program = replace(program, name=name)
     trig_opts = parse_strategy(strategy)
     if trig_opts.default is None and not trig_opts.strategies:
-        from linview.compiler.cost import strategy_chooser
-
         trig_opts.choose = strategy_chooser(dims, rank)
     key = repr((source, options, sorted(dims.items()), repr(strategy), rank, backend))
     kept["dims"] = dims if not shapes else kept["dims"]
@@ -228,6 +225,15 @@ def _open_inputs(module_ast) -> bool:
     return any(p not in given for p in params)
 
 
+def _shown_path(p: Path) -> str:
+    """How messages and generated modules name a source file: relative to the working
+    directory when it is below it, else by its file name (never a machine's absolute path)."""
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return p.name
+
+
 def compile_file(path, **kwargs) -> CompiledProgram:
     """Compile the ``.m`` file at ``path`` (keyword arguments as for :func:`compile`)."""
     p = Path(path)
@@ -235,7 +241,7 @@ def compile_file(path, **kwargs) -> CompiledProgram:
         text = p.read_text()
     except OSError as e:
         raise CompileError(f"cannot read {path}: {e.strerror}") from None
-    kwargs.setdefault("filename", str(path))
+    kwargs.setdefault("filename", _shown_path(p))
     kwargs.setdefault("name", p.stem)
     return compile(text, **kwargs)
 

@@ -2,7 +2,7 @@
 ``while`` loops with data-dependent conditions, evaluated as a whole.
 
 An ``if`` picks its branch while lowering (sizes and literals only).  A ``while`` loop
-becomes one ``LOOP`` view per variable it assigns (:class:`linview.ops_language.LoopSpec`):
+becomes one ``LOOP`` view per variable it assigns (:class:`linview.compiler.ops_octave.LoopSpec`):
 inside a trigger it is re-evaluated from its new inputs, and every statement around it
 stays maintained.  Loops are compiled for the data's shapes (the program is deferred to
 ``load()`` when sizes are open).
@@ -15,14 +15,14 @@ import sympy as sp
 from linview.compiler import ir
 from linview.compiler.ir import Node, Op
 from linview.frontend import syntax
-from linview.lower_language import NeedsData, _number, show
+from linview.lower_language import NeedsData, number_value, show
 
 
 # ------------------------------------------------------------------ if / else
 def decide(lw, cond: syntax.Expr) -> bool:
     """The value of an ``if`` condition, which must be known at compile time."""
     v = lw.expr(cond, "cond")
-    if v.op is Op.CONST and _number(lw.uni.resolve(v.attr)) is not None:
+    if v.op is Op.CONST and number_value(lw.uni.resolve(v.attr)) is not None:
         return lw.uni.resolve(v.attr) != 0
     if v.op is Op.CONST:
         raise NeedsData(f"the 'if' condition '{show(cond)}' depends on sizes")
@@ -52,7 +52,7 @@ def _assigned(body) -> list[str]:
 def while_loop(lw, st: syntax.While) -> None:
     """``while cond ... end``: one ``LOOP`` view per variable it assigns, each the whole
     loop evaluated on its inputs (re-evaluated inside a trigger when they change)."""
-    from linview.ops_language import LoopSpec
+    from linview.compiler.ops_octave import LoopSpec
 
     if any(sp.sympify(x).free_symbols for v in lw.env.values() for x in v.shape):
         raise NeedsData(f"the 'while' loop of line {st.pos[0]} is compiled for the data's "

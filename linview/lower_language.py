@@ -2,7 +2,7 @@
 scalar broadcasting, ``.^``, comparisons and compile-time ``if``.
 
 The functions here take the lowerer of :mod:`linview.compiler.lower` (``lw``) and return
-IR nodes built from the ops of :mod:`linview.ops_language`.  Decisions that depend on a
+IR nodes built from the ops of :mod:`linview.compiler.ops_octave`.  Decisions that depend on a
 size (is ``x`` a vector? which dimension does ``max(X)`` reduce?) are taken from the
 shapes when they are known; a symbolic size is assumed not to be 1, and the assumption is
 checked at load (``NOT_ONE``), where a program whose assumption fails is specialised to
@@ -18,9 +18,9 @@ import sympy as sp
 
 from linview.compiler import ir
 from linview.compiler.ir import Node, Op
-from linview.errors import CompileError
+from linview.compiler.ops_octave import OPERATORS, map_attr  # noqa: F401 - used by lower.py
+from linview.errors import CompileError, InputError
 from linview.frontend import syntax
-from linview.ops_language import OPERATORS, map_attr  # noqa: F401 - used by lower.py
 
 #: functions of the wider language: name -> (fewest, most arguments)
 FUNCTIONS = {
@@ -36,8 +36,41 @@ class NeedsData(CompileError):
     then leaves the program to be specialised by ``load()``."""
 
 
+# ------------------------------------------------------------------ the data's shapes
+def input_shape(lw, pname: str, shape, scalar: bool, spec) -> tuple:
+    """The data's shape of input ``pname``, checked against its pragma and ``dims=``."""
+    data = {n: (r, c) for n, r, c in lw.options.shapes}
+    if pname not in data:
+        return shape
+    got = tuple(sp.Integer(v) for v in data[pname])
+    if scalar and got != (1, 1):
+        raise InputError(f"input {pname} is {got[0]}x{got[1]}, but '%#linview scalar "
+                         f"{pname}' declares it 1x1", hint=f"pass a number for {pname}")
+    bound = lw.__dict__.setdefault("data_bindings", {})
+    given = dict(lw.options.dims)
+    for axis, (want, have) in enumerate(zip(shape, got, strict=True)):
+        what = ("rows", "columns")[axis]
+        if spec is not None and not isinstance(want, sp.Symbol) and want != have:
+            raise InputError(f"input {pname} has {have} {what}, but '%#linview dims' "
+                             f"declares {pname}({', '.join(map(str, spec.sizes))})")
+        if not isinstance(want, sp.Symbol):
+            continue
+        name = want.name
+        if name in given and given[name] != int(have):
+            raise InputError(f"input {pname} has {have} {what}, but dims= gives "
+                             f"{name} = {given[name]}",
+                             hint=f"drop {name} from dims= or pass matching data")
+        if name in bound and bound[name][0] != have:
+            first, src = bound[name]
+            raise InputError(f"input {pname} has {have} {what}, but '%#linview dims' "
+                             f"names that size {name}, which is {first} in {src}",
+                             hint="sizes with one name must be equal in the data")
+        bound.setdefault(name, (have, pname))
+    return got
+
+
 # ------------------------------------------------------------------ helpers
-def _number(v) -> sp.Expr | None:
+def number_value(v) -> sp.Expr | None:
     v = sp.sympify(v)
     return v if v.is_Number else None
 
@@ -134,7 +167,7 @@ def elementwise_power(lw, e: syntax.Binary, hint: str) -> Node:
                              getattr(e.right, "pos", e.pos),
                              "write e.g. X .^ 2 or X .^ 0.5")
     base = lw.expr(e.left, hint)
-    if base.op is Op.CONST and _number(base.attr) is not None:
+    if base.op is Op.CONST and number_value(base.attr) is not None:
         return _fold(float(base.attr) ** p)
     if p == 1:
         return base
@@ -166,7 +199,7 @@ def compare(lw, e: syntax.Binary, hint: str) -> Node:
 
 
 def logical_not(lw, v: Node, pos) -> Node:
-    if v.op is Op.CONST and _number(v.attr) is not None:
+    if v.op is Op.CONST and number_value(v.attr) is not None:
         return ir.const(1 if v.attr == 0 else 0)
     return lw.build(Op.MAP, v, pos=pos, attr=("not", None))
 
@@ -188,7 +221,7 @@ def call(lw, e: syntax.Call, hint: str) -> Node:
     if f in ("tril", "triu"):
         return x if x.is_scalar else lw.build(Op.MAP, x, pos=e.pos, attr=(f, None))
     if f in ("abs", "sqrt", "exp", "log"):
-        if x.op is Op.CONST and _number(x.attr) is not None:
+        if x.op is Op.CONST and number_value(x.attr) is not None:
             value = {"abs": abs, "sqrt": math.sqrt, "exp": math.exp, "log": math.log}[f]
             try:
                 return _fold(value(float(x.attr)))
@@ -207,7 +240,7 @@ def call(lw, e: syntax.Call, hint: str) -> Node:
             what = f"the arguments of {f}(A, B) must have the same size (or one be 1x1)"
             lw.unify(x.rows, y.rows, e.pos, what, x.shape, y.shape)
             lw.unify(x.cols, y.cols, e.pos, what, x.shape, y.shape)
-        if x.op is Op.CONST and y.op is Op.CONST and _number(x.attr) and _number(y.attr):
+        if x.op is Op.CONST and y.op is Op.CONST and number_value(x.attr) and number_value(y.attr):
             return ir.const(max(x.attr, y.attr) if f == "max" else min(x.attr, y.attr))
         return lw.build(Op.EBIN, x, y, pos=e.pos, attr=f)
     if f == "mean":

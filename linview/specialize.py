@@ -3,7 +3,8 @@
 ``compile`` without data keeps sizes symbolic.  When the sizes decide what the program
 means (``if rows(X) > 3``, a 1x1 input used as a scalar, a size assumed not to be 1), the
 program is compiled again for the data's shapes: every size bound, 1x1 inputs scalars.
-:func:`input_shape` checks the data against pragmas and ``dims=`` while lowering;
+:func:`linview.lower_language.input_shape` checks the data against pragmas and ``dims=``
+while lowering (``options["compiler"]`` is :func:`linview.api.compile`, passed in);
 :func:`specialize` compiles and caches by shape signature; :class:`DeferredProgram` is
 what ``compile`` returns for a program that cannot be compiled before the data exists.
 """
@@ -11,48 +12,12 @@ what ``compile`` returns for a program that cannot be compiled before the data e
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
-import sympy as sp
 
 from linview.backends.numpy import runtime
 from linview.errors import CompileError, InputError, ShapeError
-
-if TYPE_CHECKING:
-    from linview.api import CompiledProgram
-
-
-def input_shape(lw, pname: str, shape, scalar: bool, spec) -> tuple:
-    """The data's shape of input ``pname``, checked against its pragma and ``dims=``."""
-    data = {n: (r, c) for n, r, c in lw.options.shapes}
-    if pname not in data:
-        return shape
-    got = tuple(sp.Integer(v) for v in data[pname])
-    if scalar and got != (1, 1):
-        raise InputError(f"input {pname} is {got[0]}x{got[1]}, but '%#linview scalar "
-                         f"{pname}' declares it 1x1", hint=f"pass a number for {pname}")
-    bound = lw.__dict__.setdefault("data_bindings", {})
-    given = dict(lw.options.dims)
-    for axis, (want, have) in enumerate(zip(shape, got, strict=True)):
-        what = ("rows", "columns")[axis]
-        if spec is not None and not isinstance(want, sp.Symbol) and want != have:
-            raise InputError(f"input {pname} has {have} {what}, but '%#linview dims' "
-                             f"declares {pname}({', '.join(map(str, spec.sizes))})")
-        if not isinstance(want, sp.Symbol):
-            continue
-        name = want.name
-        if name in given and given[name] != int(have):
-            raise InputError(f"input {pname} has {have} {what}, but dims= gives "
-                             f"{name} = {given[name]}",
-                             hint=f"drop {name} from dims= or pass matching data")
-        if name in bound and bound[name][0] != have:
-            first, src = bound[name]
-            raise InputError(f"input {pname} has {have} {what}, but '%#linview dims' "
-                             f"names that size {name}, which is {first} in {src}",
-                             hint="sizes with one name must be equal in the data")
-        bound.setdefault(name, (have, pname))
-    return got
 
 
 @dataclass
@@ -73,7 +38,7 @@ class DeferredProgram:
                              e.location, e.hint) from None
         return special.load(**inputs)
 
-    def specialize(self, /, **inputs) -> CompiledProgram:
+    def specialize(self, /, **inputs) -> Any:  # a linview.api.CompiledProgram
         return specialize(self.options["text"], self.options, inputs)
 
     def _needs_data(self, *_args, **_kwargs):
@@ -92,7 +57,7 @@ class DeferredProgram:
 
 
 #: specialised programs by (source, options, shape signature)
-_SPECIALISED: dict[tuple, CompiledProgram] = {}
+_SPECIALISED: dict[tuple, Any] = {}  # of linview.api.CompiledProgram
 _SPECIALISED_MAX = 64
 
 
@@ -115,7 +80,7 @@ def shape_of(value) -> tuple[int, int]:
     return (int(shape[0]), int(shape[1]))
 
 
-def specialize(text: str, options: dict, inputs: dict) -> CompiledProgram:
+def specialize(text: str, options: dict, inputs: dict) -> Any:  # a linview.api.CompiledProgram
     names = options["inputs"]
     missing = [n for n in names if n not in inputs]
     if missing:
@@ -129,20 +94,18 @@ def specialize(text: str, options: dict, inputs: dict) -> CompiledProgram:
     if hit is None:
         if len(_SPECIALISED) >= _SPECIALISED_MAX:
             _SPECIALISED.pop(next(iter(_SPECIALISED)))
-        from linview.api import compile  # noqa: A004 - the public compile
-
-        hit = _SPECIALISED[key] = compile(text, shapes=shapes, **kwargs)
+        hit = _SPECIALISED[key] = options["compiler"](text, shapes=shapes, **kwargs)
     return hit
 
 
 def refuse_on_spark(plan) -> None:
     """The Spark backend's distributed matrices know the ops of the core language only."""
     from linview.compiler.ir import Op
-    from linview.ops_language import SHAPES, describe
+    from linview.compiler.ops_octave import ENTRIES, describe
 
     for st in plan.program.statements:
         for n in st.expr.walk():
-            if n.op in SHAPES:
+            if n.op in ENTRIES:
                 what = "a 'while' loop" if n.op is Op.LOOP else f"'{describe(n)}'"
                 raise CompileError(f"{what} (line {st.line}) is not supported by the Spark "
                                    "backend yet", hint="use backend='numpy'")

@@ -13,9 +13,9 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import numpy as np
 import scipy.linalg
@@ -24,7 +24,18 @@ import scipy.sparse as sps
 
 from linview.errors import InputError, NumericalError, StateError, UpdateError
 
-_BARE_SIZE = re.compile(r'd\["(\w+)"\]')
+
+class Size(NamedTuple):
+    """A compound size in a generated module's ``INPUTS``/``VIEWS``: its text (for messages)
+    and its value as code over the bound sizes ``d``.  A bare size is just its name, a
+    literal size an int."""
+
+    text: str
+    value: Callable[[Mapping[str, int]], int]
+
+
+def size_text(size) -> str:
+    return size.text if isinstance(size, Size) else str(size)
 
 #: a Woodbury core whose condition estimate exceeds this is refused (re-evaluation instead)
 CORE_CONDITION_LIMIT = 1e10
@@ -59,6 +70,12 @@ def add_dense(A: np.ndarray, D: np.ndarray) -> None:
 def assign(A: np.ndarray, value: np.ndarray) -> None:
     """``A[...] = value`` in place (keeps A's memory and Fortran order)."""
     A[...] = value
+
+
+def owned(A: np.ndarray) -> np.ndarray:
+    """A copy of ``A`` (a view used as a delta factor must not change when phase 2 updates
+    the view in place)."""
+    return np.array(A, order="F")
 
 
 def one_hot(X: np.ndarray) -> np.ndarray | None:
@@ -116,32 +133,8 @@ def inv(A: np.ndarray, what: str) -> np.ndarray:
     return np.asfortranarray(out)
 
 
-# the wider Octave language (linview/ops_language.py): functions with Octave's conventions
-def norm(A: np.ndarray, p: str, vector: bool) -> np.ndarray:
-    """``norm(A, p)`` as a 1x1 array; a vector's 'fro' norm is its 2-norm."""
-    order = {"1": 1, "2": 2, "fro": "fro", "inf": np.inf}[p]
-    if vector:
-        return np.full((1, 1), np.linalg.norm(A.ravel(), 2 if order == "fro" else order))
-    return np.full((1, 1), np.linalg.norm(A, order))
-
-
-def diag(A: np.ndarray, how: str) -> np.ndarray:
-    """``diag(v)`` (``how="tomat"``) or the diagonal of a matrix as a column."""
-    return np.diag(A.ravel()) if how == "tomat" else np.diag(A).reshape(-1, 1).copy()
-
-
-def chol(A: np.ndarray, what: str) -> np.ndarray:
-    """Octave's ``chol``: the upper triangular R with ``Rᵀ R = A``."""
-    try:
-        return scipy.linalg.cholesky(A, lower=False)
-    except np.linalg.LinAlgError:
-        raise NumericalError(f"chol() in {what}: the matrix is not positive definite") \
-            from None
-
-
-def pinv(A: np.ndarray) -> np.ndarray:
-    """Octave's ``pinv``: singular values below ``max(size) · σ_max · eps`` are dropped."""
-    return np.linalg.pinv(A, rcond=max(A.shape) * np.finfo(float).eps)
+# the wider Octave language: norm, diag, chol, pinv with Octave's conventions
+from linview.backends.numpy.octave_rt import chol, diag, norm, pinv  # noqa: E402, F401
 
 
 def core_inv(K: np.ndarray, what: str) -> np.ndarray:
@@ -216,12 +209,12 @@ class TriggerModule:
 
     PROGRAM = ""
     SOURCE_HASH = ""
-    INPUTS: Mapping[str, tuple[str, str]] = {}
+    INPUTS: Mapping[str, tuple] = {}  # name -> (rows, cols), each a name, an int or a Size
     DYNAMIC: tuple[str, ...] = ()
-    VIEWS: Mapping[str, tuple[str, str]] = {}
+    VIEWS: Mapping[str, tuple] = {}
     OUTPUTS: Mapping[str, str] = {}
-    #: {size expression: reason} of sizes the program was compiled assuming are not 1
-    NOT_ONE: Mapping[str, str] = {}
+    #: (size, reason) of sizes the program was compiled assuming are not 1
+    NOT_ONE: tuple[tuple[object, str], ...] = ()
     #: the generated module's own source text (set by the loader; used by save())
     MODULE_SOURCE = ""
 
@@ -266,39 +259,37 @@ class TriggerModule:
         return arrays
 
     def _bind_dims(self, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+        """Bind every bare size from the inputs' shapes; check literal and compound ones."""
         dims: dict[str, int] = {}
-        compound = []
+        checks = []
         for name, shape in self.INPUTS.items():
-            for axis, expr in enumerate(shape):
+            for axis, size in enumerate(shape):
                 got = arrays[name].shape[axis]
-                bare = _BARE_SIZE.fullmatch(expr)
-                if bare:
-                    size = bare.group(1)
+                if isinstance(size, str):
                     if dims.setdefault(size, got) != got:
                         raise InputError(
                             f"input {name} has {('rows', 'columns')[axis]} {got}, but size "
                             f"'{size}' is {dims[size]} from another input",
                             hint=self._shapes_hint())
                 else:
-                    compound.append((name, axis, expr, got))
-        for name, axis, expr, got in compound:
+                    checks.append((name, axis, size, got))
+        for name, axis, size, got in checks:
             try:
-                want = eval(expr, {"d": dims})  # noqa: S307 - generated size expression
+                want = size.value(dims) if isinstance(size, Size) else int(size)
             except KeyError:
-                raise InputError(f"cannot determine the sizes in {expr} from the inputs") \
-                    from None
-            if want is not None and want != got:
+                raise InputError(f"cannot determine the size {size_text(size)} from the "
+                                 "inputs") from None
+            if want != got:
                 raise InputError(f"input {name} has {('rows', 'columns')[axis]} {got}, "
                                  f"expected {want}", hint=self._shapes_hint())
-        for expr, why in self.NOT_ONE.items():
-            if eval(expr, {"d": dims}) == 1:  # noqa: S307 - generated size expression
+        for size, why in self.NOT_ONE:
+            if (size.value(dims) if isinstance(size, Size) else dims.get(size)) == 1:
                 raise InputError(f"{self.PROGRAM}: {why}")
         return dims
 
     def _shapes_hint(self) -> str:
         return "expected shapes: " + ", ".join(
-            f"{n}({r.replace('d[', '').replace(']', '')}, "
-            f"{c.replace('d[', '').replace(']', '')})" for n, (r, c) in self.INPUTS.items())
+            f"{n}({size_text(r)}, {size_text(c)})" for n, (r, c) in self.INPUTS.items())
 
     def _reevaluate(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         views = dict(arrays)

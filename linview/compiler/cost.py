@@ -17,49 +17,37 @@ The per-view strategy chooser (:func:`strategy_chooser`) is greedy in program or
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import sympy as sp
 
-from linview import ops_language
-from linview.compiler import ir
-from linview.compiler.delta import Strategy, Term, _sum_terms
+from linview.compiler import ir, passes
+from linview.compiler.delta import Strategy, TriggerOptions, build_trigger
 from linview.compiler.ir import Node, Op
-from linview.compiler.optimize import ChainPlanner, Sizes, distribute, push_transposes
+from linview.compiler.lower import Options, lower
+from linview.compiler.ops import OPS, Term, sum_terms
+from linview.compiler.optimize import ChainPlanner, Sizes
+from linview.errors import CompileError
 
 SizeFn = Callable[[sp.Expr], object]
 
 
 def count(n: Node, size: SizeFn, seen: set[int] | None = None) -> tuple[object, object]:
     """``(flops, bytes)`` to evaluate ``n`` once; shared subexpressions count once.
-    ``size`` maps a size expression to a number (numeric) or itself (symbolic)."""
+    ``size`` maps a size expression to a number (numeric) or itself (symbolic).  Flops are
+    each op's ``flops`` entry (:data:`.ops.OPS`); bytes are its operands read and its result
+    written (constants are free)."""
     seen = set() if seen is None else seen
     fl, by = 0, 0
     for m in n.walk():
         if id(m) in seen or m.op in ir.LEAVES:
             continue
         seen.add(id(m))
-        r, c = size(m.rows), size(m.cols)
+        fl += OPS[m.op].flops(m, size)
         ins = [size(x.rows) * size(x.cols) for x in m.children
                if x.op not in ir.CONSTANT_LEAVES]
-        if m.op is Op.MUL:
-            a = m.children[0]
-            fl += 2 * size(a.rows) * size(a.cols) * c
-        elif m.op is Op.INV:
-            fl += 2 * r ** 3
-        elif m.op is Op.T or m.op is Op.CONCAT:
-            pass
-        elif m.op in (Op.SUM, Op.TRACE):
-            fl += ins[0] if ins else 0
-        elif m.op in ops_language.SHAPES:
-            fl += ops_language.flops(m, size)
-        else:
-            fl += r * c
-        by += 8 * (sum(ins) + r * c)
+        by += 8 * (sum(ins) + size(m.rows) * size(m.cols))
     return fl, by
-
-
-def numeric(sizes: Sizes) -> SizeFn:
-    return sizes.value
 
 
 def symbolic(e):
@@ -68,12 +56,8 @@ def symbolic(e):
 
 # ------------------------------------------------------------------ strategy choice
 def _plan_terms(terms, sizes: Sizes) -> list[Node]:
-    planner = ChainPlanner(sizes)
-    out = []
-    for t in terms:
-        out += [planner.order(distribute(push_transposes(t.P))),
-                planner.order(distribute(push_transposes(t.Q)))]
-    return out
+    ctx = passes.Context(sizes, planner=ChainPlanner(sizes))
+    return [passes.simplify(x, ctx) for t in terms for x in (t.P, t.Q)]
 
 
 #: a rough machine model for decisions: sustained flop rate of BLAS-3 and memory bandwidth.
@@ -115,7 +99,7 @@ def strategy_counts(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
         return ir.add(leaf, ir.matmul(u, ir.transpose(v)))
 
     new = ir.map_leaves(st.expr, new_value)
-    fl, by = count(ChainPlanner(sizes).order(distribute(push_transposes(new))), size, set())
+    fl, by = count(passes.simplify(new, passes.Context(sizes)), size, set())
     out = {Strategy.REEVAL: (fl + rows * cols, by + 16 * rows * cols)}
     if terms is None:
         return out
@@ -126,7 +110,7 @@ def strategy_counts(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
         fl, by = fl + f, by + b
     rank = sum((size(t.rank) for t in terms), 0)
     out[Strategy.INCR] = (fl + 2 * rows * cols * rank, by + 16 * rows * cols)
-    dense = ChainPlanner(sizes).order(distribute(push_transposes(_sum_terms(list(terms)))))
+    dense = passes.simplify(sum_terms(list(terms)), passes.Context(sizes))
     f, b = count(dense, size, set())
     out[Strategy.HYBRID] = (f + rows * cols, b + 24 * rows * cols)
     return out
@@ -153,22 +137,23 @@ def strategy_chooser(bindings: dict[str, int], rank: int = 1):
     return choose
 
 
-def choose_model(module_ast, source, filename, dims, rank, base=None):
-    """``--model auto``: lower with each iterative model and keep the cheapest total
-    trigger cost (falls back to ``exp``)."""
-    from dataclasses import replace
+MODEL_CANDIDATES = (Options("exp"), Options("linear"), Options("skip", 2), Options("skip", 4),
+                    Options("skip", 8))
 
-    from linview.compiler.delta import TriggerOptions, build_trigger
-    from linview.compiler.lower import Options, lower
-    from linview.compiler.optimize import optimize_program
 
+def choose_model(module_ast, source, filename, dims, rank,
+                 base: Options | None = None) -> tuple[ir.Program, Options]:
+    """``--model auto``: lower once with each iterative model and keep the program with the
+    cheapest total trigger cost (the first, ``exp``, on ties).  Returns the lowered program
+    it chose, so the caller does not lower again."""
     sizes = Sizes(dict(dims), rank)
     best = None
     seen: set[tuple] = set()
-    base = base or Options()
-    for model, skip in (("exp", 4), ("linear", 4), ("skip", 2), ("skip", 4), ("skip", 8)):
-        opts = replace(base, model=model, skip=skip)
-        program = optimize_program(lower(module_ast, source, filename, opts), sizes)
+    for opts in MODEL_CANDIDATES:
+        if base is not None:  # the data's shapes and dims= (linview.specialize)
+            opts = replace(opts, shapes=base.shapes, dims=base.dims)
+        lowered = lower(module_ast, source, filename, opts)
+        program = passes.run_program(lowered, sizes)
         key = tuple((s.name, id(s.expr)) for s in program.statements)
         if key in seen:  # no powers or recurrences: every model gives this program
             continue
@@ -182,8 +167,8 @@ def choose_model(module_ast, source, filename, dims, rank, base=None):
                 total += float(strategy_costs(st, list(vd.terms) if vd.terms else None,
                                               sizes)[vd.strategy])
         if best is None or total < best[0]:
-            best = (total, opts)
-    return lower(module_ast, source, filename, best[1]), best[1]
+            best = (total, lowered, opts)
+    return best[1], best[2]
 
 
 # ------------------------------------------------------------------ reports
@@ -225,8 +210,6 @@ def cost_report(compiled, formulas: bool = False) -> dict:
     """The data behind ``linview cost``: per trigger and view, flops/bytes of REEVAL, INCR
     and HYBRID, the chosen strategy, totals and the predicted speedup.  Numbers use the
     compiled ``dims`` (and rank); ``formulas`` adds symbolic expressions."""
-    from linview.compiler.delta import build_trigger
-
     plan = compiled.plan
     prog = plan.program
     sizes = plan.sizes
@@ -234,8 +217,6 @@ def cost_report(compiled, formulas: bool = False) -> dict:
     report = {"program": prog.name, "dims": dict(sizes.bindings), "rank": sizes.rank,
               "model": compiled.options.get("model"), "triggers": []}
     if missing:
-        from linview.errors import CompileError
-
         raise CompileError("cost needs a value for every size; missing: " + ", ".join(missing),
                            hint="give them with --dims " + ",".join(f"{m}=..." for m in missing))
     re_fl, re_by = program_counts(prog, sizes.value, sizes)
@@ -278,8 +259,6 @@ def cost_report(compiled, formulas: bool = False) -> dict:
 def symbolic_formulas(compiled, x: str) -> dict:
     """Symbolic flop counts for ``x``'s trigger: re-evaluation, and each view under each
     strategy, as strings (sympy, leading terms first)."""
-    from linview.compiler.delta import build_trigger
-
     plan = compiled.plan
     prog = plan.program
     raw = build_trigger(prog, x, compiled.options.get("trigger_options"))

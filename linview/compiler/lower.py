@@ -18,37 +18,20 @@ What happens here:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
 
 import sympy as sp
 
-from linview import lower_control, lower_language, specialize
+from linview import lower_control, lower_language
 from linview.compiler import ir, models
 from linview.compiler.ir import Node, Op
+from linview.compiler.models import MODELS, Options  # noqa: F401 - part of this interface
 from linview.compiler.shapes import Conflict, Unifier, dim
 from linview.errors import CompileError, ParseError, ShapeError, locate
 from linview.frontend import syntax
 
 SUPPORTED_FUNCTIONS = ("eye", "zeros", "ones", "size", "inv", "transpose", "sum", "trace",
                        *lower_language.FUNCTIONS)
-MODELS = ("exp", "linear", "skip")
-
-
-@dataclass(frozen=True)
-class Options:
-    """Lowering options: the iterative model for ``E^k`` (``exp``, ``linear``, ``skip``)
-    and the skip size for ``skip``."""
-
-    model: str = "exp"
-    skip: int = 4
-    #: the data's shapes ``((input, rows, cols), ...)``: the program is specialised to them
-    shapes: tuple = ()
-    #: sizes given by ``dims=`` that the data's shapes must agree with
-    dims: tuple = ()
-
-    def __repr__(self) -> str:  # as before the data's shapes existed: hashes stay stable
-        extra = f", shapes={self.shapes!r}, dims={self.dims!r}" if self.shapes else ""
-        return f"Options(model={self.model!r}, skip={self.skip!r}{extra})"
 
 
 class _Lowerer:
@@ -167,7 +150,7 @@ class _Lowerer:
             else:
                 shape = (dim(f"rows_{pname}"), dim(f"cols_{pname}"))
             if self.options.shapes:
-                shape = specialize.input_shape(self, pname, shape, pname in scalars,
+                shape = lower_language.input_shape(self, pname, shape, pname in scalars,
                                                 specs.get(pname))
             is_scalar = shape == (1, 1)
             dynamic = (pname in dynamic_names) if dynamic_names else not is_scalar
@@ -305,6 +288,24 @@ class _Lowerer:
         if value.op in ir.LEAVES or self.in_loop:
             return value
         return self.emit(name, value)
+
+    def lookup(self, name: str) -> Node:
+        """The current value of a program variable."""
+        return self.env[name]
+
+    def rebind(self, name: str, value: Node, steps: int) -> None:
+        """``name`` now holds ``value``, ``steps`` assignments later."""
+        self.env[name] = value
+        self.version[name] = self.version.get(name, 0) + steps
+
+    @contextlib.contextmanager
+    def statement(self, st: syntax.Assign):
+        """Attribute what is emitted inside to the source statement ``st``."""
+        previous, self.current = self.current, st
+        try:
+            yield
+        finally:
+            self.current = previous
 
     # ----------------------------------------------------------------- expressions
     def expr(self, e: syntax.Expr, hint: str) -> Node:
