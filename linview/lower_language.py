@@ -372,6 +372,29 @@ def _position(lw, arg: syntax.Expr, extent, e: syntax.Call) -> sp.Expr:
                          "linview reads fixed parts of matrices: X(:, 1), X(2:end, :)")
 
 
+# ------------------------------------------------------------------ misplaced syntax
+def x_end(lw, e: syntax.End, hint: str) -> Node:
+    if not lw.end_stack:
+        raise lw.parse_error("'end' is only allowed inside an index", e.pos,
+                             "write sizes explicitly, e.g. size(X, 1)")
+    return ir.const(lw.end_stack[-1])
+
+
+def x_str(lw, e: syntax.Str, hint: str) -> Node:
+    raise lw.parse_error(f"the string '{e.value}' is not supported here", e.pos,
+                         "strings are only supported in norm(X, 'fro')")
+
+
+def x_colon(lw, e: syntax.Colon, hint: str) -> Node:
+    raise lw.parse_error("a lone ':' is only allowed as a subscript", e.pos,
+                         "write X(:, j) for a column")
+
+
+def x_span(lw, e: syntax.Span, hint: str) -> Node:
+    raise lw.parse_error("a range a:b is only allowed as a subscript or a 'for' range",
+                         e.pos, "write X(a:b, :) for rows a to b")
+
+
 # ------------------------------------------------------------------ showing source
 def _show(e) -> str:
     """An expression in source form, for messages."""

@@ -22,6 +22,7 @@ import scipy.linalg
 import scipy.linalg.blas as blas
 import scipy.sparse as sps
 
+from linview.backends.numpy.octave_rt import chol, diag, norm, pinv  # noqa: F401 - rt.norm...
 from linview.errors import InputError, NumericalError, StateError, UpdateError
 
 
@@ -131,10 +132,6 @@ def inv(A: np.ndarray, what: str) -> np.ndarray:
                              hint="the program's inputs make this matrix non-invertible")
     out = scipy.linalg.lu_solve((lu, piv), np.eye(A.shape[0]))
     return np.asfortranarray(out)
-
-
-# the wider Octave language: norm, diag, chol, pinv with Octave's conventions
-from linview.backends.numpy.octave_rt import chol, diag, norm, pinv  # noqa: E402, F401
 
 
 def core_inv(K: np.ndarray, what: str) -> np.ndarray:

@@ -309,7 +309,10 @@ class _Lowerer:
 
     # ----------------------------------------------------------------- expressions
     def expr(self, e: syntax.Expr, hint: str) -> Node:
-        method = getattr(self, "x_" + type(e).__name__.lower())
+        kind = "x_" + type(e).__name__.lower()
+        method = getattr(self, kind, None)
+        if method is None:  # subscripts and strings: linview/lower_language.py
+            return self.fresh(getattr(lower_language, kind)(self, e, hint))
         return self.fresh(method(e, hint))
 
     def x_num(self, e: syntax.Num, hint: str) -> Node:
@@ -331,24 +334,6 @@ class _Lowerer:
         if e.op == "!":
             return lower_language.logical_not(self, v, e.pos)
         return ir.neg(v) if e.op == "-" else v
-
-    def x_end(self, e: syntax.End, hint: str) -> Node:
-        if not self.end_stack:
-            raise self.parse_error("'end' is only allowed inside an index", e.pos,
-                                   "write sizes explicitly, e.g. size(X, 1)")
-        return ir.const(self.end_stack[-1])
-
-    def x_str(self, e: syntax.Str, hint: str) -> Node:
-        raise self.parse_error(f"the string '{e.value}' is not supported here", e.pos,
-                               "strings are only supported in norm(X, 'fro')")
-
-    def x_colon(self, e: syntax.Colon, hint: str) -> Node:
-        raise self.parse_error("a lone ':' is only allowed as a subscript", e.pos,
-                               "write X(:, j) for a column")
-
-    def x_span(self, e: syntax.Span, hint: str) -> Node:
-        raise self.parse_error("a range a:b is only allowed as a subscript or a 'for' range",
-                               e.pos, "write X(a:b, :) for rows a to b")
 
     def x_transpose(self, e: syntax.Transpose, hint: str) -> Node:
         return ir.transpose(self.expr(e.operand, hint))

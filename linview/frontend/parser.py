@@ -31,11 +31,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, v_args
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from linview.errors import ParseError, SourceLocation, locate
 from linview.frontend import syntax
+from linview.frontend.octave_rules import OctaveRules
 
 __all__ = ["PRAGMA_KINDS", "parse"]
 
@@ -226,7 +227,7 @@ def _leftmost(e: syntax.Expr) -> syntax.Pos:
 
 
 @v_args(inline=True)
-class _ToAst(Transformer):
+class _ToAst(OctaveRules):
     """Builds :mod:`.syntax` nodes; method names are the grammar's rules and aliases.
 
     Positions come from tokens: a binary or unary node sits at its operator, a transpose at
@@ -313,28 +314,6 @@ class _ToAst(Transformer):
         loop = syntax.For(var, start, stop, body.stmts, step, pos=_pos(tok))
         return _Block((loop,), body.pragmas)
 
-    def if_stmt(self, tok: Token, cond: syntax.Expr, body: _Block, *rest) -> _Block:
-        branches = [(cond, body.stmts)]
-        pragmas = list(body.pragmas)
-        orelse: tuple[syntax.Stmt, ...] = ()
-        for item in rest:
-            if item[0] == "elseif":
-                branches.append((item[1], item[2].stmts))
-                pragmas += item[2].pragmas
-            else:
-                orelse = item[1].stmts
-                pragmas += item[1].pragmas
-        return _Block((syntax.If(tuple(branches), orelse, pos=_pos(tok)),), tuple(pragmas))
-
-    def elseif(self, tok: Token, cond: syntax.Expr, body: _Block):
-        return ("elseif", cond, body)
-
-    def else_(self, tok: Token, body: _Block):
-        return ("else", body)
-
-    def while_stmt(self, tok: Token, cond: syntax.Expr, body: _Block) -> _Block:
-        return _Block((syntax.While(cond, body.stmts, pos=_pos(tok)),), body.pragmas)
-
     def range(self, var: Token, *bounds: syntax.Expr):
         if len(bounds) == 2:
             return str(var), bounds[0], None, bounds[1]
@@ -350,20 +329,6 @@ class _ToAst(Transformer):
 
     def unary(self, op: Token, operand: syntax.Expr) -> syntax.Unary:
         return syntax.Unary("!" if op.type == "NOT" else str(op), operand, pos=_pos(op))
-
-    def colon(self, *tokens: Token) -> syntax.Colon:
-        return syntax.Colon()
-
-    def span(self, start: syntax.Expr, *rest: syntax.Expr) -> syntax.Span:
-        if len(rest) == 1:
-            return syntax.Span(start, rest[0], pos=_leftmost(start))
-        return syntax.Span(start, rest[1], rest[0], pos=_leftmost(start))
-
-    def string(self, tok: Token) -> syntax.Str:
-        return syntax.Str(str(tok), pos=_pos(tok))
-
-    def end_index(self, tok: Token) -> syntax.End:
-        return syntax.End(pos=_pos(tok))
 
     def transpose(self, operand: syntax.Expr, op: Token) -> syntax.Transpose:
         return syntax.Transpose(operand, conjugate=op.type == "QUOTE", pos=_pos(op))
