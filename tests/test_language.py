@@ -165,3 +165,24 @@ def test_cli_compiles_deferred_programs_for_given_shapes(tmp_path, capsys):
     assert "y_0 := Xᵀ X" in out and "maintained on X" in out
     assert main(["explain", str(path), "--shapes", "X=5"]) == 2
     assert "bad --shapes item 'X=5'" in capsys.readouterr().err
+
+
+def test_while_loop_is_reevaluated_as_a_whole_and_the_rest_maintained():
+    src = ("function [x, G] = f(A, b)\n  G = A' * A;\n  x = b;\n  dx = 1;\n"
+           "  while dx > 1e-12\n    xn = 0.5 * A * x + b;\n    dx = norm(xn - x, Inf);\n"
+           "    x = xn;\n  end\nend\n")
+    prog = compile_(src)
+    assert isinstance(prog, DeferredProgram)  # compiled for the data's shapes
+    A = RNG.standard_normal((5, 5))
+    A = 0.8 * A / np.linalg.norm(A, 2)
+    b = RNG.standard_normal((5, 1))
+    views = prog.load(A=A, b=b)
+    assert np.allclose(views["x"], np.linalg.solve(np.eye(5) - 0.5 * A, b), atol=1e-10)
+    status = maintenance.table(prog.specialize(A=A, b=b).plan)
+    assert status["G"] == {"A": maintenance.MAINTAINED}
+    loops = [v for v in status if v.startswith("x")]
+    assert loops and all(status[v]["A"] == maintenance.REEVALUATED for v in loops)
+    update_and_check(views, "A")
+    update_and_check(views, "b")
+    assert np.allclose(views["x"], np.linalg.solve(np.eye(5) - 0.5 * views.inputs["A"],
+                                                   views.inputs["b"]), atol=1e-10)
