@@ -102,7 +102,8 @@ class CompiledProgram:
         try:
             return self.module_class(**inputs)
         except InputError as first:
-            if not self.program.dim_symbols or self.options.get("shapes"):
+            if not self.program.dim_symbols or self.options.get("shapes") or not all(
+                    specialize.has_shape(inputs.get(n)) for n in self.options["inputs"]):
                 raise
             try:
                 special = self.specialize(**inputs)

@@ -67,6 +67,13 @@ def is_number(value) -> bool:
     return isinstance(value, np.ndarray) and value.size == 1 and value.ndim <= 2
 
 
+def has_shape(value) -> bool:
+    """Whether the shape of an input is known here (arrays, numbers, sparse matrices; not
+    the file paths the Spark backend loads)."""
+    return is_number(value) or isinstance(value, np.ndarray | tuple | list) \
+        or hasattr(value, "tocsr")
+
+
 def shape_of(value) -> tuple[int, int]:
     if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, int) for v in value):
         return value
