@@ -69,6 +69,13 @@ def input_shape(lw, pname: str, shape, scalar: bool, spec) -> tuple:
     return got
 
 
+def fresh_size(name: str, declared: set[str]) -> str:
+    """The size name of an undeclared input (``rows_X``), unless a pragma took it."""
+    while name in declared:
+        name += "_"
+    return name
+
+
 # ------------------------------------------------------------------ helpers
 def number_value(v) -> sp.Expr | None:
     v = sp.sympify(v)

@@ -186,3 +186,11 @@ def test_while_loop_is_reevaluated_as_a_whole_and_the_rest_maintained():
     update_and_check(views, "b")
     assert np.allclose(views["x"], np.linalg.solve(np.eye(5) - 0.5 * views.inputs["A"],
                                                    views.inputs["b"]), atol=1e-10)
+
+
+def test_a_declared_size_named_like_an_automatic_one_does_not_collide():
+    # found by the differential suite: 'rows_A' is also the automatic name of A's rows
+    src = "function t = f(U, A, V)\n  %#linview dims U(d,d) V(rows_A,d)\n  t = A' * U * V';\nend\n"
+    prog = compile_(src)
+    U, A, V = np.eye(4), RNG.standard_normal((4, 3)), RNG.standard_normal((2, 4))
+    assert np.allclose(prog.load(U=U, A=A, V=V)["t"], A.T @ U @ V.T)

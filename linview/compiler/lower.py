@@ -148,7 +148,9 @@ class _Lowerer:
                 shape = (dim(sizes[0]), dim(sizes[1]))
                 self.uni.rigid |= {x for x in shape if isinstance(x, sp.Symbol)}
             else:
-                shape = (dim(f"rows_{pname}"), dim(f"cols_{pname}"))
+                declared = {str(x) for sp_ in specs.values() for x in sp_.sizes}
+                shape = tuple(dim(lower_language.fresh_size(f"{w}_{pname}", declared))
+                              for w in ("rows", "cols"))
             if self.options.shapes:
                 shape = lower_language.input_shape(self, pname, shape, pname in scalars,
                                                 specs.get(pname))
