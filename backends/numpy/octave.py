@@ -4,7 +4,8 @@ precedence)``.  Octave's conventions live in the runtime (``rt.norm``, ``rt.chol
 
 A ``while`` loop (``LOOP``) is emitted as statements before the expression that uses it:
 the values it reads, then ``while True:`` with the condition, the body and the carried
-variables, and the node is then the name of its result.
+variables, and the node is then the name of its result.  The views of one loop's
+variables share one run of the loop within a method.
 """
 
 from __future__ import annotations
@@ -51,6 +52,11 @@ def _index(e, n: Node):
 
 def _loop(e, n: Node):
     spec: LoopSpec = n.attr
+    # the views of one loop's variables (x, iters...) share one run of it per method
+    key = (spec.cond, spec.updates, spec.carried, n.children)
+    done = e.__dict__.setdefault("loops_emitted", {})
+    if key in done:
+        return done[key][spec.carried.index(spec.result)], _ATOM
     ind = e.indent
     names = [e.names("temp", f"w{e.count}_{p.lstrip('@')}") for p in spec.placeholders]
     e.count += 1
@@ -76,6 +82,7 @@ def _loop(e, n: Node):
     for c, new in zip(carried, news, strict=True):
         body.append(f"{ind}    {c} = {new}")
     e.lines += [f"{ind}while True:", *body]
+    done[key] = carried
     return carried[spec.carried.index(spec.result)], _ATOM
 
 
