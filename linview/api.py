@@ -14,12 +14,11 @@ from __future__ import annotations
 import ast as pyast
 import builtins
 import importlib
+import re
 import sys
 import types
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-import numpy as np
 
 from linview import specialize
 from linview.backends.numpy import runtime
@@ -67,6 +66,13 @@ def parse_strategy(strategy) -> TriggerOptions:
     if isinstance(strategy, dict):
         return TriggerOptions(strategies={k: one(v) for k, v in strategy.items()})
     return TriggerOptions(default=one(strategy))
+
+
+def _plain_strategy(strategy):
+    """The strategy option as JSON (strings), for state files."""
+    if isinstance(strategy, dict):
+        return {k: getattr(v, "value", v) for k, v in strategy.items()}
+    return getattr(strategy, "value", strategy)
 
 
 @dataclass
@@ -161,6 +167,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend '{backend}'", hint="backends: numpy, spark")
     filename = filename or f"{name or 'program'}.m"
+    source = source.removeprefix("\ufeff")  # a byte-order mark is not part of the program
     module_ast = parse(source, filename)
     dims = dict(dims or {})
     base = Options(shapes=tuple(shapes or ()), dims=tuple(sorted(dims.items())))
@@ -208,6 +215,14 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     except SyntaxError as e:  # a bug in a backend, not the user's fault
         raise CompileError(f"internal error: generated code does not parse: {e}") from None
     module = load_module(text, program.name)
+    stored_name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(filename).name).lstrip(".-") or "_"
+    info = {"source": source, "name": program.name, "filename": stored_name,
+            "options": {"dims": {k: int(v) for k, v in dims.items()}, "model": model,
+                        "rank": int(rank), "backend": backend,
+                        "strategy": _plain_strategy(strategy)}}
+    if shapes:  # a program specialised to its data's shapes (linview.specialize)
+        info["options"]["shapes"] = [[str(n), int(r), int(c)] for n, r, c in shapes]
+    getattr(module, plan.class_name).PROGRAM_INFO = info
     return CompiledProgram(program.name, plan, backend, text, module,
                            {**kept, "trigger_options": trig_opts}, lowered=program)
 
@@ -233,13 +248,24 @@ def _shown_path(p: Path) -> str:
         return str(p.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return p.name
+def decode_source(data: bytes) -> str:
+    """The text of a ``.m`` file: UTF-8 with or without a byte-order mark, else Latin-1
+    (Octave's traditional encoding), so that accented comments are accepted either way;
+    a non-ASCII character outside a comment is then a parse error at its line and
+    column."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
 
 
 def compile_file(path, **kwargs) -> CompiledProgram:
     """Compile the ``.m`` file at ``path`` (keyword arguments as for :func:`compile`)."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = decode_source(p.read_bytes())
     except OSError as e:
         raise CompileError(f"cannot read {path}: {e.strerror}") from None
     kwargs.setdefault("filename", _shown_path(p))
@@ -248,25 +274,29 @@ def compile_file(path, **kwargs) -> CompiledProgram:
 
 
 def restore(path, program: CompiledProgram | None = None, **options):
-    """Load views saved by ``views.save(path)``.  With ``program``, refuse a state that a
-    different program (or different compile options) wrote."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = pyast.literal_eval(str(z["__meta__"]))
-            source = str(z["__module__"])
-            views = {k[5:]: z[k] for k in z.files if k.startswith("view:")}
-    except (OSError, KeyError, ValueError, SyntaxError) as e:
-        raise StateError(f"cannot read saved state {path}: {e}") from None
-    if program is not None:
-        cls = program.module_class
-    else:
-        module = load_module(source, str(meta.get("program", "restored")))
-        classes = [o for o in module.__dict__.values() if isinstance(o, type)
-                   and issubclass(o, runtime.TriggerModule) and o is not runtime.TriggerModule]
-        if not classes:
-            raise StateError(f"saved state {path} holds no trigger module")
-        cls = classes[0]
-    return cls._from_saved(meta, views, **options)
+    """Load views saved by ``views.save(path)``.  The state file's ``.m`` source is
+    compiled again with its stored options (nothing stored is executed); with
+    ``program``, that program is used instead and a state written by a different program
+    (or different compile options) is refused.  Failures are :class:`StateError`."""
+    from linview import statefile
+
+    meta, views = statefile.read(path)
+    if program is None:
+        if "source" not in meta:
+            raise StateError(f"{path} does not hold its program's source (it was saved by "
+                             "a module compiled ahead of time)",
+                             hint="restore it with linview.restore(path, program=prog)")
+        opts = meta["options"]
+        try:
+            program = compile(meta["source"], name=meta["name"], filename=meta["filename"],
+                              dims=opts.get("dims"), backend=opts.get("backend", "numpy"),
+                              model=opts.get("model", "auto"), strategy=opts.get("strategy"),
+                              rank=opts.get("rank", 1),
+                              shapes=tuple(tuple(s) for s in opts.get("shapes") or ()) or None)
+        except (LinviewError, TypeError, ValueError, AttributeError) as e:
+            raise StateError(f"the program stored in {path} does not compile with this "
+                             f"linview: {e}") from None
+    return program.module_class._from_saved(meta, views, **options)
 
 
 __all__ = ["compile", "compile_file", "restore", "CompiledProgram", "LinviewError"]

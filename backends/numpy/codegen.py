@@ -153,8 +153,9 @@ def _matmul(e: _Expr, n: Node):
 
 
 def _inv(e: _Expr, n: Node):
-    fn = "rt.core_inv" if e.trigger else "rt.inv"  # a trigger's k×k core, or a view
-    return f'{fn}({e.code(n.children[0])}, "{e.label}")', _ATOM
+    if e.trigger:  # a trigger's k×k core
+        return f'rt.core_inv({e.code(n.children[0])}, "{e.label}")', _ATOM
+    return f'rt.inv({e.code(n.children[0])}, "{e.label}", self.condition_limit)', _ATOM
 
 
 def _concat(e: _Expr, n: Node):
@@ -340,6 +341,7 @@ class NumpyGenerator:
         ex.fuse_products(roots)
         lines.append(f"{ind}# phase 1: every delta from the old views")
         checks: list[tuple[str, list[str]]] = []  # (view, the parts of its delta)
+        kinds: dict[str, str] = {x: "('outer', U, V)"}  # each view's delta, for probes
         needed = self._needed_factors(trig)
         for vd in trig.deltas[1:]:
             lines += [f"{ind}# {line}" for line in self._math(vd)]
@@ -350,10 +352,12 @@ class NumpyGenerator:
                 lines.append(f"{ind}{left} = " + self._stack(ex, [t.P for t in vd.terms]))
                 lines.append(f"{ind}{right} = " + self._stack(ex, [t.Q for t in vd.terms]))
                 checks.append((vd.name, [left, right]))
+                kinds[vd.name] = f"('outer', {left}, {right})"
                 ex.defined |= {vd.left.attr, vd.right.attr}
             elif vd.strategy is Strategy.HYBRID:
                 lines.append(f"{ind}{left} = {_owned(ex, vd.dense)}")
                 checks.append((vd.name, [left]))
+                kinds[vd.name] = f"('dense', {left})"
                 ex.defined.add(vd.left.attr)
             else:
                 new = names("factor", f"new_{vd.name}")
@@ -361,10 +365,15 @@ class NumpyGenerator:
                 if vd.left.attr in needed:
                     lines.append(f"{ind}{left} = {new} - {names('view', vd.name)}")
                 checks.append((vd.name, [new]))
+                kinds[vd.name] = f"('new', {new})"
         if checks:
             lines.append(f"{ind}rt.check_deltas({x!r}, {{" + ", ".join(
                 f"{v!r}: ({', '.join(parts)}{',' if len(parts) == 1 else ''})"
                 for v, parts in checks) + "})")
+        for vd in trig.deltas[1:]:  # maintained inverses: the randomized residual probe
+            if vd.inverse_of:
+                lines.append(f"{ind}self._probe({vd.name!r}, {vd.inverse_of!r}, "
+                             f"{kinds.get(vd.inverse_of)}, {kinds[vd.name]})")
         body = "\n".join(lines)
         if 'd["' not in body:
             lines.remove(f"{ind}d = self.dims")

@@ -9,7 +9,8 @@ p10 and p90; speedups are ratios of medians against REEVAL measured in the same 
 trigger changes plus one matrix-vector pass (``dgemv``) over every view it reads, timed
 here too; ``trigger/floor`` says how far a trigger is from touching its data
 once.  After the stream, the maintained views are compared with re-evaluation (max
-relative error).
+relative error).  ``probe`` is the share of the update time spent in the randomized
+residual probes of maintained inverses (on by default; see ``linview/probe.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 import scipy.linalg.blas as blas
 
 from linview.compiler.interp import size_value
-from linview.errors import CompileError
+from linview.errors import CompileError, InputError
 
 
 def random_inputs(prog, rng: np.random.Generator) -> dict[str, np.ndarray | float]:
@@ -110,6 +111,9 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
 
     if not prog.program.dynamic:
         raise CompileError(f"{prog.name} has no dynamic inputs: nothing to benchmark")
+    if updates < 1 or rank < 1:
+        raise InputError(f"bench needs at least one update of rank at least 1 (got "
+                         f"{updates} updates of rank {rank})")
     x = input_name or prog.program.dynamic[0]
     if x not in prog.program.dynamic:
         raise CompileError(f"input {x} is not dynamic",
@@ -149,6 +153,7 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
                 times.append(time.perf_counter() - t0)
                 if bar:
                     bar.advance(task)
+            stats = dict(views.stats)  # the probe's share of the measured triggers
             tracemalloc.start()
             base_mem = tracemalloc.get_traced_memory()[0]
             for U, V in stream[:2]:
@@ -169,6 +174,10 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
                 "peak_temp_bytes": int(peak),
                 "view_bytes": int(sum(v.nbytes for v in views._views.values())),
                 "fallbacks": views.stats["fallbacks"],
+                "probe_s": stats.get("probe_seconds", 0.0) / len(times),
+                "probe_share": (stats.get("probe_seconds", 0.0) / sum(times)) if sum(times)
+                else 0.0,
+                "probe_failures": stats.get("probe_failures", 0),
                 "predicted_flops": predicted["flops"],
                 "chosen": {vd.name: vd.strategy.value for vd in trig.deltas[1:]},
             }

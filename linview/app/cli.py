@@ -113,15 +113,9 @@ def cmd_bench(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from linview.app.stream import run_stream
+    from linview.app.run_cli import cmd_run as run
 
-    prog = _compile(args)
-    stats = run_stream(prog, inputs=args.input, updates=args.updates,
-                       checkpoint=args.checkpoint, out=args.out,
-                       checkpoint_every=args.checkpoint_every,
-                       load_options=load_options(args))
-    print(json.dumps(stats))
-    return 0
+    return run(args, _compile, load_options)
 
 
 def cmd_demo(args) -> int:
@@ -131,6 +125,19 @@ def cmd_demo(args) -> int:
 
 
 # ------------------------------------------------------------------ parser
+def _count(minimum: int):
+    """An argparse type: an integer >= ``minimum`` (argparse reports anything else)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="linview",
@@ -152,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--backend", default="numpy", choices=["numpy", "spark"])
             sp.add_argument("--master", default=None,
                             help="Spark master URL (spark backend; default local[*])")
-            sp.add_argument("--partitions", type=int, default=None,
+            sp.add_argument("--partitions", type=_count(1), default=None,
                             help="blocks per distributed view (spark backend)")
 
     c = sub.add_parser("compile", help="emit the trigger module")
@@ -170,15 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     k = sub.add_parser("cost", help="predicted cost of re-evaluation vs incremental")
     common(k, backend=False)
-    k.add_argument("--rank", type=int, default=1, help="update rank k (default 1)")
+    k.add_argument("--rank", type=_count(1), default=1, help="update rank k (default 1)")
     k.add_argument("--json", action="store_true", help="machine-readable output")
     k.add_argument("--formulas", action="store_true", help="include symbolic formulas")
     k.set_defaults(func=cmd_cost)
 
     b = sub.add_parser("bench", help="measure re-evaluation vs incremental per update")
     common(b)
-    b.add_argument("--updates", type=int, default=20, help="number of updates (default 20)")
-    b.add_argument("--rank", type=int, default=1, help="update rank k (default 1)")
+    b.add_argument("--updates", type=_count(1), default=20,
+                   help="number of updates (default 20)")
+    b.add_argument("--rank", type=_count(1), default=1, help="update rank k (default 1)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--input", default=None, help="the dynamic input to update")
     b.add_argument("--strategies", default="reeval,incr,hybrid,auto",
@@ -188,19 +196,16 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--plot", default=None, metavar="FILE.png", help="bar chart of results")
     b.set_defaults(func=cmd_bench)
 
-    r = sub.add_parser("run", help="apply a stream of updates (JSON lines)")
+    r = sub.add_parser("run", help="apply a stream of update records (JSON lines, Parquet)")
     common(r)
-    r.add_argument("--input", action="append", default=[], metavar="X=x.npy",
-                   help="initial value of an input (.npy, .csv, or a number)")
-    r.add_argument("--updates", required=True, help="a .jsonl file, a directory, or -")
-    r.add_argument("--checkpoint", default=None, metavar="DIR")
-    r.add_argument("--checkpoint-every", type=int, default=100)
-    r.add_argument("--out", default=None, metavar="DIR", help="write outputs per batch")
+    from linview.app.run_cli import add_run_arguments
+
+    add_run_arguments(r)
     r.set_defaults(func=cmd_run)
 
     d = sub.add_parser("demo", help="run the OLS demo")
     d.add_argument("--backend", default="numpy", choices=["numpy", "spark"])
-    d.add_argument("--n", type=int, default=1000, help="number of features")
+    d.add_argument("--n", type=_count(1), default=1000, help="number of features")
     d.set_defaults(func=cmd_demo)
     return p
 

@@ -70,18 +70,22 @@ def print_bench(console, result: dict) -> None:
     console.print(f"[bold]{result['program']}[/]  {dims}  update of {result['input']}, "
                   f"rank {result['rank']}, {result['updates']} updates, seed {result['seed']}")
     t = Table()
-    for col in ("strategy", "median", "p10–p90", "speedup", "÷floor", "error", "temp"):
+    for col in ("strategy", "median", "p10–p90", "speedup", "÷floor", "error", "probe",
+                "temp"):
         t.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
     for s, r in result["strategies"].items():
         sp = r["speedup_vs_reeval"]
         fl = r["trigger_over_floor"]
         t.add_row(s.upper(), _secs(r["median_s"]), f"{_secs(r['p10_s'])}–{_secs(r['p90_s'])}",
                   f"{sp:.1f}×" if sp else "—", f"{fl:.1f}×" if fl else "—",
-                  f"{r['max_rel_error']:.0e}", _bytes(r["peak_temp_bytes"]))
+                  f"{r['max_rel_error']:.0e}",
+                  f"{r['probe_share']:.1%}" if r.get("probe_s") else "—",
+                  _bytes(r["peak_temp_bytes"]))
     console.print(t)
     views = max(r["view_bytes"] for r in result["strategies"].values())
     console.print(f"views held: {_bytes(views)}; ÷floor = median over the memory floor "
                   f"({_secs(next(iter(result['strategies'].values()))['floor_s'])} here); "
+                  "probe = share of the update time spent checking maintained inverses; "
                   "temp = peak temporary memory of an update")
     rk = result["ranking"]
     console.print("ranking, fastest first:  measured "

@@ -24,7 +24,7 @@ import sympy as sp
 from linview.compiler import ir, passes
 from linview.compiler.delta import Strategy, TriggerOptions, build_trigger
 from linview.compiler.ir import Node, Op
-from linview.compiler.lower import Options, lower
+from linview.compiler.lower import Options, TooLarge, lower
 from linview.compiler.ops import OPS, Term, sum_terms
 from linview.compiler.optimize import ChainPlanner, Sizes
 from linview.errors import CompileError
@@ -139,20 +139,36 @@ def strategy_chooser(bindings: dict[str, int], rank: int = 1):
 
 MODEL_CANDIDATES = (Options("exp"), Options("linear"), Options("skip", 2), Options("skip", 4),
                     Options("skip", 8))
+#: ``auto`` plans only the models whose lowered program has at most this many statements
+#: (or the fewest, if none is that small)
+AUTO_MAX_STATEMENTS = 200
 
 
 def choose_model(module_ast, source, filename, dims, rank,
                  base: Options | None = None) -> tuple[ir.Program, Options]:
     """``--model auto``: lower once with each iterative model and keep the program with the
     cheapest total trigger cost (the first, ``exp``, on ties).  Returns the lowered program
-    it chose, so the caller does not lower again."""
+    it chose, so the caller does not lower again.  Models whose program is over the size
+    limit are skipped; if every one is, the default model's error is raised."""
     sizes = Sizes(dict(dims), rank)
-    best = None
-    seen: set[tuple] = set()
+    candidates = []
     for opts in MODEL_CANDIDATES:
         if base is not None:  # the data's shapes and dims= (linview.specialize)
             opts = replace(opts, shapes=base.shapes, dims=base.dims)
-        lowered = lower(module_ast, source, filename, opts)
+        try:
+            candidates.append((opts, lower(module_ast, source, filename, opts)))
+        except TooLarge:
+            continue
+    if not candidates:  # every model is over the limit: say so for the default one
+        first = MODEL_CANDIDATES[0]
+        lower(module_ast, source, filename, first if base is None else
+              replace(first, shapes=base.shapes, dims=base.dims))
+    smallest = min(len(p.statements) for _, p in candidates)
+    best = None
+    seen: set[tuple] = set()
+    for opts, lowered in candidates:
+        if len(lowered.statements) > max(AUTO_MAX_STATEMENTS, smallest):
+            continue  # planning cost grows with the statements; never chosen for size
         program = passes.run_program(lowered, sizes)
         key = tuple((s.name, id(s.expr)) for s in program.statements)
         if key in seen:  # no powers or recurrences: every model gives this program

@@ -13,6 +13,7 @@ SSA programs that the rest of the pipeline treats like any other.
 
 from __future__ import annotations
 
+import itertools
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -102,7 +103,7 @@ def power(lw: Lowering, b: Node, k: int, pos) -> Node:
     prefix = str(b.attr)
     mul = lambda x, y: lw.build(Op.MUL, x, y, pos=pos)  # noqa: E731
 
-    def product(parts: list[Node], done: int) -> Node:
+    def product(parts, done: int) -> Node:
         out = None
         for part, size in parts:
             out = part if out is None else mul(out, part)
@@ -112,13 +113,13 @@ def power(lw: Lowering, b: Node, k: int, pos) -> Node:
         return out
 
     if model == "linear":
-        return product([(b, 1)] * k, 0)
+        return product(itertools.repeat((b, 1), k), 0)  # lazily: k may be huge
     if model == "skip" and s < k:
         sq = _squares(lw, b, s, prefix, mul)
         top = max(sq)
-        steps = [(sq[top], top)] * (k // top)
+        steps = itertools.repeat((sq[top], top), k // top)
         rest = k - top * (k // top)
-        return product(steps + [(sq[j], j) for j in _binary(rest)], 0)
+        return product(itertools.chain(steps, [(sq[j], j) for j in _binary(rest)]), 0)
     if k & (k - 1) == 0:  # a power of two: the last squaring is the statement itself
         sq = _squares(lw, b, k // 2, prefix, mul)
         return mul(sq[k // 2], sq[k // 2])

@@ -35,7 +35,7 @@ class Ols(rt.TriggerModule):
         # beta_arg := Xᵀ X (ols.m:3)
         beta_arg = X.T @ X
         # beta_inv := inv(beta_arg) (ols.m:3)
-        beta_inv = rt.inv(beta_arg, "beta_inv")
+        beta_inv = rt.inv(beta_arg, "beta_inv", self.condition_limit)
         # beta_p1 := Xᵀ Y (ols.m:3)
         beta_p1 = X.T @ Y
         # beta := beta_inv beta_p1 (ols.m:3)
@@ -85,6 +85,8 @@ class Ols(rt.TriggerModule):
         rt.check_deltas('X',
             {'beta_arg': (U_beta_arg, V_beta_arg), 'beta_inv': (U_beta_inv, V_beta_inv),
                 'beta_p1': (D_beta_p1,), 'beta': (new_beta,)})
+        self._probe('beta_inv', 'beta_arg', ('outer', U_beta_arg, V_beta_arg),
+            ('outer', U_beta_inv, V_beta_inv))
         # phase 2: apply
         rt.add_outer(X, U, V)
         rt.add_outer(beta_arg, U_beta_arg, V_beta_arg)
