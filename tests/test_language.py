@@ -194,3 +194,14 @@ def test_a_declared_size_named_like_an_automatic_one_does_not_collide():
     prog = compile_(src)
     U, A, V = np.eye(4), RNG.standard_normal((4, 3)), RNG.standard_normal((2, 4))
     assert np.allclose(prog.load(U=U, A=A, V=V)["t"], A.T @ U @ V.T)
+
+
+def test_a_specialised_program_saves_and_restores(tmp_path):
+    src = ("function y = f(X)\n  if rows(X) > 3\n    y = X' * X;\n  else\n    y = X * X';\n"
+           "  end\nend\n")
+    views = compile_(src).load(X=RNG.standard_normal((5, 2)))
+    update_and_check(views, "X")
+    views.save(tmp_path / "state.npz")
+    back = linview.restore(tmp_path / "state.npz")
+    assert np.array_equal(back["y"], views["y"])
+    update_and_check(back, "X")
