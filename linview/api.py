@@ -25,7 +25,8 @@ from linview.backends.numpy import runtime
 from linview.compiler.cost import choose_model, strategy_chooser
 from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
 from linview.compiler.lower import Options, lower
-from linview.compiler.plan import Plan, make_plan
+from linview.compiler.plan import Plan, make_plan, transient_views
+from linview.compiler.timemodel import decide_triggers
 from linview.errors import CompileError, InputError, LinviewError, ShapeError, StateError
 from linview.frontend.parser import parse
 from linview.lower_language import NeedsData
@@ -34,7 +35,7 @@ BACKENDS = ("numpy", "spark")
 
 
 def parse_model(model: str) -> Options:
-    """``exp``, ``linear``, ``skip=S`` (or ``skip`` for s = 4)."""
+    """``exp``, ``linear``, ``written``, ``skip=S`` (or ``skip`` for s = 4)."""
     if model.startswith("skip"):
         _, _, s = model.partition("=")
         try:
@@ -45,9 +46,9 @@ def parse_model(model: str) -> Options:
             raise CompileError(f"bad skip size in model '{model}'",
                                hint="write e.g. --model skip=4 (s >= 2)")
         return Options(model="skip", skip=skip)
-    if model not in ("exp", "linear"):
+    if model not in ("exp", "linear", "written"):
         raise CompileError(f"unknown iterative model '{model}'",
-                           hint="valid models: exp, linear, skip=S, auto")
+                           hint="valid models: exp, linear, skip=S, written, auto")
     return Options(model=model)
 
 
@@ -208,6 +209,14 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
                      source_hash=runtime.source_hash(key))
     if backend == "spark":
         specialize.refuse_on_spark(plan)
+    if trig_opts.choose is not None and backend == "numpy":
+        # cost-based: whole triggers may re-evaluate (the seconds model is NumPy's)
+        plan = decide_triggers(plan, trig_opts)
+    if strategy == "reeval":  # every view re-evaluated: the program re-runs after X += U Vᵀ
+        plan = replace(plan, triggers={
+            x: replace(t, reevaluate="forced by strategy 'reeval'", blas_threads=None)
+            for x, t in plan.triggers.items()})
+    plan = replace(plan, transient=transient_views(plan))
     gen = importlib.import_module(f"linview.backends.{backend}.codegen")
     text = gen.generate(plan)
     try:

@@ -29,19 +29,19 @@ class IllConditioned(NumericalError):
     """Raised inside a trigger when a Woodbury core is (nearly) singular."""
 
 
-def inv(A: np.ndarray, what: str, limit: float | None = None) -> np.ndarray:
-    """The inverse of a view, refusing singular matrices and matrices whose condition
-    estimate exceeds ``limit`` (default :data:`INV_CONDITION_LIMIT`) with a
+def lu(A: np.ndarray, what: str, limit: float | None = None):
+    """LU factors of a view's matrix, refusing singular matrices and matrices whose
+    condition estimate exceeds ``limit`` (default :data:`INV_CONDITION_LIMIT`) with a
     :class:`NumericalError` that names the view and the estimate."""
     limit = INV_CONDITION_LIMIT if limit is None else limit
     A = np.asarray(A, dtype=float)
     if not np.all(np.isfinite(A)):
         raise NumericalError(f"cannot invert {what}: it has non-finite entries")
     try:
-        lu, piv = scipy.linalg.lu_factor(A, check_finite=False)
+        lu_, piv = scipy.linalg.lu_factor(A, check_finite=False)
     except (ValueError, np.linalg.LinAlgError) as e:
         raise NumericalError(f"cannot invert {what}: {e}") from None
-    d = np.abs(np.diag(lu))
+    d = np.abs(np.diag(lu_))
     hint = ("the program's inputs make this matrix (nearly) non-invertible; an inverse "
             f"this ill-conditioned would be inaccurate (load option condition_limit=, "
             f"now {limit:.3g})")
@@ -51,13 +51,25 @@ def inv(A: np.ndarray, what: str, limit: float | None = None) -> np.ndarray:
     if d.size:
         with np.errstate(over="ignore", invalid="ignore"):
             anorm = float(np.abs(A).sum(axis=0).max())
-        rcond, _ = scipy.linalg.lapack.dgecon(lu, anorm, norm="1")
+        rcond, _ = scipy.linalg.lapack.dgecon(lu_, anorm, norm="1")
         if not rcond * limit >= 1.0:
             cond = f"{1 / rcond:.3g}" if rcond > 0 else "infinite"
             raise NumericalError(f"cannot invert {what}: its condition estimate is {cond}, "
                                  f"over the limit {limit:.3g}", hint=hint)
-    out = scipy.linalg.lu_solve((lu, piv), np.eye(A.shape[0]))
+    return lu_, piv
+
+
+def inv(A: np.ndarray, what: str, limit: float | None = None) -> np.ndarray:
+    """The inverse of a view (guarded as :func:`lu` says)."""
+    out = scipy.linalg.lu_solve(lu(A, what, limit), np.eye(np.shape(A)[0]))
     return np.asfortranarray(out)
+
+
+def solve(A: np.ndarray, B: np.ndarray, what: str, limit: float | None = None) -> np.ndarray:
+    """``inv(A) B`` without forming the inverse (LU and two triangular solves, as Octave's
+    ``A \\ B``), guarded like :func:`inv`."""
+    return scipy.linalg.lu_solve(lu(A, what, limit), np.asarray(B, dtype=float),
+                                 check_finite=False)
 
 
 def core_inv(K: np.ndarray, what: str) -> np.ndarray:

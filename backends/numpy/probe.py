@@ -68,11 +68,21 @@ class Prober:
         self.states: dict[str, tuple[np.ndarray, ...]] = {}
         self.pending: dict[str, tuple[np.ndarray, ...]] = {}
         self.last: dict[str, dict[str, float]] = {}
+        self.arg_of: dict[str, str] = {}  # inverse view -> the view it inverts
+        self.seeds: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # A -> (z, A z)
 
-    def reset(self) -> None:
-        """Forget every probe vector (after the views were re-evaluated)."""
-        self.states.clear()
+    def reset(self, keep: frozenset[str] = frozenset()) -> None:
+        """Forget the probe vectors (after the views were re-evaluated), except those of
+        inverses of the views in ``keep``: views no trigger keeps (``TRANSIENT``), whose
+        images ``A z`` can only be carried forward, not recomputed."""
+        self.states = {w: s for w, s in self.states.items() if self.arg_of.get(w) in keep}
         self.pending.clear()
+
+    def seed(self, A_name: str, Am: np.ndarray) -> None:
+        """A fresh probe vector for the inverse of ``A``, drawn while ``A`` is at hand (at
+        re-evaluation, for a view that is not kept afterwards)."""
+        z = self.rng.standard_normal((Am.shape[0], 1))
+        self.seeds[A_name] = (z, Am @ z)
 
     def commit(self) -> None:
         self.states.update(self.pending)
@@ -82,9 +92,15 @@ class Prober:
               tolerance: float, condition_limit: float) -> str | None:
         """Probe ``W = inv(A)`` across one trigger (``dA``, ``dW`` as for :func:`_image`);
         the reason when it fails, else None (and the new state is pending)."""
-        n = Am.shape[0]
+        n = Wm.shape[0]
+        self.arg_of[W_name] = A_name
         state = self.states.get(W_name)
-        if state is None:  # a fresh probe vector: one pass over A and one over W
+        if state is None and Am is None:  # A is not kept: the vector drawn when it was
+            if A_name not in self.seeds:
+                return None  # nothing to probe against until the next re-evaluation
+            z, a = self.seeds[A_name]
+            w = Wm @ z
+        elif state is None:  # a fresh probe vector: one pass over A and one over W
             z = self.rng.standard_normal((n, 1))
             a, w = Am @ z, Wm @ z
         else:
@@ -120,7 +136,7 @@ def probe(module, W_name: str, A_name: str, dA, dW) -> None:
         return
     t0 = time.perf_counter()
     views = module._views
-    why = module._prober.check(W_name, A_name, views[W_name], views[A_name], dA, dW,
+    why = module._prober.check(W_name, A_name, views[W_name], views.get(A_name), dA, dW,
                                module.probe_tolerance, module.condition_limit)
     module.stats["probe_seconds"] += time.perf_counter() - t0
     if why is not None:

@@ -10,7 +10,9 @@ The generated code only ever imports numpy, scipy and this module.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
@@ -29,6 +31,7 @@ from linview.backends.numpy.guards import (  # noqa: F401 - part of the runtime'
     core_inv,
     inv,
     real_dtype_problem,
+    solve,
 )
 from linview.backends.numpy.octave_rt import chol, diag, norm, pinv  # noqa: F401 - rt.norm...
 from linview.errors import InputError, NumericalError, StateError, UpdateError
@@ -50,8 +53,18 @@ def size_text(size) -> str:
 # ------------------------------------------------------------------ kernels
 def add_outer(A: np.ndarray, P: np.ndarray, Q: np.ndarray) -> None:
     """``A += P Qᵀ`` in place through BLAS ``dgemm`` with beta = 1, allocating nothing of
-    A's size.  (``dgemm`` also for rank 1: OpenBLAS's ``dger`` measured 40× slower here.)"""
+    A's size.  (``dgemm`` also for rank 1: OpenBLAS's ``dger`` measured 40× slower here.)
+    A one-hot ``P`` (or ``Q``), as a row (column) update has, touches only those rows
+    (columns) of A."""
     if P.shape[1] == 0:
+        return
+    rows = one_hot(P)
+    if rows is not None:  # a row update touches only its rows: O(n·k), not a pass over A
+        A[rows, :] += P[rows] @ Q.T
+        return
+    cols = one_hot(Q)
+    if cols is not None:  # a column update touches only its columns
+        A[:, cols] += P @ Q[cols].T
         return
     if A.flags.f_contiguous and A.dtype == np.float64 and A.size > 64:
         out = blas.dgemm(1.0, P, Q, beta=1.0, c=A, trans_b=True, overwrite_c=True)
@@ -60,6 +73,41 @@ def add_outer(A: np.ndarray, P: np.ndarray, Q: np.ndarray) -> None:
         A[...] = out  # BLAS had to copy (not expected for Fortran float64)
         return
     A += P @ Q.T
+
+
+#: environment variables through which a user sets BLAS threads; any of them set means the
+#: triggers leave BLAS threads alone (the user's explicit setting wins)
+THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+              "BLIS_NUM_THREADS")
+#: BLAS threads of a maintaining trigger: its products are thin (gemv-like) and memory
+#: bound, where threads only add synchronisation (and spin on a loaded machine)
+TRIGGER_THREADS = 1
+_CONTROLLER = None
+
+
+def user_threads() -> bool:
+    """True when the user set BLAS threads through the environment."""
+    return any(os.environ.get(v) for v in THREAD_ENV)
+
+
+def blas_limit(threads: int | None):
+    """A context limiting BLAS (threadpoolctl) to ``threads``; ``None`` changes nothing."""
+    global _CONTROLLER
+    if threads is None:
+        return contextlib.nullcontext()
+    if _CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=threads, user_api="blas")
+
+
+def blas_threads() -> int | None:
+    """BLAS threads in effect now (the largest over the loaded BLAS libraries)."""
+    from threadpoolctl import threadpool_info
+
+    counts = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
+    return max(counts) if counts else None
 
 
 def add_dense(A: np.ndarray, D: np.ndarray) -> None:
@@ -168,10 +216,20 @@ class TriggerModule:
     #: ``linview.compile``; stored by save() so that restore() can compile it again)
     PROGRAM_INFO: Mapping[str, object] = {}
 
-    #: keyword options of the constructor; an input of the same name takes precedence
+    #: {input: BLAS threads} of triggers that differ from TRIGGER_THREADS (a trigger that
+    #: re-evaluates the program keeps every thread: None)
+    TRIGGER_BLAS = {}
+    #: {input: reason} of triggers that re-evaluate the program instead of maintaining views
+    REEVALUATED = {}
+    #: views the re-evaluation computes but the module does not keep (``Plan.transient``)
+    TRANSIENT: tuple[str, ...] = ()
+
+    #: keyword options of the constructor; an input of the same name takes precedence.
+    #: ``blas_threads``: "auto" (maintaining triggers run single-threaded unless the user
+    #: set BLAS threads in the environment), an int for every trigger, or None (no change)
     OPTIONS = {"refresh_every": None, "check_every": None, "tolerance": 1e-6,
                "probe": True, "probe_tolerance": 1e-9,
-               "condition_limit": INV_CONDITION_LIMIT}
+               "condition_limit": INV_CONDITION_LIMIT, "blas_threads": "auto"}
 
     def __init__(self, /, _state=None, **kwargs):
         opts = {k: kwargs.pop(k) if k in kwargs and k not in self.INPUTS else v
@@ -198,6 +256,17 @@ class TriggerModule:
         self.probe = bool(opts["probe"])
         self.probe_tolerance = float(opts["probe_tolerance"])
         self.condition_limit = float(opts["condition_limit"])
+        threads = opts.get("blas_threads", "auto")
+        if threads == "auto":
+            self._threads = {} if user_threads() else {
+                x: self.TRIGGER_BLAS.get(x, TRIGGER_THREADS) for x in self.DYNAMIC}
+        elif threads is None:
+            self._threads = {}
+        elif isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1:
+            self._threads = dict.fromkeys(self.DYNAMIC, threads)
+        else:
+            raise InputError(f"blas_threads must be 'auto', None or a positive int, "
+                             f"not {threads!r}")
 
     # -------------------------------------------------------------- inputs
     def _validate_inputs(self, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:
@@ -253,6 +322,9 @@ class TriggerModule:
         views = dict(arrays)
         computed = self._evaluate(self.dims, arrays)
         for name, val in computed.items():
+            if name in self.TRANSIENT:  # evaluated to be inverted; no trigger keeps it
+                self._prober.seed(name, np.asarray(val, dtype=np.float64))
+                continue
             val = np.asarray(val, dtype=np.float64)
             if val.ndim < 2:  # a constant statement such as C = 0.5
                 val = val.reshape(1, -1)
@@ -298,9 +370,10 @@ class TriggerModule:
         U, V = self._validate_update(name, U, V)
         t0 = time.perf_counter()
         if self.updates % _probe.RENEW_EVERY == 0:
-            self._prober.reset()  # fresh probe vectors now and then
+            self._prober.reset(keep=frozenset(self.TRANSIENT))  # fresh vectors now and then
         try:
-            getattr(self, f"on_update_{name}")(U, V)
+            with blas_limit(self._threads.get(name)):
+                getattr(self, f"on_update_{name}")(U, V)
             self._prober.commit()
         except IllConditioned as why:
             # a Woodbury core is (nearly) singular or a probe failed: nothing was applied;
@@ -368,6 +441,22 @@ class TriggerModule:
         arrays[name] = arrays[name] + U @ V.T
         self._views = self._reevaluate(arrays)
 
+    def _reevaluate_trigger(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
+        """A trigger that re-evaluates (the cost model found maintenance slower): ``name +=
+        U Vᵀ`` in place, then every view from the inputs.  On an error the input is restored
+        (exactly: the touched rows, or a copy) and nothing else has changed."""
+        X = self._views[name]
+        rows, cols = one_hot(U), one_hot(V)
+        where = (rows, slice(None)) if rows is not None else \
+            (slice(None), cols) if cols is not None else (slice(None), slice(None))
+        saved = X[where].copy()
+        add_outer(X, U, V)
+        try:
+            self._views = self._reevaluate({n: self._views[n] for n in self.INPUTS})
+        except BaseException:
+            X[where] = saved
+            raise
+
     def _drift_policy(self) -> None:
         if self.refresh_every and self.updates % self.refresh_every == 0:
             self.refresh()
@@ -396,6 +485,8 @@ class TriggerModule:
         errs = {}
         with np.errstate(over="ignore", invalid="ignore"):
             for name, ref in fresh.items():
+                if name in self.TRANSIENT:
+                    continue
                 ref = np.asarray(ref, dtype=float)
                 if not ref.size:
                     errs[name] = 0.0

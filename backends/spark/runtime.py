@@ -110,6 +110,17 @@ def inv(A, what: str, limit: float | None = None) -> np.ndarray:
     return runtime.inv(A, what, limit)
 
 
+def solve(A, B, what: str) -> np.ndarray:
+    """``inv(A) B`` on the driver without forming the inverse (:func:`runtime.solve`)."""
+    if isinstance(A, _DIST):
+        ctx = (A.base if isinstance(A, Transposed) else A).ctx
+        ctx.check_collect(A.shape, f"cannot solve with {what} on the Spark driver")
+        A = A.to_numpy()
+    if isinstance(B, _DIST):
+        B = B.to_numpy()
+    return runtime.solve(A, B, what)
+
+
 def check_deltas(trigger: str, deltas: dict) -> None:
     """Phase-1 guard (:func:`..numpy.runtime.check_deltas`); distributed parts are checked
     block by block."""
@@ -319,11 +330,15 @@ class SparkTriggerModule(runtime.TriggerModule):
         self._drift_policy()
 
     def _fallback(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
+        self._reevaluate_trigger(name, U, V)
+        self.stats["fallbacks"] += 1
+
+    def _reevaluate_trigger(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
+        """A trigger that re-evaluates: every view from the updated inputs."""
         arrays = {n: self._views[n] for n in self.INPUTS}
         X = arrays[name]
         arrays[name] = X.plus_outer(U, V) if isinstance(X, DistMatrix) else X + U @ V.T
         self._views = self._reevaluate(arrays)
-        self.stats["fallbacks"] += 1
 
     def refresh(self) -> None:
         """Re-evaluate every view from the current inputs (distributed products)."""

@@ -118,6 +118,34 @@ def cmd_run(args) -> int:
     return run(args, _compile, load_options)
 
 
+def cmd_calibrate(args) -> int:
+    from linview.compiler import calibrate
+
+    path = calibrate.cache_path()
+    if args.show:
+        r, why = calibrate.load(path)
+        if r is None:
+            print(f"{path}: {why}; run 'linview calibrate' to measure")
+            return 0
+    else:
+        r = calibrate.measure()
+        try:
+            calibrate.save(r, path)
+        except OSError as e:
+            raise LinviewError(f"cannot write the calibration to {path}: {e.strerror}",
+                     hint="set LINVIEW_CACHE_DIR to a writable folder") from None
+    if args.json:
+        print(json.dumps({"path": str(path), "rates": r.as_dict()}, indent=2))
+        return 0
+    print(f"calibration ({path}):")
+    print(f"  gemm            {r.gemm_flops / 1e9:8.1f} GFlop/s (all BLAS threads), "
+          f"{r.gemm1_flops / 1e9:.1f} (one)")
+    print(f"  memory stream   {r.stream_bytes / 1e9:8.1f} GB/s (all BLAS threads), "
+          f"{r.stream1_bytes / 1e9:.1f} (one)")
+    print(f"  call overhead   {r.call_s * 1e6:8.2f} µs")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from linview.app.demo import demo
 
@@ -152,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="compile for these input shapes, as load() does for data")
         sp.add_argument("--model", default="auto",
                         help="iterative model of E^k and of loops T = A*T + B: exp, linear, "
-                        "skip=S, or auto (cheapest by the cost model; default)")
+                        "skip=S, written (as written: loops step by step, ^ by squaring), "
+                        "or auto (cheapest by the cost model; default)")
         sp.add_argument("--strategy", default=None,
                         help="force incr, hybrid or reeval for every view (default: by cost)")
         if backend:
@@ -190,7 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--input", default=None, help="the dynamic input to update")
     b.add_argument("--strategies", default="reeval,incr,hybrid,auto",
-                   help="comma-separated strategies to measure")
+                   help="comma-separated strategies to measure: reeval (the program as "
+                   "written, the baseline), reeval_model (as compiled), incr, hybrid, auto")
     b.add_argument("--json", default=None, metavar="FILE", help="write results as JSON")
     b.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
     b.add_argument("--plot", default=None, metavar="FILE.png", help="bar chart of results")
@@ -202,6 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_run_arguments(r)
     r.set_defaults(func=cmd_run)
+
+    cal = sub.add_parser("calibrate", help="measure this machine's rates for the cost model")
+    cal.add_argument("--show", action="store_true", help="print the cached rates, measure "
+                     "nothing")
+    cal.add_argument("--json", action="store_true", help="machine-readable output")
+    cal.set_defaults(func=cmd_calibrate)
 
     d = sub.add_parser("demo", help="run the OLS demo")
     d.add_argument("--backend", default="numpy", choices=["numpy", "spark"])

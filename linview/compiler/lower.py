@@ -245,7 +245,7 @@ class _Lowerer:
         if st.var in self.env and st.var not in self.loop_vars:
             raise self.parse_error(f"loop variable '{st.var}' shadows a variable", st.pos)
         self.loop_vars.add(st.var)
-        if self.options.model != "linear" and len(trips) > 1:
+        if self.options.model not in ("linear", "written") and len(trips) > 1:
             match = models.match_recurrence(st, self.env)
             if match is not None and models.recurrence(self, st, match, len(trips)):
                 return
@@ -562,5 +562,5 @@ def lower(module: syntax.Module, source: str = "", filename: str = "<string>",
     options = options or Options()
     if options.model not in MODELS:
         raise CompileError(f"unknown iterative model '{options.model}'",
-                           hint="valid models: exp, linear, skip=S, auto")
+                           hint="valid models: exp, linear, skip=S, written, auto")
     return _Lowerer(module, source, filename, options).run()
