@@ -8,6 +8,7 @@ from __future__ import annotations
 import sympy as sp
 
 from linview.backends.common import Namer
+from linview.backends.numpy import octave
 from linview.compiler import printer
 from linview.compiler.ir import Node, Op
 from linview.compiler.plan import size_code
@@ -178,6 +179,7 @@ RENDER = {
                           "keepdims=True)", _ATOM),
     Op.TRACE: lambda e, n: (f"np.full((1, 1), np.trace({e.code(n.children[0])}))", _ATOM),
     Op.CONCAT: _concat,
+    **octave.RENDER,  # the wider Octave language (backends/numpy/octave.py)
 }
 
 

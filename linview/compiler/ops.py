@@ -35,7 +35,7 @@ import scipy.linalg
 import scipy.sparse as sps
 import sympy as sp
 
-from linview.compiler import ir
+from linview.compiler import ir, ops_octave
 from linview.compiler.ir import ONE, Node, Op, ShapeMismatch, same_dim
 from linview.errors import NumericalError
 
@@ -435,6 +435,8 @@ OPS: dict[Op, OpDef] = {
     Op.SUM: SUM,
     Op.TRACE: TRACE,
     Op.CONCAT: CONCAT,
+    # the wider Octave language: indexing, elementwise functions, reductions, while loops
+    **{op: OpDef(**fields) for op, fields in ops_octave.ENTRIES.items()},
 }
 
 if any(op not in OPS for op in Op if op not in ir.LEAVES):  # a new op needs its entry here
