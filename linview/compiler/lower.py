@@ -24,13 +24,12 @@ import sympy as sp
 
 from linview.compiler import ir, lower_control, lower_language, models
 from linview.compiler.ir import Node, Op
+from linview.compiler.lower_expr import ExpressionLowering
 from linview.compiler.models import MODELS, Options  # noqa: F401 - part of this interface
 from linview.compiler.shapes import Conflict, Unifier, dim
 from linview.errors import CompileError, ParseError, ShapeError, locate
 from linview.frontend import syntax
 
-SUPPORTED_FUNCTIONS = ("eye", "zeros", "ones", "size", "inv", "transpose", "sum", "trace",
-                       *lower_language.FUNCTIONS)
 #: a program that lowers (loops unrolled, powers expanded) to more statements is refused:
 #: planning costs tens of milliseconds per statement
 MAX_STATEMENTS = 500
@@ -40,7 +39,7 @@ class TooLarge(CompileError):
     """The lowered program exceeds :data:`MAX_STATEMENTS`."""
 
 
-class _Lowerer:
+class _Lowerer(ExpressionLowering):
     def __init__(self, module: syntax.Module, source: str, filename: str, options: Options):
         self.module = module
         self.source = source
@@ -323,236 +322,6 @@ class _Lowerer:
             yield
         finally:
             self.current = previous
-
-    # ----------------------------------------------------------------- expressions
-    def expr(self, e: syntax.Expr, hint: str) -> Node:
-        kind = "x_" + type(e).__name__.lower()
-        method = getattr(self, kind, None)
-        if method is None:  # subscripts and strings: linview/lower_language.py
-            return self.fresh(getattr(lower_language, kind)(self, e, hint))
-        return self.fresh(method(e, hint))
-
-    def x_num(self, e: syntax.Num, hint: str) -> Node:
-        return ir.const(sp.Integer(int(e.value)) if float(e.value).is_integer()
-                        else sp.Float(e.value))
-
-    def x_name(self, e: syntax.Name, hint: str) -> Node:
-        if e.id in self.loop_vars:
-            raise self.parse_error(f"the loop variable '{e.id}' cannot be used in an "
-                                   "expression", e.pos,
-                                   "loops are unrolled; their bodies may not depend on the "
-                                   "iteration number")
-        if e.id not in self.env:
-            raise self.parse_error(f"undefined variable '{e.id}'", e.pos)
-        return self.env[e.id]
-
-    def x_unary(self, e: syntax.Unary, hint: str) -> Node:
-        v = self.expr(e.operand, hint)
-        if e.op == "!":
-            return lower_language.logical_not(self, v, e.pos)
-        return ir.neg(v) if e.op == "-" else v
-
-    def x_transpose(self, e: syntax.Transpose, hint: str) -> Node:
-        return ir.transpose(self.expr(e.operand, hint))
-
-    def x_matrix(self, e: syntax.Matrix, hint: str) -> Node:
-        if not e.rows:
-            raise self.parse_error("the empty matrix [] is not supported", e.pos,
-                                   "use zeros(r, c) for a matrix of zeros")
-        rows = [[self.expr(x, hint) for x in row] for row in e.rows]
-        src = lower_language.show(e)
-        for i, row in enumerate(rows):
-            for j, blk in enumerate(row[1:], 1):
-                first, this = e.rows[i][0], e.rows[i][j]
-                self.unify(row[0].rows, blk.rows, e.pos,
-                           f"{src}: block row {i + 1} has {lower_language.show(first)} "
-                           f"({self.show(row[0].shape)}) and {lower_language.show(this)} "
-                           f"({self.show(blk.shape)}), which must have the same number of "
-                           "rows")
-        widths = [sp.Add(*[self.uni.resolve(b.cols) for b in row]) for row in rows]
-        for i, w in enumerate(widths[1:], 2):
-            self.unify(widths[0], w, e.pos,
-                       f"{src}: block row 1 is {self.uni.resolve(widths[0])} columns wide "
-                       f"but block row {i} is {self.uni.resolve(w)}")
-        flat = [b for row in rows for b in row]
-        if len(flat) == 1:
-            return flat[0]
-        return self.build(Op.CONCAT, *flat, pos=e.pos, attr=tuple(len(r) for r in rows))
-
-    def x_binary(self, e: syntax.Binary, hint: str) -> Node:
-        if e.op == "^":
-            return self.power(e, hint)
-        if e.op == ".^":
-            return lower_language.elementwise_power(self, e, hint)
-        if e.op in lower_language.OPERATORS:
-            return lower_language.compare(self, e, hint)
-        a = self.expr(e.left, hint)
-        b = self.expr(e.right, hint)
-        op = e.op
-        if op in ("+", "-"):
-            if a.is_scalar != b.is_scalar:
-                return lower_language.broadcast(self, op, a, b, e.pos)
-            if a.op is Op.CONST and b.op is Op.CONST:
-                return ir.const(a.attr + b.attr if op == "+" else a.attr - b.attr)
-            a, b = lower_language.expand_vectors(self, a, b, e.pos)
-            self.unify(a.rows, b.rows, e.pos, f"operands of '{op}' must have the same size",
-                       a.shape, b.shape)
-            self.unify(a.cols, b.cols, e.pos, f"operands of '{op}' must have the same size",
-                       a.shape, b.shape)
-            return self.build(Op.ADD if op == "+" else Op.SUB, a, b, pos=e.pos)
-        if op in ("*", ".*"):
-            if a.op is Op.CONST and b.op is Op.CONST:
-                return ir.const(a.attr * b.attr)
-            if (a.is_scalar and not b.is_scalar) or a.op is Op.CONST:
-                return self.fresh(ir.scale(a, b))
-            if (b.is_scalar and not a.is_scalar) or b.op is Op.CONST:
-                return self.fresh(ir.scale(b, a))
-            if op == ".*" or (a.is_scalar and b.is_scalar):
-                return self.elementwise(Op.EMUL, a, b, e)
-            self.unify(a.cols, b.rows, e.pos, "inner dimensions of '*' must agree",
-                       a.shape, b.shape)
-            return self.build(Op.MUL, a, b, pos=e.pos)
-        if op in ("/", "./"):
-            if b.is_scalar:
-                if b.op is Op.CONST:
-                    if b.attr == 0:
-                        raise self.shape_error("division by the constant zero", e.pos)
-                    return self.fresh(ir.scale(ir.const(1 / b.attr), a))
-                if a.is_scalar:
-                    return self.build(Op.EDIV, a, b, pos=e.pos)
-                return self.fresh(ir.scale(self.build(Op.EDIV, ir.const(1), b, pos=e.pos), a))
-            if op == "./":
-                return self.elementwise(Op.EDIV, a, b, e)
-            # B / A = B * inv(A)
-            self.unify(a.cols, b.cols, e.pos, "in 'B / A', B and A must have the same number "
-                       "of columns", a.shape, b.shape)
-            return self.build(Op.MUL, a, self.inverse(b, e, hint), pos=e.pos)
-        if op == "\\":
-            if a.is_scalar:
-                return self.x_binary(syntax.Binary("/", e.right, e.left, e.pos), hint)
-            self.unify(a.rows, b.rows, e.pos, "in 'A \\ B', A and B must have the same number "
-                       "of rows", a.shape, b.shape)
-            return self.build(Op.MUL, self.inverse(a, e, hint), b, pos=e.pos)
-        raise self.parse_error(f"operator '{op}' is not supported", e.pos)
-
-    def elementwise(self, op: Op, a: Node, b: Node, e: syntax.Binary) -> Node:
-        if not (a.is_scalar or b.is_scalar):
-            a, b = lower_language.expand_vectors(self, a, b, e.pos)
-            what = f"operands of '{e.op}' must have the same size"
-            self.unify(a.rows, b.rows, e.pos, what, a.shape, b.shape)
-            self.unify(a.cols, b.cols, e.pos, what, a.shape, b.shape)
-        return self.build(op, a, b, pos=e.pos)
-
-    def inverse(self, a: Node, e, hint: str) -> Node:
-        self.unify(a.rows, a.cols, e.pos, "only square matrices can be inverted", a.shape)
-        a = self.fresh(a)
-        if a.op is Op.CONST:
-            if a.attr == 0:
-                raise self.shape_error("inverse of the constant zero", e.pos)
-            return ir.const(1 / a.attr)
-        if a.is_scalar:
-            return self.build(Op.EDIV, ir.const(1), a, pos=e.pos)
-        arg = self.materialize(a, f"{hint}_arg")
-        return self.materialize(self.build(Op.INV, arg, pos=e.pos), f"{hint}_inv")
-
-    def power(self, e: syntax.Binary, hint: str) -> Node:
-        k_expr = e.right
-        if not (isinstance(k_expr, syntax.Num) and float(k_expr.value).is_integer()
-                and k_expr.value >= 1) and lower_language.literal(k_expr) is not None \
-                and self.expr(e.left, hint).is_scalar:
-            return lower_language.elementwise_power(self, e, hint)
-        if not (isinstance(k_expr, syntax.Num) and float(k_expr.value).is_integer()
-                and k_expr.value >= 1):
-            raise self.parse_error("the exponent of '^' must be an integer literal >= 1",
-                                   getattr(k_expr, "pos", e.pos),
-                                   "use inv(A) for an inverse; A^0 is eye(size(A,1))")
-        k = int(k_expr.value)
-        base = self.expr(e.left, hint)
-        self.unify(base.rows, base.cols, e.pos, "'^' needs a square matrix", base.shape)
-        base = self.fresh(base)
-        if k == 1:
-            return base
-        if base.op is Op.CONST:
-            return ir.const(base.attr ** k)
-        if base.is_scalar:  # repeated squaring: depth and size O(log k)
-            out, square = None, base
-            while k:
-                if k & 1:
-                    out = square if out is None else self.build(Op.EMUL, out, square,
-                                                                pos=e.pos)
-                k >>= 1
-                if k:
-                    square = self.build(Op.EMUL, square, square, pos=e.pos)
-            return out
-        return models.power(self, self.materialize(base, f"{hint}_base"), k, e.pos)
-
-    def x_call(self, e: syntax.Call, hint: str) -> Node:
-        f, args = e.func, e.args
-        if f in self.loop_vars:
-            raise self.parse_error(f"indexing '{f}(...)' with a loop variable is not "
-                                   "supported", e.pos, "loops are unrolled")
-        if f in self.env:
-            return lower_language.index(self, e, hint)
-        if f in lower_language.FUNCTIONS:
-            return lower_language.call(self, e, hint)
-        arity = {"eye": (1, 2), "zeros": (1, 2), "ones": (1, 2), "size": (2, 2),
-                 "inv": (1, 1), "transpose": (1, 1), "sum": (1, 2), "trace": (1, 1)}
-        if f not in arity:
-            raise self.parse_error(f"unknown function '{f}'", e.pos,
-                                   "supported functions: " + ", ".join(SUPPORTED_FUNCTIONS))
-        lo, hi = arity[f]
-        if not lo <= len(args) <= hi:
-            want = str(lo) if lo == hi else f"{lo} or {hi}"
-            extra = " (size(X) without a dimension is not supported)" if f == "size" else ""
-            raise self.parse_error(f"{f}() takes {want} arguments, got {len(args)}{extra}",
-                                   e.pos)
-        if f in ("eye", "zeros", "ones"):
-            sizes = [self.size_arg(a) for a in args]
-            r, c = sizes[0], sizes[-1]
-            return {"eye": ir.eye, "zeros": ir.zeros, "ones": ir.ones}[f](r, c)
-        if f == "size":
-            x = self.expr(args[0], hint)
-            d = self.literal_int(args[1], "the dimension argument of size()")
-            if d not in (1, 2):
-                raise self.parse_error("size(X, d) needs d = 1 or 2", args[1].pos)
-            return ir.const(x.shape[d - 1])
-        x = self.expr(args[0], hint)
-        if f == "inv":
-            return self.inverse(x, e, hint)
-        if f == "transpose":
-            return ir.transpose(x)
-        if f == "trace":
-            if x.is_scalar:
-                return x
-            self.unify(x.rows, x.cols, e.pos, "trace() needs a square matrix", x.shape)
-            return self.build(Op.TRACE, x, pos=e.pos)
-        # sum: along the first non-singleton dimension, as Octave does
-        if len(args) == 2:
-            d = self.literal_int(args[1], "the dimension argument of sum()")
-            if d not in (1, 2):
-                raise self.parse_error("sum(X, d) needs d = 1 or 2", args[1].pos)
-        else:
-            d = 2 if x.rows == 1 else 1
-            if d == 1 and not sp.sympify(x.rows).is_Number:
-                line = e.pos[0] if e.pos else 0
-                self.not_one.append((x.rows, f"sum() on line {line} of {self.filename} was "
-                                     f"compiled to sum columns, assuming {x.rows} > 1; for "
-                                     "a single row Octave sums the row instead: write "
-                                     "sum(X, 1) or sum(X, 2)"))
-        if (d == 1 and x.rows == 1) or (d == 2 and x.cols == 1):
-            return x
-        return self.build(Op.SUM, x, pos=e.pos, attr=d)
-
-    def size_arg(self, a: syntax.Expr) -> sp.Expr:
-        v = self.expr(a, "size")
-        if v.op is Op.CONST:
-            val = self.uni.resolve(v.attr)
-            if val.is_Integer and val > 0:
-                return val
-            if not val.is_Number and val.free_symbols:
-                return val
-        raise self.parse_error("sizes must be positive integer literals, size(X, d), or "
-                               "arithmetic on those", a.pos)
 
 
 def lower(module: syntax.Module, source: str = "", filename: str = "<string>",
