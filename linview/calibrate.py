@@ -104,7 +104,7 @@ def _best(fn, repeat: int) -> float:
 
 def measure(scale: float = 1.0) -> Rates:
     """Measure the rates here (``scale`` < 1 shrinks the operands, for tests)."""
-    from linview.runtime import blas_limit
+    from linview.threads import blas_limit
 
     rng = np.random.default_rng(0)
     n = max(64, int(1000 * scale))

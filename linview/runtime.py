@@ -10,7 +10,6 @@ The generated code only ever imports numpy, scipy and this module.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import os
@@ -24,6 +23,13 @@ import scipy.linalg.blas as blas
 import scipy.sparse as sps
 
 from linview.errors import InputError, NumericalError, StateError, UpdateError
+from linview.threads import (  # noqa: F401 - part of this module's interface
+    THREAD_ENV,
+    TRIGGER_THREADS,
+    blas_limit,
+    blas_threads,
+    user_threads,
+)
 
 _BARE_SIZE = re.compile(r'd\["(\w+)"\]')
 
@@ -60,41 +66,6 @@ def add_outer(A: np.ndarray, P: np.ndarray, Q: np.ndarray) -> None:
         A[...] = out  # BLAS had to copy (not expected for Fortran float64)
         return
     A += P @ Q.T
-
-
-#: environment variables through which a user sets BLAS threads; any of them set means the
-#: triggers leave BLAS threads alone (the user's explicit setting wins)
-THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-              "BLIS_NUM_THREADS")
-#: BLAS threads of a maintaining trigger: its products are thin (gemv-like) and memory
-#: bound, where threads only add synchronisation (and spin on a loaded machine)
-TRIGGER_THREADS = 1
-_CONTROLLER = None
-
-
-def user_threads() -> bool:
-    """True when the user set BLAS threads through the environment."""
-    return any(os.environ.get(v) for v in THREAD_ENV)
-
-
-def blas_limit(threads: int | None):
-    """A context limiting BLAS (threadpoolctl) to ``threads``; ``None`` changes nothing."""
-    global _CONTROLLER
-    if threads is None:
-        return contextlib.nullcontext()
-    if _CONTROLLER is None:
-        from threadpoolctl import ThreadpoolController
-
-        _CONTROLLER = ThreadpoolController()
-    return _CONTROLLER.limit(limits=threads, user_api="blas")
-
-
-def blas_threads() -> int | None:
-    """BLAS threads in effect now (the largest over the loaded BLAS libraries)."""
-    from threadpoolctl import threadpool_info
-
-    counts = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
-    return max(counts) if counts else None
 
 
 def add_dense(A: np.ndarray, D: np.ndarray) -> None:
