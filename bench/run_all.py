@@ -168,6 +168,8 @@ def render(results: list[dict], load: tuple[float, ...] | None = None) -> str:
            f"on one thread), memory stream {rates['stream_bytes'] / 1e9:.1f} GB/s "
            f"({rates['stream1_bytes'] / 1e9:.1f}), call {rates['call_s'] * 1e6:.1f} µs."
            if rates else "—"),
+        f"This run measured {len(results)} of the {len(SUITE)} configurations "
+        f"({', '.join(r['name'] for r in results)}).",
         "Absolute times hold for this machine only; the ratios were taken in one run on the",
         "same inputs and updates."
         + (f"  Load average when the suite started: {load[0]:.1f}, {load[1]:.1f}, "
