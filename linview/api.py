@@ -207,6 +207,16 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     kept["dims"] = dims if not shapes else kept["dims"]
     plan = make_plan(program, bindings=dims, rank=rank, trigger_options=trig_opts,
                      source_hash=runtime.source_hash(key))
+    plan = _decide(plan, trig_opts, strategy, backend)
+    text, module = _emit(plan, backend, program.name)
+    getattr(module, plan.class_name).PROGRAM_INFO = _program_info(
+        source, program.name, filename, dims, model, rank, backend, strategy, shapes)
+    return CompiledProgram(program.name, plan, backend, text, module,
+                           {**kept, "trigger_options": trig_opts}, lowered=program)
+
+
+def _decide(plan: Plan, trig_opts: TriggerOptions, strategy, backend: str) -> Plan:
+    """The plan's whole-trigger decisions and the views the module need not keep."""
     if backend == "spark":
         specialize.refuse_on_spark(plan)
     if trig_opts.choose is not None and backend == "numpy":
@@ -216,24 +226,31 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
         plan = replace(plan, triggers={
             x: replace(t, reevaluate="forced by strategy 'reeval'", blas_threads=None)
             for x, t in plan.triggers.items()})
-    plan = replace(plan, transient=transient_views(plan))
+    return replace(plan, transient=transient_views(plan))
+
+
+def _emit(plan: Plan, backend: str, name: str) -> tuple[str, types.ModuleType]:
+    """The backend's module text for ``plan``, and the module imported from it."""
     gen = importlib.import_module(f"linview.backends.{backend}.codegen")
     text = gen.generate(plan)
     try:
         pyast.parse(text)
     except SyntaxError as e:  # a bug in a backend, not the user's fault
         raise CompileError(f"internal error: generated code does not parse: {e}") from None
-    module = load_module(text, program.name)
+    return text, load_module(text, name)
+
+
+def _program_info(source: str, name: str, filename: str, dims: dict, model: str, rank: int,
+                  backend: str, strategy, shapes) -> dict:
+    """What a state file stores to recompile the program (:mod:`linview.statefile`)."""
     stored_name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(filename).name).lstrip(".-") or "_"
-    info = {"source": source, "name": program.name, "filename": stored_name,
+    info = {"source": source, "name": name, "filename": stored_name,
             "options": {"dims": {k: int(v) for k, v in dims.items()}, "model": model,
                         "rank": int(rank), "backend": backend,
                         "strategy": _plain_strategy(strategy)}}
     if shapes:  # a program specialised to its data's shapes (linview.specialize)
         info["options"]["shapes"] = [[str(n), int(r), int(c)] for n, r, c in shapes]
-    getattr(module, plan.class_name).PROGRAM_INFO = info
-    return CompiledProgram(program.name, plan, backend, text, module,
-                           {**kept, "trigger_options": trig_opts}, lowered=program)
+    return info
 
 
 def module_ast_name(module_ast, filename: str) -> str:

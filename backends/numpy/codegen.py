@@ -23,6 +23,16 @@ from linview.compiler.ir import LEAVES, Node, Op
 from linview.compiler.plan import Plan, size_entry, solved_inverses
 
 
+def _drop_unused_sizes(lines: list[str], ind: str) -> None:
+    """Remove the ``d = self.dims`` and ``k = U.shape[1]`` lines a trigger does not use."""
+    if 'd["' not in "\n".join(lines):
+        lines.remove(f"{ind}d = self.dims")
+    kline = f"{ind}k = U.shape[1]"
+    code = [line.split("#")[0] for line in lines[lines.index(kline) + 1:]]
+    if not any(re.search(r"\bk\b", line) for line in code):
+        lines.remove(kline)
+
+
 def _shape_entry(name: str, shape) -> list[str]:
     """``'X': (rows, cols),`` for INPUTS/VIEWS, over three lines when it would be long."""
     r, c = size_entry(shape[0]), size_entry(shape[1])
@@ -166,47 +176,49 @@ class NumpyGenerator:
 
     # ------------------------------------------------------------------ triggers
     def trigger_method(self, trig: Trigger) -> list[str]:
+        """``on_update_<X>``: the docstring, the views it reads, phase 1 (every delta from
+        the old views, checked and probed), then phase 2 (apply)."""
         x = trig.input
-        dcl = self.prog.input(x)
         names = Namer(self.names.taken)
         names.names = dict(self.names.names)
         names.fixed("factor", "U", "U")
         names.fixed("factor", "V", "V")
         ind = " " * 8
-        r, c = _shape_doc(dcl.ref).split("×")
-        doc = [f"    def on_update_{x}(self, U, V):",  # the runtime dispatches on the name
-               f'        """ON UPDATE {x} BY (U, V): {x} += U Vᵀ, U: {r}×k, V: {c}×k.',
-               ""]
+        doc = self._trigger_doc(trig)
         if trig.reevaluate:
-            return doc[:2] + ["",
-                              f"        Whole-trigger re-evaluation: {x} is updated in place "
-                              "and every view",
-                              f"        re-evaluated ({trig.reevaluate}).",
-                              '        """',
-                              f"        self._reevaluate_trigger({x!r}, U, V)"]
-        for vd in trig.deltas[1:]:
-            doc.append(f"        {self._summary(vd)}")
-        doc.append('        """')
-        lines: list[str] = []
-        used_views = set()
-        roots = []
-        for vd in trig.deltas[1:]:
-            roots += emitted_exprs(vd)
-        for r_ in roots:
-            used_views |= {n.attr for n in r_.walk() if n.op in (Op.VIEW, Op.INPUT)}
+            return doc + [f"{ind}self._reevaluate_trigger({x!r}, U, V)"]
+        roots = [e for vd in trig.deltas[1:] for e in emitted_exprs(vd)]
+        used_views = {n.attr for r in roots for n in r.walk() if n.op in (Op.VIEW, Op.INPUT)}
         used_views |= {vd.name for vd in trig.deltas}
         used_views -= self.transient
-        lines.append(f"{ind}d = self.dims")
-        lines.append(f"{ind}k = U.shape[1]")
+        lines = [f"{ind}d = self.dims", f"{ind}k = U.shape[1]"]
         for nm in [d_.name for d_ in self.prog.inputs] + [s.name for s in self.prog.statements]:
             if nm in used_views:
                 lines.append(f"{ind}{names('view', nm)} = self._views[{nm!r}]")
         ex = ExprPrinter(names, lines, ind, trigger=True, shared=shared_nodes(roots),
-                   update_factors=("U", "V"))
+                         update_factors=("U", "V"))
         ex.fuse_products(roots)
         lines.append(f"{ind}# phase 1: every delta from the old views")
+        self._phase1(trig, names, ex, lines)
+        _drop_unused_sizes(lines, ind)
+        return doc + lines + self._phase2(trig, names)
+
+    def _trigger_doc(self, trig: Trigger) -> list[str]:
+        x = trig.input
+        r, c = _shape_doc(self.prog.input(x).ref).split("×")
+        doc = [f"    def on_update_{x}(self, U, V):",  # the runtime dispatches on the name
+               f'        """ON UPDATE {x} BY (U, V): {x} += U Vᵀ, U: {r}×k, V: {c}×k.', ""]
+        if trig.reevaluate:
+            return doc + [f"        Whole-trigger re-evaluation: {x} is updated in place "
+                          "and every view",
+                          f"        re-evaluated ({trig.reevaluate}).", '        """']
+        return doc + [f"        {self._summary(vd)}" for vd in trig.deltas[1:]] + ['        """']
+
+    def _phase1(self, trig: Trigger, names: Namer, ex: ExprPrinter, lines: list[str]) -> None:
+        """Each delta's code, then ``rt.check_deltas`` and the probes of the inverses."""
+        ind = " " * 8
         checks: list[tuple[str, list[str]]] = []  # (view, the parts of its delta)
-        kinds: dict[str, str] = {x: "('outer', U, V)"}  # each view's delta, for probes
+        kinds: dict[str, str] = {trig.input: "('outer', U, V)"}  # each delta, for probes
         needed = self._needed_factors(trig)
         for vd in self._phase1_order(trig):
             lines += [f"{ind}# {line}" for line in self._math(vd)]
@@ -232,22 +244,18 @@ class NumpyGenerator:
                 checks.append((vd.name, [new]))
                 kinds[vd.name] = f"('new', {new})"
         if checks:
-            lines.append(f"{ind}rt.check_deltas({x!r}, {{" + ", ".join(
+            lines.append(f"{ind}rt.check_deltas({trig.input!r}, {{" + ", ".join(
                 f"{v!r}: ({', '.join(parts)}{',' if len(parts) == 1 else ''})"
                 for v, parts in checks) + "})")
         for vd in trig.deltas[1:]:  # maintained inverses: the randomized residual probe
             if vd.inverse_of:
                 lines.append(f"{ind}self._probe({vd.name!r}, {vd.inverse_of!r}, "
                              f"{kinds.get(vd.inverse_of)}, {kinds[vd.name]})")
-        body = "\n".join(lines)
-        if 'd["' not in body:
-            lines.remove(f"{ind}d = self.dims")
-        kline = f"{ind}k = U.shape[1]"
-        code = [line.split("#")[0] for line in lines[lines.index(kline) + 1:]]
-        if not any(re.search(r"\bk\b", line) for line in code):
-            lines.remove(kline)
-        lines.append(f"{ind}# phase 2: apply")
-        lines.append(f"{ind}rt.add_outer({names('view', x)}, U, V)")
+
+    def _phase2(self, trig: Trigger, names: Namer) -> list[str]:
+        """``V += ΔV`` for every view, in place (the input first)."""
+        ind = " " * 8
+        lines = [f"{ind}# phase 2: apply", f"{ind}rt.add_outer({names('view', trig.input)}, U, V)"]
         for vd in trig.deltas[1:]:
             v = names("view", vd.name)
             if vd.name in self.transient:
@@ -259,7 +267,7 @@ class NumpyGenerator:
                 lines.append(f"{ind}rt.add_dense({v}, {names('factor', vd.left.attr)})")
             else:
                 lines.append(f"{ind}rt.assign({v}, {names('factor', f'new_{vd.name}')})")
-        return doc + lines
+        return lines
 
     @staticmethod
     def _stack(ex: ExprPrinter, parts: list[Node]) -> str:

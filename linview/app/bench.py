@@ -130,7 +130,12 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
               strategies=("reeval", "incr", "hybrid", "auto"), progress: bool = True,
               input_name: str | None = None, scale: float = 0.1,
               load_options: dict | None = None) -> dict:
-    """Measure every strategy on the same inputs and updates; see the module docstring."""
+    """Measure every strategy on the same inputs and updates; see the module docstring.
+
+    Long on purpose: One straight-line measurement protocol (inputs, each strategy on the same
+    updates, peers, floor, report), kept in one function so the order of what is timed stays
+    visible.
+    """
     import linview
     from linview.compiler.cost import cost_report
 

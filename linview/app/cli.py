@@ -167,6 +167,7 @@ def _count(minimum: int):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Long on purpose: A flat list of argparse declarations, one block per verb."""
     p = argparse.ArgumentParser(
         prog="linview",
         description="Compile Octave linear-algebra programs into incremental trigger modules.")

@@ -139,6 +139,8 @@ def _interrupt_flag():
 
 
 def run_structured(prog, args, load_options: dict, status) -> dict:
+    """Long on purpose: The query's setup and its foreachBatch closure share the run's state, so
+    they stay in one function."""
     from linview.app.stream import Stream
 
     src = Path(args.updates)

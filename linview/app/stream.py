@@ -54,6 +54,8 @@ class Stream:
     def __init__(self, prog, *, inputs: list[str], checkpoint=None, out=None,
                  checkpoint_every: int = 100, on_error: str = "stop", restart: bool = False,
                  load_options: dict | None = None, warn=None):
+        """Long on purpose: It checks a resumed checkpoint against the program, the inputs and the
+        source in one place, before anything is applied."""
         import linview
 
         self.prog = prog

@@ -141,7 +141,11 @@ def _num(x) -> float:
 def cost_report(compiled, formulas: bool = False) -> dict:
     """The data behind ``linview cost``: per trigger and view, flops/bytes of REEVAL, INCR
     and HYBRID, the chosen strategy, totals and the predicted speedup.  Numbers use the
-    compiled ``dims`` (and rank); ``formulas`` adds symbolic expressions."""
+    compiled ``dims`` (and rank); ``formulas`` adds symbolic expressions.
+
+    Long on purpose: It assembles one report row by row (per trigger, per view); splitting it
+    would pass the partial report around.
+    """
     plan = compiled.plan
     prog = plan.program
     sizes = plan.sizes

@@ -111,6 +111,8 @@ class _Lowerer(ExpressionLowering):
 
     # ----------------------------------------------------------------- driver
     def run(self) -> ir.Program:
+        """Long on purpose: The lowering driver: inputs, statements and outputs in the order they
+        must be settled."""
         m = self.module
         pragmas = m.pragmas
         specs = {s.name: s for p in pragmas if p.kind in ("dims", "input") for s in p.specs}

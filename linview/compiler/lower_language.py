@@ -213,6 +213,8 @@ def logical_not(lw, v: Node, pos) -> Node:
 
 # ------------------------------------------------------------------ functions
 def call(lw, e: syntax.Call, hint: str) -> Node:
+    """Long on purpose: One case per supported function, in one dispatch, so the whole list is
+    visible at once."""
     f, args = e.func, e.args
     lo, hi = FUNCTIONS[f]
     if not lo <= len(args) <= hi:

@@ -134,6 +134,7 @@ def _replay(source: str, tok: Token, parser: Lark) -> tuple[set[str] | None, Tok
 
 
 def unexpected_token(e: UnexpectedToken, source: str, parser: Lark) -> Problem:
+    """Long on purpose: An ordered list of diagnoses, the first that matches wins."""
     tok: Token = e.token
     kind = tok.type
     accepted, before = _replay(source, tok, parser)

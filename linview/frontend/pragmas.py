@@ -34,6 +34,8 @@ def parse_pragma(tok: Token) -> syntax.Pragma:
 
     Items are names, or ``X(size, size, ...)`` specs whose sizes are names or integer
     literals; spaces and commas separate items; a ``%`` or ``#`` starts a trailing comment.
+
+    Long on purpose: One tokenizer loop with one located error per malformed case.
     """
     text = str(tok).rstrip("\r")
     start = text.index(_PRAGMA_PREFIX)
