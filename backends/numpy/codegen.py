@@ -145,6 +145,8 @@ class _Expr:
             if self.trigger:
                 return f'rt.core_inv({self.code(ch[0])}, "{self.label}")', _ATOM
             return f'rt.inv({self.code(ch[0])}, "{self.label}")', _ATOM
+        if op is Op.SOLVE:  # a direct solve; solve programs run on linview.solve_program
+            return f'rt.solve({self.code(ch[0])}, {self.code(ch[1])}, "{self.label}")', _ATOM
         if op is Op.SUM:
             return f"{self._wrap(ch[0], _ATOM)}.sum(axis={n.attr - 1}, keepdims=True)", _ATOM
         if op is Op.TRACE:

@@ -45,6 +45,8 @@ def count(n: Node, size: SizeFn, seen: set[int] | None = None) -> tuple[object, 
             fl += 2 * size(a.rows) * size(a.cols) * c
         elif m.op is Op.INV:
             fl += 2 * r ** 3
+        elif m.op is Op.SOLVE:  # a dense LU; linview.solve_program counts the iterative cost
+            fl += sp.Rational(2, 3) * r ** 3 + 2 * r ** 2 * c
         elif m.op is Op.T or m.op is Op.CONCAT:
             pass
         elif m.op in (Op.SUM, Op.TRACE):

@@ -209,6 +209,7 @@ RULES: dict[Op, Callable] = {
     Op.EMUL: _not_maintainable,
     Op.EDIV: _not_maintainable,
     Op.INV: _not_maintainable,  # only maintained as a statement of its own (Woodbury)
+    Op.SOLVE: _not_maintainable,  # re-solved here; kept with a residual by linview.solve
 }
 
 

@@ -69,7 +69,26 @@ EVAL: dict[Op, Callable] = {
         (1, -1) if n.attr == 1 else (-1, 1)),
     Op.TRACE: lambda n, a: np.array([[float(a.diagonal().sum())]]),
     Op.CONCAT: lambda n, *xs: _concat(n.attr, xs),
+    Op.SOLVE: lambda n, a, b: solve(a, b),
 }
+
+
+def solve(a, b, what: str = "the system") -> np.ndarray:
+    """``a \\ b`` by a direct solve (sparse LU for sparse ``a``), refusing singular ``a``."""
+    b = _dense(b)
+    try:
+        if sps.issparse(a):
+            import scipy.sparse.linalg as spla
+
+            x = spla.spsolve(sps.csc_matrix(a), b)
+        else:
+            x = scipy.linalg.solve(_dense(a), b)
+    except (ValueError, np.linalg.LinAlgError, RuntimeError) as e:
+        raise NumericalError(f"cannot solve {what}: {e}") from None
+    x = np.asarray(x, dtype=float).reshape(b.shape)
+    if not np.all(np.isfinite(x)):
+        raise NumericalError(f"cannot solve {what}: the matrix is singular")
+    return x
 
 
 def _concat(row_lengths, xs):

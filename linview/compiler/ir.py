@@ -43,6 +43,7 @@ class Op(enum.Enum):
     SUM = "sum"  # attr: 1 (column sums) or 2 (row sums)
     TRACE = "trace"
     CONCAT = "concat"  # attr: tuple of block-row lengths; children row-major
+    SOLVE = "solve"  # children (A, B): A \ B kept as a solve view; attr: (method, tolerance)
 
 
 LEAVES = frozenset({Op.INPUT, Op.VIEW, Op.FACTOR, Op.CONST, Op.EYE, Op.ZEROS, Op.ONES})
@@ -153,12 +154,22 @@ def _concat(children, attr, shape):
     return (sp.Add(*rows_out), cols_out)
 
 
+def _solve(children, attr, shape):
+    a, b = children
+    _square((a,), attr, shape)
+    if not same_dim(a.rows, b.rows):
+        raise ShapeMismatch("in 'A \\ B', A and B must have the same number of rows",
+                            a.shape, b.shape)
+    return (a.cols, b.cols)
+
+
 SHAPE_RULES: dict[Op, Callable] = {
     Op.INPUT: _leaf, Op.VIEW: _leaf, Op.FACTOR: _leaf, Op.EYE: _leaf, Op.ZEROS: _leaf,
     Op.ONES: _leaf, Op.CONST: lambda c, a, s: (ONE, ONE),
     Op.ADD: _same, Op.SUB: _same, Op.NEG: _unary, Op.MUL: _matmul, Op.SCALE: _scale,
     Op.T: _transpose, Op.INV: _square, Op.EMUL: _elementwise, Op.EDIV: _elementwise,
     Op.SUM: _sum, Op.TRACE: _trace, Op.CONCAT: _concat,
+    Op.SOLVE: _solve,
 }
 
 
@@ -400,6 +411,7 @@ class InputDecl:
     shape: Shape
     dynamic: bool
     scalar: bool = False
+    storage: str = "dense"  # "sparse" or "stochastic" when declared by a pragma
 
     @property
     def ref(self) -> Node:

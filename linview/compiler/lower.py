@@ -56,6 +56,8 @@ class _Lowerer:
         self.loop_vars: set[str] = set()
         self.current: syntax.Assign | None = None
         self.not_one: list[tuple] = []
+        self.solve: tuple[str, float] | None = None  # (method, tolerance) of solve views
+        self.storage: dict[str, str] = {}  # inputs declared sparse or stochastic
 
     # ----------------------------------------------------------------- errors
     def where(self, pos: syntax.Pos):
@@ -123,9 +125,10 @@ class _Lowerer:
                                        "'%#linview input X(n,n) ...'", m.pos)
         if len(set(params)) != len(params):
             raise self.parse_error("an input is named twice", m.pos)
+        self.solve_options(pragmas)
         for p in pragmas:
             for nm in list(p.names) + [s.name for s in p.specs]:
-                if p.kind != "output" and nm not in params:
+                if p.kind not in ("output", "solve", "tolerance") and nm not in params:
                     raise self.parse_error(f"pragma '{p.kind}' names '{nm}', which is not an "
                                            f"input (inputs: {', '.join(params)})", p.pos)
         dynamic_names = {n for p in pragmas if p.kind == "dynamic" for n in p.names}
@@ -150,7 +153,8 @@ class _Lowerer:
             is_scalar = shape == (1, 1)
             dynamic = (pname in dynamic_names) if dynamic_names else not is_scalar
             dynamic = dynamic and pname not in static_names
-            decls.append(ir.InputDecl(pname, shape, dynamic, is_scalar))
+            decls.append(ir.InputDecl(pname, shape, dynamic, is_scalar,
+                                      self.storage.get(pname, "dense")))
             self.env[pname] = decls[-1].ref
             self.names.add(pname)
         self.count_assignments(m.body, 1)
@@ -351,12 +355,17 @@ class _Lowerer:
             # B / A = B * inv(A)
             self.unify(a.cols, b.cols, e.pos, "in 'B / A', B and A must have the same number "
                        "of columns", a.shape, b.shape)
+            if self.solve_view(b):  # B / A = (Aᵀ \ Bᵀ)ᵀ
+                return ir.transpose(self.solve_statement(ir.transpose(b), ir.transpose(a), e,
+                                                         hint))
             return self.build(Op.MUL, a, self.inverse(b, e, hint), pos=e.pos)
         if op == "\\":
             if a.is_scalar:
                 return self.x_binary(syntax.Binary("/", e.right, e.left, e.pos), hint)
             self.unify(a.rows, b.rows, e.pos, "in 'A \\ B', A and B must have the same number "
                        "of rows", a.shape, b.shape)
+            if self.solve_view(a):
+                return self.solve_statement(a, b, e, hint)
             return self.build(Op.MUL, self.inverse(a, e, hint), b, pos=e.pos)
         raise self.parse_error(f"operator '{op}' is not supported", e.pos)
 
@@ -366,6 +375,36 @@ class _Lowerer:
             self.unify(a.rows, b.rows, e.pos, what, a.shape, b.shape)
             self.unify(a.cols, b.cols, e.pos, what, a.shape, b.shape)
         return self.build(op, a, b, pos=e.pos)
+
+    # ----------------------------------------------------------------- solve views
+    def solve_options(self, pragmas) -> None:
+        """``%#linview solve``, ``tolerance``, ``sparse`` and ``stochastic`` pragmas."""
+        method = [p for p in pragmas if p.kind == "solve"]
+        tol = [p for p in pragmas if p.kind == "tolerance"]
+        for kind in ("sparse", "stochastic"):
+            for p in pragmas:
+                if p.kind == kind:
+                    self.storage.update({n: kind for n in p.names})
+        if method or tol:
+            self.solve = (method[-1].names[0] if method else "auto",
+                          float(tol[-1].names[0]) if tol else 1e-8)
+
+    def solve_view(self, a: Node) -> bool:
+        """Is ``a \\ ...`` a solve view?  When the program asks for them, or when A reads a
+        sparse or stochastic input (an inverse would be dense)."""
+        if self.solve is not None:
+            return True
+        return any(leaf.attr in self.storage for leaf in ir.leaves(a, Op.INPUT))
+
+    def solve_statement(self, a: Node, b: Node, e, hint: str) -> Node:
+        """``x := solve(A, B)`` as a view of its own; A stays an expression so that its
+        structure (``I - s·M``) reaches the runtime."""
+        self.unify(a.rows, a.cols, e.pos, "only square systems can be solved", a.shape)
+        if a.is_scalar:
+            return self.build(Op.EDIV, b, a, pos=e.pos)
+        method, tol = self.solve or ("auto", 1e-8)
+        node_ = self.build(Op.SOLVE, a, b, pos=e.pos, attr=(method, tol))
+        return self.materialize(node_, hint)
 
     def inverse(self, a: Node, e, hint: str) -> Node:
         self.unify(a.rows, a.cols, e.pos, "only square matrices can be inverted", a.shape)

@@ -346,6 +346,8 @@ def flops(n: Node, sizes: Sizes, seen: set[int] | None = None) -> float:
             total += 2 * sizes.value(m.children[0].rows) * sizes.value(m.children[0].cols) * c
         elif m.op is Op.INV:
             total += 2 * r ** 3
+        elif m.op is Op.SOLVE:
+            total += 2 * r ** 3 / 3 + 2 * r * r * c
         elif m.op in (Op.ADD, Op.SUB, Op.NEG, Op.SCALE, Op.EMUL, Op.EDIV):
             total += r * c
         elif m.op in (Op.SUM, Op.TRACE):

@@ -57,6 +57,8 @@ def fmt(n: Node) -> str:
         return f"{_wrap(ch[0], _ATOM)}ᵀ"
     if op is Op.INV:
         return f"inv({fmt(ch[0])})"
+    if op is Op.SOLVE:
+        return f"solve({fmt(ch[0])}, {fmt(ch[1])})"
     if op is Op.SUM:
         return f"sum({fmt(ch[0])}, {n.attr})"
     if op is Op.TRACE:

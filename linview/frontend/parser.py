@@ -47,6 +47,10 @@ PRAGMA_KINDS: dict[str, str] = {
     "output": "names",
     "dims": "specs",
     "input": "specs",
+    "sparse": "names",  # inputs kept as scipy.sparse (solve views: linview/solve.py)
+    "stochastic": "names",  # column-stochastic inputs kept as links (linview/stochastic.py)
+    "solve": "word",  # how solve views are maintained: auto, push, krylov
+    "tolerance": "number",  # the error bound solve views keep
 }
 
 _SUPPORTED = (
@@ -368,6 +372,8 @@ def _parse_pragma(tok: Token) -> syntax.Pragma:
     if kind not in PRAGMA_KINDS:
         raise _Problem(f"unknown pragma kind '{kind}'", line, kind_col,
                        f"valid kinds: {_KINDS_TEXT}")
+    if PRAGMA_KINDS[kind] in ("word", "number"):
+        return _value_pragma(kind, words, line, end_col, pos)
     names: list[str] = []
     specs: list[syntax.DimSpec] = []
     i = 1
@@ -420,6 +426,31 @@ def _parse_pragma(tok: Token) -> syntax.Pragma:
         what = "a name" if PRAGMA_KINDS[kind] == "names" else "an item like X(m, n)"
         raise _Problem(f"'%#linview {kind}' needs at least {what}", line, end_col)
     return syntax.Pragma(kind, tuple(names), tuple(specs), pos=pos)
+
+
+def _value_pragma(kind: str, words, line: int, end_col: int, pos) -> syntax.Pragma:
+    """``%#linview solve METHOD`` or ``%#linview tolerance 1e-10``: exactly one value."""
+    want = "a method (auto, push, krylov)" if kind == "solve" else "a positive number"
+    if len(words) != 2:
+        col = words[2][2] if len(words) > 2 else end_col
+        raise _Problem(f"'%#linview {kind}' takes exactly one value, {want}", line, col)
+    group, word, col = words[1]
+    if kind == "solve" and (group != "name" or word not in SOLVE_METHODS):
+        raise _Problem(f"unknown solve method '{word}'", line, col,
+                       "valid methods: " + ", ".join(SOLVE_METHODS))
+    if kind == "tolerance":
+        try:
+            ok = float(word) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise _Problem(f"'%#linview tolerance' needs {want}, found '{word}'", line, col,
+                           "write e.g. '%#linview tolerance 1e-10'")
+    return syntax.Pragma(kind, (word,), (), pos=pos)
+
+
+#: maintenance methods of solve views (``%#linview solve METHOD``)
+SOLVE_METHODS = ("auto", "push", "krylov")
 
 
 # ---------------------------------------------------------------- error messages
