@@ -156,9 +156,15 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     except SyntaxError as e:  # a bug in a backend, not the user's fault
         raise CompileError(f"internal error: generated code does not parse: {e}") from None
     module = load_module(text, program.name)
-    return CompiledProgram(program.name, plan, backend, text, module,
-                           {"dims": dims, "model": model, "strategy": strategy, "rank": rank,
-                            "trigger_options": trig_opts}, lowered=program)
+    out = CompiledProgram(program.name, plan, backend, text, module,
+                          {"dims": dims, "model": model, "strategy": strategy, "rank": rank,
+                           "trigger_options": trig_opts}, lowered=program)
+    if backend == "numpy":  # solve views (linview/solve_program.py)
+        from linview.solve_program import SolveProgram, has_solve
+
+        if has_solve(program):
+            out = SolveProgram(**{k: getattr(out, k) for k in out.__dataclass_fields__})
+    return out
 
 
 def compile_file(path, **kwargs) -> CompiledProgram:

@@ -1,0 +1,453 @@
+"""Programs with solve views on the NumPy backend.
+
+A program whose lowering produced ``x := solve(A, B)`` statements (``A \\ B`` with a
+``%#linview solve``/``tolerance`` pragma, or with A reading a ``sparse`` or ``stochastic``
+input) loads as :class:`SolveViews` instead of a generated dense module:
+
+* inputs keep their storage: ``stochastic`` inputs become a
+  :class:`~linview.stochastic.StochasticMatrix` (links, dangling columns as a rank-1 term),
+  ``sparse`` inputs a scipy CSR matrix, the others dense arrays;
+* each solve view is a solver of :mod:`linview.solve` (``push`` for ``A = I - s·M`` with
+  M stochastic and ``0 ≤ s < 1``, ``krylov`` otherwise; ``auto`` picks at load), kept with
+  its residual and an error bound below the tolerance;
+* an update ``ΔX = U Vᵀ`` (dense or scipy.sparse factors) reaches a solve view as the
+  derived low-rank changes of its A and B (:func:`linview.compiler.delta.derive`); for a
+  stochastic input it is the list of changed columns, which push turns into a local
+  residual change;
+* other statements are re-evaluated when something they read changed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sps
+import sympy as sp
+
+from linview.api import CompiledProgram
+from linview.compiler import ir
+from linview.compiler.delta import Strategy, Term, ViewDelta, derive
+from linview.compiler.interp import EVAL, eval_node, size_value, solve
+from linview.compiler.ir import Node, Op
+from linview.compiler.shapes import RANK
+from linview.errors import InputError, StateError, UpdateError
+from linview.solve import KrylovSolver, PushSolver
+from linview.stochastic import ColumnChange, StochasticMatrix
+
+
+def has_solve(program: ir.Program) -> bool:
+    return any(st.expr.op is Op.SOLVE for st in program.statements)
+
+
+@dataclass
+class SolveProgram(CompiledProgram):
+    """A compiled program with solve views; ``load`` returns :class:`SolveViews`."""
+
+    def load(self, /, **inputs) -> SolveViews:
+        return SolveViews(self.lowered, dict(self.options.get("dims") or {}), **inputs)
+
+    def explain(self, after: str | None = None) -> str:
+        text = super().explain(after)
+        lines = ["", "solve views (kept with their residual, not an inverse):"]
+        for st in self.lowered.statements:
+            if st.expr.op is Op.SOLVE:
+                method, tol = st.expr.attr
+                a = st.expr.children[0]
+                shape = "I - s·M" if _pagerank_form(a, self.lowered) else "general"
+                lines.append(f"  {st.name}: A = {ir_fmt(a)} ({shape}), method {method}"
+                             f" ({_method_text(method)}), tolerance {tol:g}")
+        for d in self.lowered.inputs:
+            if d.storage != "dense":
+                lines.append(f"  input {d.name}: {d.storage} storage")
+        return text + "\n".join(lines) + "\n"
+
+
+def ir_fmt(n: Node) -> str:
+    from linview.compiler.printer import fmt
+
+    return fmt(n)
+
+
+def _method_text(method: str) -> str:
+    return {"auto": "push when A = I - s·M with M stochastic and 0 ≤ s < 1, else krylov",
+            "push": "Gauss–Southwell push, certified L1 bound",
+            "krylov": "warm-started GMRES, 2-norm bound"}[method]
+
+
+def _pagerank_form(a: Node, program: ir.Program):
+    """``(M, s)`` when ``a`` is ``I - s·M`` with M a stochastic input, else None."""
+    if a.op is Op.SUB and a.children[0].op is Op.EYE and a.children[1].op is Op.SCALE:
+        s, m = a.children[1].children
+        if m.op is Op.INPUT and program.input(m.attr).storage == "stochastic":
+            return m.attr, s
+    return None
+
+
+def _scalar(x) -> float:
+    return float(np.asarray(x, dtype=float).reshape(-1)[0])
+
+
+def sparse_eval(root: Node, env, bindings) -> object:
+    """Evaluate ``root`` keeping scipy.sparse results sparse (stochastic inputs as CSC)."""
+    memo: dict[int, object] = {}
+    for n in root.walk():
+        op = n.op
+        if op in (Op.INPUT, Op.VIEW, Op.FACTOR):
+            v = env[n.attr]
+            val = v.tocsc() if isinstance(v, StochasticMatrix) else v
+        elif op is Op.EYE and n.rows == n.cols:
+            val = sps.identity(size_value(n.rows, bindings), format="csr")
+        elif op in ir.LEAVES:
+            val = eval_node(n, env, bindings)
+        else:
+            kids = [memo[id(c)] for c in n.children]
+            if op is Op.SCALE:
+                val = _scalar(kids[0]) * kids[1]
+            elif op in (Op.ADD, Op.SUB, Op.NEG, Op.T, Op.MUL) and any(
+                    sps.issparse(k) for k in kids):
+                a = kids[0]
+                val = {Op.ADD: lambda: a + kids[1], Op.SUB: lambda: a - kids[1],
+                       Op.NEG: lambda: -a, Op.T: lambda: a.T,
+                       Op.MUL: lambda: a @ kids[1]}[op]()
+                if not sps.issparse(val):
+                    val = np.asarray(val)
+            else:
+                val = EVAL[op](n, *kids)
+        memo[id(n)] = val
+    return memo[id(root)]
+
+
+class SolveViews:
+    """The live views of a program with solve views (same API as a trigger module, plus
+    :meth:`error_bound`, :meth:`update_edges` and :meth:`residual`)."""
+
+    OPTIONS = ("tolerance", "method")
+
+    def __init__(self, program: ir.Program, dims: dict, /, **kwargs):
+        self.program = program
+        opts = {k: kwargs.pop(k) for k in self.OPTIONS
+                if k in kwargs and k not in {d.name for d in program.inputs}}
+        self.tolerance = opts.get("tolerance")
+        self.method = opts.get("method")
+        if self.method not in (None, "auto", "push", "krylov"):
+            raise InputError(f"unknown solve method {self.method!r}",
+                             hint="methods: auto, push, krylov")
+        if self.tolerance is not None and not float(self.tolerance) > 0:
+            raise InputError("tolerance must be a positive number")
+        self.stats = {"updates": 0, "trigger_seconds": 0.0}
+        self.updates = 0
+        self.env = self._validate_inputs(kwargs, dims)
+        self.solvers: dict[str, PushSolver | KrylovSolver] = {}
+        self._evaluate()
+
+    # -------------------------------------------------------------- inputs
+    def _validate_inputs(self, inputs: dict, dims: dict) -> dict:
+        names = [d.name for d in self.program.inputs]
+        missing = [n for n in names if n not in inputs]
+        extra = [n for n in inputs if n not in names]
+        if missing or extra:
+            what = "; ".join(p for p in (missing and "missing " + ", ".join(missing),
+                                         extra and "unexpected " + ", ".join(extra)) if p)
+            raise InputError(f"{self.program.name}: {what}", hint="inputs: " + ", ".join(names))
+        env: dict[str, object] = {}
+        self.bindings = {k: int(v) for k, v in dims.items()}
+        for d in self.program.inputs:
+            x = inputs[d.name]
+            try:
+                if d.storage == "stochastic":
+                    val = x if isinstance(x, StochasticMatrix) else \
+                        StochasticMatrix.from_matrix(x)
+                elif d.storage == "sparse":
+                    val = sps.csr_matrix(x, dtype=float)
+                else:
+                    val = np.asarray(x.toarray() if sps.issparse(x) else x, dtype=float)
+                    val = val.reshape(-1, 1) if val.ndim < 2 else val
+            except InputError as e:
+                raise InputError(f"input {d.name}: {e.message}", hint=e.hint) from None
+            except (TypeError, ValueError) as e:
+                raise InputError(f"input {d.name} is not a numeric matrix: {e}") from None
+            data = val.data if sps.issparse(val) else (val.wts if isinstance(
+                val, StochasticMatrix) else val)
+            if not np.all(np.isfinite(data)):
+                raise InputError(f"input {d.name} contains NaN or Inf")
+            for axis, e in enumerate(d.shape):
+                got = val.shape[axis]
+                e = sp.sympify(e)
+                if isinstance(e, sp.Symbol):
+                    if self.bindings.setdefault(e.name, got) != got:
+                        raise InputError(f"input {d.name} has {('rows', 'columns')[axis]} "
+                                         f"{got}, but size '{e}' is {self.bindings[e.name]}")
+                elif not e.free_symbols and int(e) != got:
+                    raise InputError(f"input {d.name} has {('rows', 'columns')[axis]} {got}, "
+                                     f"expected {e}")
+            env[d.name] = val
+        return env
+
+    # -------------------------------------------------------------- evaluation
+    def _evaluate(self) -> None:
+        for st in self.program.statements:
+            if st.expr.op is Op.SOLVE:
+                self.solvers[st.name] = self._make_solver(st)
+                self.env[st.name] = self.solvers[st.name].X
+            else:
+                self.env[st.name] = self._dense(st)
+
+    def _dense(self, st: ir.Statement) -> np.ndarray:
+        try:
+            val = sparse_eval(st.expr, self.env, self.bindings)
+        except (TypeError, AttributeError) as e:
+            raise InputError(f"statement {st.name} uses a sparse or stochastic input in a way "
+                             f"linview evaluates only densely: {e}",
+                             hint="keep sparse inputs in solve views and products") from None
+        val = val.toarray() if sps.issparse(val) else np.asarray(val, dtype=float)
+        return val.reshape(-1, 1) if val.ndim < 2 else val
+
+    def _make_solver(self, st: ir.Statement):
+        a, b = st.expr.children
+        method, tol = st.expr.attr
+        method = self.method or method
+        tol = float(self.tolerance or tol)
+        B = sparse_eval(b, self.env, self.bindings)
+        form = _pagerank_form(a, self.program)
+        s = _scalar(eval_node(form[1], self.env, self.bindings)) if form else None
+        if method == "auto":
+            method = "push" if form and 0 <= s < 1 else "krylov"
+        if method == "push":
+            if not form:
+                raise InputError(f"solve view {st.name}: push needs A = I - s*M with M "
+                                 "declared '%#linview stochastic'",
+                                 hint="use '%#linview solve krylov' (or auto)")
+            return PushSolver(self.env[form[0]], s, B, tol)
+        return KrylovSolver(sparse_eval(a, self.env, self.bindings), B, tol)
+
+    # -------------------------------------------------------------- reading
+    def __getitem__(self, name: str):
+        key = dict(self.program.outputs).get(name)
+        key = key.attr if key is not None and key.op in (Op.VIEW, Op.INPUT) else name
+        if key not in self.env:
+            raise KeyError(f"{name!r} is not an output, view or input of {self.program.name}")
+        val = self.env[key]
+        if isinstance(val, np.ndarray):
+            val = val.view()
+            val.flags.writeable = False
+        return val
+
+    @property
+    def outputs(self) -> dict:
+        return {name: self[name] for name, _ in self.program.outputs}
+
+    def error_bound(self, name: str) -> float:
+        """The certified (push) or σ-based (krylov) bound on the error of solve view
+        ``name``: max over its columns of ‖x - x*‖ (L1 for push, 2-norm for krylov)."""
+        key = dict(self.program.outputs).get(name)
+        key = key.attr if key is not None and key.op is Op.VIEW else name
+        if key not in self.solvers:
+            raise KeyError(f"{name!r} is not a solve view (solve views: "
+                           f"{', '.join(self.solvers) or 'none'})")
+        return self.solvers[key].error_bound()
+
+    def solver(self, name: str):
+        return self.solvers[name]
+
+    # -------------------------------------------------------------- updating
+    def _check_dynamic(self, name: str):
+        decl = next((d for d in self.program.inputs if d.name == name), None)
+        if decl is None:
+            raise UpdateError(f"{self.program.name} has no input {name!r}")
+        if not decl.dynamic:
+            raise UpdateError(f"input {name} is not dynamic",
+                              hint="mark it with '%#linview dynamic ...'")
+        return decl
+
+    def update(self, name: str, U, V) -> None:
+        """``name += U Vᵀ`` (dense or scipy.sparse factors); every view brought up to date."""
+        self._check_dynamic(name)
+        rows, cols = self.env[name].shape
+        U, V = (_factor(x, n, w, name) for x, n, w in ((U, rows, "U"), (V, cols, "V")))
+        if U.shape[1] != V.shape[1]:
+            raise UpdateError(f"update of {name}: U has {U.shape[1]} columns but V has "
+                              f"{V.shape[1]}; both must have rank k")
+        t0 = time.perf_counter()
+        x = self.env[name]
+        if isinstance(x, StochasticMatrix):
+            changes = x.apply_lowrank(U, V, what=name)  # validated, atomic
+            self._propagate(name, (U, V), changes)
+        else:
+            self._propagate(name, (U, V), None)
+        self._done(t0)
+
+    def update_edges(self, name: str, records, base: int = 0) -> None:
+        """A micro-batch of edge records ``(op, from, to[, weight])`` on stochastic input
+        ``name`` (op ``insert``/``delete``, node ids from ``base``): one residual update per
+        solve view.  Atomic: a bad record raises :class:`UpdateError` naming it."""
+        self._check_dynamic(name)
+        M = self.env[name]
+        if not isinstance(M, StochasticMatrix):
+            raise UpdateError(f"input {name} is not stochastic; edge records need "
+                              f"'%#linview stochastic {name}'")
+        t0 = time.perf_counter()
+        changes = M.change_edges(records, base=base, what=name)
+        if changes:
+            self._propagate(name, None, changes)
+        self._done(t0)
+
+    def _done(self, t0: float) -> None:
+        self.stats["trigger_seconds"] += time.perf_counter() - t0
+        self.updates += 1
+        self.stats["updates"] += 1
+
+    def _propagate(self, name: str, factors, changes: list[ColumnChange] | None) -> None:
+        decl = self.program.input(name)
+        if factors is None:
+            factors = _change_factors(changes, self.env[name].n)
+        U, V = factors
+        first = ViewDelta(name, decl.ref, Strategy.INCR, (),
+                          ir.factor("U", (decl.shape[0], RANK)),
+                          ir.factor("V", (decl.shape[1], RANK)))
+        changed = {name: first}
+        scope = dict(self.env)
+        scope.update(U=U, V=V)
+        bindings = {**self.bindings, "k": U.shape[1]}
+        # phase 1: every solve view's changes of A and B, from the old values
+        pending = {}
+        for st in self.program.statements:
+            if st.expr.op is not Op.SOLVE:
+                continue
+            a, b = st.expr.children
+            deps = {leaf.attr for leaf in ir.leaves(st.expr, Op.INPUT, Op.VIEW)}
+            if not deps & {name}:
+                continue
+            if deps - {d.name for d in self.program.inputs}:
+                pending[st.name] = "rebuild"  # reads other views: re-solved below
+                continue
+            ta, tb = derive(a, changed), derive(b, changed)
+            ev = [(_ev(t.P, scope, bindings), _ev(t.Q, scope, bindings)) for t in ta]
+            eb = [(_ev(t.P, scope, bindings), _ev(t.Q, scope, bindings)) for t in tb]
+            pending[st.name] = (ta, ev, eb)
+        # phase 2: the input, then every statement in order
+        x = self.env[name]
+        if not isinstance(x, StochasticMatrix):
+            D = U @ V.T
+            self.env[name] = (x + sps.csr_matrix(D)).tocsr() if sps.issparse(x) else \
+                x + (D.toarray() if sps.issparse(D) else D)
+        touched = {name}
+        for st in self.program.statements:
+            deps = {leaf.attr for leaf in ir.leaves(st.expr, Op.INPUT, Op.VIEW)}
+            if not deps & touched:
+                continue
+            touched.add(st.name)
+            if st.expr.op is not Op.SOLVE:
+                self.env[st.name] = self._dense(st)
+                continue
+            job = pending.get(st.name, "rebuild")
+            solver = self.solvers[st.name]
+            if job == "rebuild":
+                solver = self.solvers[st.name] = self._make_solver(st)
+                self.env[st.name] = solver.X
+                continue
+            ta, ev, eb = job
+            if isinstance(solver, PushSolver):
+                if ta:
+                    solver.change_columns(changes)
+            else:
+                for P, Q in ev:
+                    solver.change_matrix(P, Q)
+            for P, Q in eb:
+                solver.change_rhs(P, Q)
+
+    # -------------------------------------------------------------- checking
+    def reference(self) -> dict[str, np.ndarray]:
+        """Every view re-evaluated from the inputs by direct solves (sparse LU)."""
+        env = dict((d.name, self.env[d.name]) for d in self.program.inputs)
+        for st in self.program.statements:
+            if st.expr.op is Op.SOLVE:
+                a, b = st.expr.children
+                A = sparse_eval(a, env, self.bindings)
+                B = sparse_eval(b, env, self.bindings)
+                env[st.name] = solve(A, B.toarray() if sps.issparse(B) else B, st.name)
+            else:
+                val = sparse_eval(st.expr, env, self.bindings)
+                env[st.name] = val.toarray() if sps.issparse(val) else np.asarray(val)
+        return {st.name: env[st.name] for st in self.program.statements}
+
+    def verify(self, detail: bool = False):
+        """Max relative error of every view against direct solves (costs a sparse LU)."""
+        errs = {}
+        for k, ref in self.reference().items():
+            scale = max(float(np.max(np.abs(ref))) if ref.size else 0.0, 1e-300)
+            errs[k] = float(np.max(np.abs(np.asarray(self.env[k]) - ref))) / scale
+        return errs if detail else max(errs.values(), default=0.0)
+
+    def refresh(self) -> None:
+        """Exact residuals again (rounding drift), driven below the tolerance."""
+        for st in self.program.statements:
+            if st.expr.op is Op.SOLVE:
+                self.solvers[st.name].refresh()
+            else:
+                self.env[st.name] = self._dense(st)
+
+    def memory_bytes(self) -> int:
+        total = sum(s.memory_bytes() for s in self.solvers.values())
+        for d in self.program.inputs:
+            v = self.env[d.name]
+            total += v.memory_bytes() if isinstance(v, StochasticMatrix) else (
+                v.data.nbytes + v.indices.nbytes + v.indptr.nbytes if sps.issparse(v)
+                else np.asarray(v).nbytes)
+        return int(total)
+
+    def save(self, path, extra=None) -> None:
+        raise StateError("programs with solve views cannot be saved yet",
+                         hint="save the inputs and load them again")
+
+
+def _ev(n: Node, scope, bindings):
+    val = sparse_eval(n, scope, bindings)
+    if sps.issparse(val):
+        return val
+    return np.asarray(val, dtype=float).reshape(-1, 1) if np.ndim(val) < 2 else val
+
+
+def _factor(x, n: int, what: str, name: str):
+    """An update factor as a 2-D dense array or a scipy CSC matrix, checked."""
+    if sps.issparse(x):
+        a = sps.csc_matrix(x, dtype=float)
+        data = a.data
+    else:
+        try:
+            a = np.asarray(x, dtype=float)
+        except (TypeError, ValueError) as e:
+            raise UpdateError(f"update of {name}: {what} is not numeric: {e}") from None
+        a = a.reshape(-1, 1) if a.ndim == 1 else a
+        data = a
+    if a.ndim != 2 or a.shape[0] != n:
+        raise UpdateError(f"update of {name}: {what} has shape {a.shape}, expected ({n}, k)")
+    if a.shape[1] == 0:
+        raise UpdateError(f"update of {name}: rank 0 (U and V have no columns)")
+    if not np.all(np.isfinite(data)):
+        raise UpdateError(f"update of {name}: {what} contains NaN or Inf; nothing was changed")
+    return a
+
+
+def _change_factors(changes: list[ColumnChange], n: int):
+    """``ΔM = P Qᵀ`` of a list of column changes: sparse P (a uniform column for a node that
+    becomes or stops being dangling), one-hot Q."""
+    rows, cols, vals = [], [], []
+    for k, ch in enumerate(changes):
+        parts = [(ch.new_rows, ch.new_vals), (ch.old_rows, -ch.old_vals)]
+        u = float(ch.new_dangling) - float(ch.old_dangling)
+        if u:
+            parts.append((np.arange(n), np.full(n, u / n)))
+        for r, v in parts:
+            rows.append(r)
+            cols.append(np.full(r.size, k))
+            vals.append(v)
+    k = len(changes)
+    P = sps.csc_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                       shape=(n, k))
+    Q = sps.csc_matrix((np.ones(k), ([ch.j for ch in changes], np.arange(k))), shape=(n, k))
+    return P, Q
+
+
+__all__ = ["SolveProgram", "SolveViews", "has_solve", "sparse_eval", "Term"]
