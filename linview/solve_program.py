@@ -89,6 +89,10 @@ def _scalar(x) -> float:
     return float(np.asarray(x, dtype=float).reshape(-1)[0])
 
 
+_SPARSE_OPS = {Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b, Op.NEG: lambda a: -a,
+               Op.T: lambda a: a.T, Op.MUL: lambda a, b: a @ b}
+
+
 def sparse_eval(root: Node, env, bindings) -> object:
     """Evaluate ``root`` keeping scipy.sparse results sparse (stochastic inputs as CSC)."""
     memo: dict[int, object] = {}
@@ -107,10 +111,7 @@ def sparse_eval(root: Node, env, bindings) -> object:
                 val = _scalar(kids[0]) * kids[1]
             elif op in (Op.ADD, Op.SUB, Op.NEG, Op.T, Op.MUL) and any(
                     sps.issparse(k) for k in kids):
-                a = kids[0]
-                val = {Op.ADD: lambda: a + kids[1], Op.SUB: lambda: a - kids[1],
-                       Op.NEG: lambda: -a, Op.T: lambda: a.T,
-                       Op.MUL: lambda: a @ kids[1]}[op]()
+                val = _SPARSE_OPS[op](*kids)
                 if not sps.issparse(val):
                     val = np.asarray(val)
             else:
@@ -136,7 +137,7 @@ class SolveViews:
                              hint="methods: auto, push, krylov")
         if self.tolerance is not None and not float(self.tolerance) > 0:
             raise InputError("tolerance must be a positive number")
-        self.stats = {"updates": 0, "trigger_seconds": 0.0}
+        self.stats = {"updates": 0, "fallbacks": 0, "trigger_seconds": 0.0}
         self.updates = 0
         self.env = self._validate_inputs(kwargs, dims)
         self.solvers: dict[str, PushSolver | KrylovSolver] = {}

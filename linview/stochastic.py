@@ -189,6 +189,10 @@ class StochasticMatrix:
     def toarray(self) -> np.ndarray:
         return self.tocsc().toarray()
 
+    def __array__(self, dtype=None, copy=None):
+        out = self.toarray()
+        return out if dtype is None else out.astype(dtype)
+
     def memory_bytes(self) -> int:
         return int(self.rows.nbytes + self.wts.nbytes + self.start.nbytes + self.length.nbytes
                    + self.cap.nbytes + self.colsum.nbytes)
