@@ -164,7 +164,7 @@ class StochasticMatrix:
         edge changes between products do not cost a rebuild."""
         x = np.asarray(x, dtype=float)
         if self._csc is None:
-            self._csc = self.sparse_part()
+            self._csc = self.sparse_part().tocsr()  # row-wise products are faster
             self._fix, self._fixm = [], None
         out = self._csc @ x
         if self._fix:
