@@ -224,6 +224,14 @@ class SolveViews:
         return KrylovSolver(sparse_eval(a, self.env, self.bindings), B, tol)
 
     # -------------------------------------------------------------- reading
+    @property
+    def INPUTS(self) -> dict:  # noqa: N802 - the name trigger modules use
+        return {d.name: self.env[d.name].shape for d in self.program.inputs}
+
+    @property
+    def _views(self) -> dict:  # what linview run reads input shapes from
+        return self.env
+
     def __getitem__(self, name: str):
         key = dict(self.program.outputs).get(name)
         key = key.attr if key is not None and key.op in (Op.VIEW, Op.INPUT) else name

@@ -134,3 +134,30 @@ def edge_records(records, base: int = 0) -> list[tuple]:
                               f"{a_i} -> {b_i}")
         out.append((op, a_i - base, b_i - base, *rest))
     return out
+
+
+def apply_edge_batch(views, first: int, batch: list[dict]) -> None:
+    """``linview run``: a micro-batch of edge records ``{"input": "M", "edge": [from, to],
+    "op": "insert"|"delete"[, "weight": w][, "base": 0|1]}`` applied as one residual
+    update (``views.update_edges``).  Node ids are 0-based unless the record says
+    ``"base": 1``.  A bad record raises :class:`UpdateError` naming its position in the
+    stream, and nothing of the batch is applied."""
+    name = batch[0].get("input")
+    base = int(batch[0].get("base", 0))
+    if not hasattr(views, "update_edges"):
+        raise UpdateError(f"update record {first}: edge records need a program with a "
+                          f"solve view over a stochastic input ('%#linview stochastic "
+                          f"{name}')")
+    for i, rec in enumerate(batch):
+        if rec.get("input") != name or "edge" not in rec or int(rec.get("base", 0)) != base:
+            raise UpdateError(f"update record {first + i}: a batch of edge records must "
+                              "name one input and one index base")
+    try:
+        records = edge_records(batch, base=base)
+        views.update_edges(name, records, base=0)
+    except UpdateError as e:
+        import re
+
+        m = re.match(r"edge record (\d+): (.*)", e.message, re.S)
+        msg = f"update record {first + int(m.group(1))}: {m.group(2)}" if m else e.message
+        raise UpdateError(msg, hint=e.hint) from None

@@ -279,3 +279,30 @@ def test_sparse_pagerank_agrees_with_octave(tmp_path):
     out = run_octave(wrapper, {"src": np.array(src, float), "dst": np.array(dst, float),
                                "n": float(n), "d": D}, ["r"])
     np.testing.assert_allclose(views["r"], out["r"], atol=1e-9)
+
+
+# ------------------------------------------------------------------ linview run
+def test_run_applies_edge_records(tmp_path):
+    import json
+
+    from linview.app.stream import run_stream
+
+    rng = np.random.default_rng(5)
+    M = random_graph(rng, 12, 30)
+    np.save(tmp_path / "M.npy", M.toarray())
+    recs = [{"input": "M", "edge": [1, 3], "op": "insert", "batch": 0, "base": 1},
+            {"input": "M", "edge": [1, 2], "op": "insert", "batch": 0, "base": 1},
+            {"input": "M", "edge": [1, 3], "op": "delete", "batch": 1, "base": 1}]
+    (tmp_path / "u.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    prog = linview.compile_file(PAGERANK)
+    stats = run_stream(prog, inputs=[f"M={tmp_path / 'M.npy'}", "d=0.85"],
+                       updates=str(tmp_path / "u.jsonl"), out=str(tmp_path / "out"))
+    assert stats["batches"] == 2 and stats["offset"] == 3
+    M.change_edges([("insert", 0, 1)])
+    got = np.load(tmp_path / "out" / "latest.npz")["r"]
+    np.testing.assert_allclose(got, exact_pagerank(M), atol=1e-9)
+    bad = [{"input": "M", "edge": [0, 99], "op": "insert"}]
+    (tmp_path / "bad.jsonl").write_text(json.dumps(bad[0]) + "\n")
+    with pytest.raises(UpdateError, match="update record 0: edge 0 -> 99 is out of range"):
+        run_stream(prog, inputs=[f"M={tmp_path / 'M.npy'}", "d=0.85"],
+                   updates=str(tmp_path / "bad.jsonl"))

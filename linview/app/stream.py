@@ -7,6 +7,9 @@ Update records are JSON lines (or Parquet rows with the same fields)::
     {"input": "X", "col": 3, "delta": [...]}            column 3 changes by delta
     {"input": "X", "cell": [i, j], "delta": 0.5}        one entry
     {"input": "X", "row": 17, "delta": [...], "batch": 9}
+    {"input": "M", "edge": [from, to], "op": "insert"}   an edge of a stochastic input
+                                                         (also "delete"; "base": 1 for
+                                                         Octave's 1-based node ids)
 
 Consecutive records with the same ``batch`` id and input form one micro-batch, applied as
 one rank-k update.  Protocol per batch: the records are appended to a write-ahead log
@@ -30,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from linview.errors import InputError, UpdateError
-from linview.updates import cell_update, column_update, merge, row_update
+from linview.updates import apply_edge_batch, cell_update, column_update, merge, row_update
 
 #: fault injection for tests: die (without cleanup) after this many applied records
 _CRASH_AFTER = int(os.environ.get("LINVIEW_TEST_CRASH_AFTER", "0") or 0)
@@ -150,6 +153,10 @@ def run_stream(prog, *, inputs: list[str], updates: str, checkpoint: str | None 
     stats = {"resumed_at": offset, "replayed": 0, "applied": 0, "batches": 0}
 
     def apply(first: int, batch: list[dict]) -> None:
+        if "edge" in batch[0]:  # edge records of a stochastic input (linview.updates)
+            apply_edge_batch(views, first, batch)
+            _done(first, batch)
+            return
         parsed = []
         for i, rec in enumerate(batch):
             try:
@@ -160,6 +167,9 @@ def run_stream(prog, *, inputs: list[str], updates: str, checkpoint: str | None 
         name = parsed[0][0]
         U, V = merge([(u, v) for _, u, v in parsed]) if len(parsed) > 1 else parsed[0][1:]
         views.update(name, U, V)
+        _done(first, batch)
+
+    def _done(first: int, batch: list[dict]) -> None:
         nonlocal offset
         offset = first + len(batch)
         stats["batches"] += 1
