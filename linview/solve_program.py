@@ -33,7 +33,7 @@ from linview.compiler.interp import EVAL, eval_node, size_value, solve
 from linview.compiler.ir import Node, Op
 from linview.compiler.shapes import RANK
 from linview.errors import InputError, StateError, UpdateError
-from linview.solve import KrylovSolver, PushSolver
+from linview.solve import CholeskySolver, KrylovSolver, PushSolver
 from linview.stochastic import ColumnChange, StochasticMatrix
 
 
@@ -73,7 +73,8 @@ def ir_fmt(n: Node) -> str:
 def _method_text(method: str) -> str:
     return {"auto": "push when A = I - s·M with M stochastic and 0 ≤ s < 1, else krylov",
             "push": "Gauss–Southwell push, certified L1 bound",
-            "krylov": "warm-started GMRES, 2-norm bound"}[method]
+            "krylov": "warm-started GMRES, 2-norm bound",
+            "cholesky": "triangular factor of F = QR by rank-1 QR updates"}[method]
 
 
 def _pagerank_form(a: Node, program: ir.Program):
@@ -82,6 +83,17 @@ def _pagerank_form(a: Node, program: ir.Program):
         s, m = a.children[1].children
         if m.op is Op.INPUT and program.input(m.attr).storage == "stochastic":
             return m.attr, s
+    return None
+
+
+def _gram_form(a: Node, b: Node):
+    """``(F, Y)`` when ``a \\ b`` is ``(Fᵀ F) \\ (Fᵀ Y)`` with inputs F and Y, else None."""
+    if a.op is Op.MUL and b.op is Op.MUL:
+        f1, f2 = a.children
+        g, y = b.children
+        if (f1.op is Op.T and f1.children[0] is f2 and f2.op is Op.INPUT and g is f1
+                and y.op is Op.INPUT):
+            return f2.attr, y.attr
     return None
 
 
@@ -215,6 +227,13 @@ class SolveViews:
         s = _scalar(eval_node(form[1], self.env, self.bindings)) if form else None
         if method == "auto":
             method = "push" if form and 0 <= s < 1 else "krylov"
+        if method == "cholesky":
+            gram = _gram_form(a, b)
+            if gram is None:
+                raise InputError(f"solve view {st.name}: cholesky mode needs the normal "
+                                 "equations (F'*F) \\ (F'*Y) of inputs F and Y",
+                                 hint="use '%#linview solve krylov' for other systems")
+            return CholeskySolver(self.env[gram[0]], self.env[gram[1]], tol)
         if method == "push":
             if not form:
                 raise InputError(f"solve view {st.name}: push needs A = I - s*M with M "
@@ -357,6 +376,13 @@ class SolveViews:
                 self.env[st.name] = solver.X
                 continue
             ta, ev, eb = job
+            if isinstance(solver, CholeskySolver):  # F or Y changed by U Vᵀ
+                gram = _gram_form(*st.expr.children)
+                if name == gram[0]:
+                    solver.change_matrix(U, V)
+                if name == gram[1]:
+                    solver.change_rhs(U, V)
+                continue
             if isinstance(solver, PushSolver):
                 if ta:
                     solver.change_columns(changes)

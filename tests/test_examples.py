@@ -203,6 +203,7 @@ EXAMPLES_UNDER_TEST = [
     Example("gradient_descent", _gd_inputs, _gd_ref),
     Example("pagerank", _pagerank_inputs, _pagerank_ref, zero_sum={"M": "U"}),
     Example("markov", _markov_inputs, _markov_ref, zero_sum={"P": "V"}),
+    Example("ols_stable", _ols_inputs, _ols_ref),
     Example("pagerank_solve", _pagerank_solve_inputs, _pagerank_solve_ref,
             zero_sum={"M": "U"}),
     Example("pagerank_personalised", _personalised_inputs, _personalised_ref,

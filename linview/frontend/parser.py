@@ -430,7 +430,7 @@ def _parse_pragma(tok: Token) -> syntax.Pragma:
 
 def _value_pragma(kind: str, words, line: int, end_col: int, pos) -> syntax.Pragma:
     """``%#linview solve METHOD`` or ``%#linview tolerance 1e-10``: exactly one value."""
-    want = "a method (auto, push, krylov)" if kind == "solve" else "a positive number"
+    want = "a method (auto, push, krylov, cholesky)" if kind == "solve" else "a positive number"
     if len(words) != 2:
         col = words[2][2] if len(words) > 2 else end_col
         raise _Problem(f"'%#linview {kind}' takes exactly one value, {want}", line, col)
@@ -450,7 +450,7 @@ def _value_pragma(kind: str, words, line: int, end_col: int, pos) -> syntax.Prag
 
 
 #: maintenance methods of solve views (``%#linview solve METHOD``)
-SOLVE_METHODS = ("auto", "push", "krylov")
+SOLVE_METHODS = ("auto", "push", "krylov", "cholesky")
 
 
 # ---------------------------------------------------------------- error messages
