@@ -38,11 +38,10 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+import linview  # noqa: E402
 from linview.backends.spark import runtime as srt  # noqa: E402
 from linview.backends.spark.blocks import DistMatrix, matmul  # noqa: E402
 from linview.backends.spark.context import BlockContext  # noqa: E402
-
-import linview  # noqa: E402
 
 POWER = "function D = pow16(A)\n  %#linview dims A(n,n)\n  D = A^16;\nend\n"
 OLS = Path(HERE.parent, "examples", "ols.m")

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from linview.backends.numpy import runtime
+from linview.compiler.cost import choose_model, strategy_chooser
 from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
 from linview.compiler.lower import Options, lower
 from linview.compiler.plan import Plan, make_plan
@@ -126,25 +127,22 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
         raise CompileError(f"unknown backend '{backend}'", hint="backends: numpy, spark")
     filename = filename or f"{name or 'program'}.m"
     module_ast = parse(source, filename)
-    options = parse_model(model) if model != "auto" else Options()
-    program = lower(module_ast, source, filename, options)
     dims = dict(dims or {})
+    if model == "auto":  # lowers once per candidate model and keeps the cheapest
+        program, options = choose_model(module_ast, source, filename, dims, rank)
+    else:
+        options = parse_model(model)
+        program = lower(module_ast, source, filename, options)
     known = {s.name for s in program.dim_symbols}
     unknown = sorted(set(dims) - known - {"k"})
     if unknown:
         raise CompileError(f"--dims names unknown sizes: {', '.join(unknown)}",
                            hint="sizes of this program: " + (", ".join(sorted(known)) or
                                                              "none (all literal)"))
-    if model == "auto":
-        from linview.compiler.cost import choose_model
-
-        program, options = choose_model(module_ast, source, filename, dims, rank)
     if name:
         program = replace(program, name=name)
     trig_opts = parse_strategy(strategy)
     if trig_opts.default is None and not trig_opts.strategies:
-        from linview.compiler.cost import strategy_chooser
-
         trig_opts.choose = strategy_chooser(dims, rank)
     key = repr((source, options, sorted(dims.items()), repr(strategy), rank, backend))
     plan = make_plan(program, bindings=dims, rank=rank, trigger_options=trig_opts,
@@ -167,6 +165,15 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     return out
 
 
+def _shown_path(p: Path) -> str:
+    """How messages and generated modules name a source file: relative to the working
+    directory when it is below it, else by its file name (never a machine's absolute path)."""
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return p.name
+
+
 def compile_file(path, **kwargs) -> CompiledProgram:
     """Compile the ``.m`` file at ``path`` (keyword arguments as for :func:`compile`)."""
     p = Path(path)
@@ -174,7 +181,7 @@ def compile_file(path, **kwargs) -> CompiledProgram:
         text = p.read_text()
     except OSError as e:
         raise CompileError(f"cannot read {path}: {e.strerror}") from None
-    kwargs.setdefault("filename", str(path))
+    kwargs.setdefault("filename", _shown_path(p))
     kwargs.setdefault("name", p.stem)
     return compile(text, **kwargs)
 

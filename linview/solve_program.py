@@ -29,8 +29,9 @@ import sympy as sp
 from linview.api import CompiledProgram
 from linview.compiler import ir
 from linview.compiler.delta import Strategy, Term, ViewDelta, derive
-from linview.compiler.interp import EVAL, eval_node, size_value, solve
+from linview.compiler.interp import eval_node, size_value
 from linview.compiler.ir import Node, Op
+from linview.compiler.ops import OPS, solve
 from linview.compiler.shapes import RANK
 from linview.errors import InputError, StateError, UpdateError
 from linview.solve import CholeskySolver, KrylovSolver, PushSolver
@@ -127,7 +128,7 @@ def sparse_eval(root: Node, env, bindings) -> object:
                 if not sps.issparse(val):
                     val = np.asarray(val)
             else:
-                val = EVAL[op](n, *kids)
+                val = OPS[op].evaluate(n, *kids)
         memo[id(n)] = val
     return memo[id(root)]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from linview.backends.numpy import runtime
 
 import linview
+from linview.backends.numpy import runtime
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 POWERS = "function C = powers4(A)\n %#linview dims A(n,n)\n B = A*A;\n C = B*B;\nend\n"

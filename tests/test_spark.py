@@ -16,11 +16,11 @@ import zipfile
 
 import numpy as np
 import pytest
-from linview.backends.spark.codegen import partitioning
-from linview.backends.spark import runtime as srt
-from linview.backends.spark.blocks import DistMatrix
 
 import linview
+from linview.backends.spark import runtime as srt
+from linview.backends.spark.blocks import DistMatrix
+from linview.backends.spark.codegen import partitioning
 from linview.errors import BackendError, LinviewError, NumericalError
 
 try:  # tests/ may or may not be a package

@@ -12,18 +12,18 @@ TriggerModule` subclass per program.
 
 from __future__ import annotations
 
-import sympy as sp
-from linview.backends.common import Namer, shared_nodes
+import re
 
+import sympy as sp
+
+from linview.backends.common import Namer, shared_nodes
+from linview.backends.layout import wrap_module
 from linview.compiler import printer
 from linview.compiler.delta import Strategy, Trigger, ViewDelta, emitted_exprs
 from linview.compiler.ir import LEAVES, Node, Op
-from linview.compiler.plan import Plan, size_code
+from linview.compiler.plan import Plan, size_code, size_entry
 
-_ATOM, _UNARY, _MUL, _ADD = 10, 8, 7, 6
-#: IR ops printed as NumPy infix operators: (operator, precedence); 1x1 operands broadcast
-_BINARY = {Op.ADD: ("+", _ADD), Op.SUB: ("-", _ADD), Op.SCALE: ("*", _MUL),
-           Op.EMUL: ("*", _MUL), Op.EDIV: ("/", _MUL)}
+_ATOM, _UNARY, _MUL, _ADD = 10, 8, 7, 6  # Python's precedence levels, as far as used
 
 
 class _Expr:
@@ -111,59 +111,100 @@ class _Expr:
         return self._render(n)
 
     def _render(self, n: Node) -> tuple[str, int]:
-        op, ch = n.op, n.children
-        if op is Op.INPUT or op is Op.VIEW:
-            return self.names("view", n.attr), _ATOM
-        if op is Op.FACTOR:
-            return self.names("factor", n.attr), _ATOM
-        if op is Op.CONST:
-            v = sp.sympify(n.attr)
-            if v.is_Number:
-                return repr(float(v)), _ATOM
-            return f"float({size_code(v)})", _ATOM
-        if op is Op.EYE:
-            if n.rows == n.cols:
-                return f"np.eye({size_code(n.rows)})", _ATOM
-            return f"np.eye({size_code(n.rows)}, {size_code(n.cols)})", _ATOM
-        if op in (Op.ZEROS, Op.ONES):
-            return f"np.{op.value}(({size_code(n.rows)}, {size_code(n.cols)}))", _ATOM
-        if op in _BINARY:  # left-associative infix operators
-            sym, level = _BINARY[op]
-            return f"{self._wrap(ch[0], level)} {sym} {self._wrap(ch[1], level + 1)}", level
-        if op is Op.NEG:
-            return f"-{self._wrap(ch[0], _UNARY)}", _UNARY
-        if op is Op.MUL:
-            a, b = ch
-            reads_view = a.op in (Op.VIEW, Op.INPUT) or (
-                a.op is Op.T and a.children[0].op in (Op.VIEW, Op.INPUT))
-            if self.trigger and reads_view and b.op is Op.FACTOR and b.attr in self.update_factors:
-                return f"rt.dot({self.code(a)}, {self.code(b)})", _ATOM
-            return f"{self._wrap(a, _MUL)} @ {self._wrap(b, _MUL + 1)}", _MUL
-        if op is Op.T:
-            return f"{self._wrap(ch[0], _ATOM)}.T", _ATOM
-        if op is Op.INV:
-            if self.trigger:
-                return f'rt.core_inv({self.code(ch[0])}, "{self.label}")', _ATOM
-            return f'rt.inv({self.code(ch[0])}, "{self.label}")', _ATOM
-        if op is Op.SOLVE:  # a direct solve; solve programs run on linview.solve_program
-            return f'rt.solve({self.code(ch[0])}, {self.code(ch[1])}, "{self.label}")', _ATOM
-        if op is Op.SUM:
-            return f"{self._wrap(ch[0], _ATOM)}.sum(axis={n.attr - 1}, keepdims=True)", _ATOM
-        if op is Op.TRACE:
-            return f"np.full((1, 1), np.trace({self.code(ch[0])}))", _ATOM
-        if op is Op.CONCAT:
-            blocks = [f"np.full((1, 1), {self.code(c)})" if c.op is Op.CONST else self.code(c)
-                      for c in ch]
-            if len(n.attr) == 1:
-                return "np.hstack([" + ", ".join(blocks) + "])", _ATOM
-            if all(k == 1 for k in n.attr):
-                return "np.vstack([" + ", ".join(blocks) + "])", _ATOM
-            rows, i = [], 0
-            for k in n.attr:
-                rows.append("[" + ", ".join(blocks[i:i + k]) + "]")
-                i += k
-            return "np.block([" + ", ".join(rows) + "])", _ATOM
-        raise NotImplementedError(op)
+        return RENDER[n.op](self, n)
+
+
+# ------------------------------------------------------------------ how each op is printed
+def _leaf_name(e: _Expr, n: Node):
+    return e.names("factor" if n.op is Op.FACTOR else "view", n.attr), _ATOM
+
+
+def _const(e: _Expr, n: Node):
+    v = sp.sympify(n.attr)
+    return (repr(float(v)) if v.is_Number else f"float({size_code(v)})"), _ATOM
+
+
+def _eye(e: _Expr, n: Node):
+    if n.rows == n.cols:
+        return f"np.eye({size_code(n.rows)})", _ATOM
+    return f"np.eye({size_code(n.rows)}, {size_code(n.cols)})", _ATOM
+
+
+def _filled(e: _Expr, n: Node):
+    return f"np.{n.op.value}(({size_code(n.rows)}, {size_code(n.cols)}))", _ATOM
+
+
+def _infix(symbol: str, level: int):
+    """A left-associative NumPy infix operator (1x1 operands broadcast)."""
+    def render(e: _Expr, n: Node):
+        a, b = n.children
+        return f"{e._wrap(a, level)} {symbol} {e._wrap(b, level + 1)}", level
+    return render
+
+
+def _matmul(e: _Expr, n: Node):
+    a, b = n.children
+    reads_view = a.op in (Op.VIEW, Op.INPUT) or (
+        a.op is Op.T and a.children[0].op in (Op.VIEW, Op.INPUT))
+    if e.trigger and reads_view and b.op is Op.FACTOR and b.attr in e.update_factors:
+        return f"rt.dot({e.code(a)}, {e.code(b)})", _ATOM  # one-hot factors: touched columns
+    return f"{e._wrap(a, _MUL)} @ {e._wrap(b, _MUL + 1)}", _MUL
+
+
+def _inv(e: _Expr, n: Node):
+    fn = "rt.core_inv" if e.trigger else "rt.inv"  # a trigger's k×k core, or a view
+    return f'{fn}({e.code(n.children[0])}, "{e.label}")', _ATOM
+
+
+def _concat(e: _Expr, n: Node):
+    blocks = [f"np.full((1, 1), {e.code(c)})" if c.op is Op.CONST else e.code(c)
+              for c in n.children]
+    if len(n.attr) == 1:
+        return "np.hstack([" + ", ".join(blocks) + "])", _ATOM
+    if all(k == 1 for k in n.attr):
+        return "np.vstack([" + ", ".join(blocks) + "])", _ATOM
+    rows, i = [], 0
+    for k in n.attr:
+        rows.append("[" + ", ".join(blocks[i:i + k]) + "]")
+        i += k
+    return "np.block([" + ", ".join(rows) + "])", _ATOM
+
+
+#: op -> ``render(expr_printer, node) -> (code, precedence)``: the NumPy meaning of each op
+RENDER = {
+    Op.INPUT: _leaf_name, Op.VIEW: _leaf_name, Op.FACTOR: _leaf_name,
+    Op.CONST: _const, Op.EYE: _eye, Op.ZEROS: _filled, Op.ONES: _filled,
+    Op.ADD: _infix("+", _ADD), Op.SUB: _infix("-", _ADD), Op.SCALE: _infix("*", _MUL),
+    Op.EMUL: _infix("*", _MUL), Op.EDIV: _infix("/", _MUL),
+    Op.NEG: lambda e, n: (f"-{e._wrap(n.children[0], _UNARY)}", _UNARY),
+    Op.MUL: _matmul,
+    Op.T: lambda e, n: (f"{e._wrap(n.children[0], _ATOM)}.T", _ATOM),
+    Op.INV: _inv,
+    Op.SUM: lambda e, n: (f"{e._wrap(n.children[0], _ATOM)}.sum(axis={n.attr - 1}, "
+                          "keepdims=True)", _ATOM),
+    Op.TRACE: lambda e, n: (f"np.full((1, 1), np.trace({e.code(n.children[0])}))", _ATOM),
+    Op.CONCAT: _concat,
+    # a direct solve; programs with solve views load as linview.solve_program.SolveViews
+    Op.SOLVE: lambda e, n: (f'rt.solve({e.code(n.children[0])}, {e.code(n.children[1])}, '
+                            f'"{e.label}")', _ATOM),
+}
+
+
+def _owned(ex: _Expr, n: Node) -> str:
+    """Code for ``n`` as an array of its own: a view (or its transpose) used as a factor or
+    a new value is copied, because phase 2 updates views in place before reading it."""
+    code = ex.code(n)
+    leaf = n.children[0] if n.op is Op.T else n
+    return f"rt.owned({code})" if leaf.op in (Op.VIEW, Op.INPUT) else code
+
+
+def _shape_entry(name: str, shape) -> list[str]:
+    """``'X': (rows, cols),`` for INPUTS/VIEWS, over three lines when it would be long."""
+    r, c = size_entry(shape[0]), size_entry(shape[1])
+    line = f"        {name!r}: ({r}, {c}),"
+    if len(line) <= 100:
+        return [line]
+    return [f"        {name!r}: (", f"            {r},", f"            {c},", "        ),"]
 
 
 def _shape_doc(n: Node) -> str:
@@ -221,25 +262,29 @@ class NumpyGenerator:
         w(f"    SOURCE_HASH = {p.source_hash!r}")
         w("    INPUTS = {")
         for dcl in prog.inputs:
-            w(f"        {dcl.name!r}: ({size_code(dcl.shape[0])!r}, {size_code(dcl.shape[1])!r}),")
+            out += _shape_entry(dcl.name, dcl.shape)
         w("    }")
         w(f"    DYNAMIC = {tuple(prog.dynamic)!r}")
         w("    VIEWS = {")
         for st in prog.statements:
-            w(f"        {st.name!r}: ({size_code(st.expr.rows)!r}, "
-              f"{size_code(st.expr.cols)!r}),")
+            out += _shape_entry(st.name, st.expr.shape)
         w("    }")
         w("    OUTPUTS = {" + ", ".join(f"{k!r}: {v.attr!r}" for k, v in prog.outputs) + "}")
         if prog.not_one:
-            w("    NOT_ONE = {" + ", ".join(f"{size_code(e)!r}: {why!r}"
-                                             for e, why in prog.not_one) + "}")
+            w("    NOT_ONE = (")
+            for e, why in prog.not_one:
+                w(f"        ({size_entry(e)}, {why!r}),")
+            w("    )")
         out += self.class_attributes()
         w("")
         out += self.evaluate_method()
         for trig in p.triggers.values():
             w("")
             out += self.trigger_method(trig)
-        return "\n".join(out) + "\n"
+        if not any("np." in line for line in out if not line.lstrip().startswith("#")):
+            out.remove("import numpy as np")
+            out.remove("")
+        return wrap_module("\n".join(out)) + "\n"
 
     # ------------------------------------------------------------------ re-evaluation
     def evaluate_method(self) -> list[str]:
@@ -303,17 +348,17 @@ class NumpyGenerator:
             left = names("factor", vd.left.attr)
             if vd.strategy is Strategy.INCR:
                 right = names("factor", vd.right.attr)
-                lines.append(f"{ind}{left} = " + self._stack([ex.code(t.P) for t in vd.terms]))
-                lines.append(f"{ind}{right} = " + self._stack([ex.code(t.Q) for t in vd.terms]))
+                lines.append(f"{ind}{left} = " + self._stack(ex, [t.P for t in vd.terms]))
+                lines.append(f"{ind}{right} = " + self._stack(ex, [t.Q for t in vd.terms]))
                 checks.append((vd.name, [left, right]))
                 ex.defined |= {vd.left.attr, vd.right.attr}
             elif vd.strategy is Strategy.HYBRID:
-                lines.append(f"{ind}{left} = {ex.code(vd.dense)}")
+                lines.append(f"{ind}{left} = {_owned(ex, vd.dense)}")
                 checks.append((vd.name, [left]))
                 ex.defined.add(vd.left.attr)
             else:
                 new = names("factor", f"new_{vd.name}")
-                lines.append(f"{ind}{new} = {ex.code(vd.new_value)}")
+                lines.append(f"{ind}{new} = {_owned(ex, vd.new_value)}")
                 if vd.left.attr in needed:
                     lines.append(f"{ind}{left} = {new} - {names('view', vd.name)}")
                 checks.append((vd.name, [new]))
@@ -324,8 +369,10 @@ class NumpyGenerator:
         body = "\n".join(lines)
         if 'd["' not in body:
             lines.remove(f"{ind}d = self.dims")
-        if not any(tok in body for tok in ("*k", "k)", "(k", "k,")):
-            lines.remove(f"{ind}k = U.shape[1]")
+        kline = f"{ind}k = U.shape[1]"
+        code = [line.split("#")[0] for line in lines[lines.index(kline) + 1:]]
+        if not any(re.search(r"\bk\b", line) for line in code):
+            lines.remove(kline)
         lines.append(f"{ind}# phase 2: apply")
         lines.append(f"{ind}rt.add_outer({names('view', x)}, U, V)")
         for vd in trig.deltas[1:]:
@@ -340,8 +387,10 @@ class NumpyGenerator:
         return doc + lines
 
     @staticmethod
-    def _stack(parts: list[str]) -> str:
-        return parts[0] if len(parts) == 1 else "np.hstack([" + ", ".join(parts) + "])"
+    def _stack(ex: _Expr, parts: list[Node]) -> str:
+        if len(parts) == 1:
+            return _owned(ex, parts[0])
+        return "np.hstack([" + ", ".join(ex.code(p) for p in parts) + "])"
 
     @staticmethod
     def _needed_factors(trig: Trigger) -> set[str]:

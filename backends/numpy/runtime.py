@@ -13,9 +13,9 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
 
 import numpy as np
 import scipy.linalg
@@ -24,7 +24,18 @@ import scipy.sparse as sps
 
 from linview.errors import InputError, NumericalError, StateError, UpdateError
 
-_BARE_SIZE = re.compile(r'd\["(\w+)"\]')
+
+class Size(NamedTuple):
+    """A compound size in a generated module's ``INPUTS``/``VIEWS``: its text (for messages)
+    and its value as code over the bound sizes ``d``.  A bare size is just its name, a
+    literal size an int."""
+
+    text: str
+    value: Callable[[Mapping[str, int]], int]
+
+
+def size_text(size) -> str:
+    return size.text if isinstance(size, Size) else str(size)
 
 #: a Woodbury core whose condition estimate exceeds this is refused (re-evaluation instead)
 CORE_CONDITION_LIMIT = 1e10
@@ -59,6 +70,12 @@ def add_dense(A: np.ndarray, D: np.ndarray) -> None:
 def assign(A: np.ndarray, value: np.ndarray) -> None:
     """``A[...] = value`` in place (keeps A's memory and Fortran order)."""
     A[...] = value
+
+
+def owned(A: np.ndarray) -> np.ndarray:
+    """A copy of ``A`` (a view used as a delta factor must not change when phase 2 updates
+    the view in place)."""
+    return np.array(A, order="F")
 
 
 def one_hot(X: np.ndarray) -> np.ndarray | None:
@@ -119,7 +136,7 @@ def inv(A: np.ndarray, what: str) -> np.ndarray:
 def solve(A, B, what: str) -> np.ndarray:
     """``A \\ B`` by a direct solve (the re-evaluation of a solve view in a dense module;
     solve programs are maintained by linview.solve_program), refusing singular A."""
-    from linview.compiler.interp import solve as direct
+    from linview.compiler.ops import solve as direct
 
     return np.asfortranarray(direct(A, B, what))
 
@@ -196,12 +213,12 @@ class TriggerModule:
 
     PROGRAM = ""
     SOURCE_HASH = ""
-    INPUTS: Mapping[str, tuple[str, str]] = {}
+    INPUTS: Mapping[str, tuple] = {}  # name -> (rows, cols), each a name, an int or a Size
     DYNAMIC: tuple[str, ...] = ()
-    VIEWS: Mapping[str, tuple[str, str]] = {}
+    VIEWS: Mapping[str, tuple] = {}
     OUTPUTS: Mapping[str, str] = {}
-    #: {size expression: reason} of sizes the program was compiled assuming are not 1
-    NOT_ONE: Mapping[str, str] = {}
+    #: (size, reason) of sizes the program was compiled assuming are not 1
+    NOT_ONE: tuple[tuple[object, str], ...] = ()
     #: the generated module's own source text (set by the loader; used by save())
     MODULE_SOURCE = ""
 
@@ -246,39 +263,37 @@ class TriggerModule:
         return arrays
 
     def _bind_dims(self, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
+        """Bind every bare size from the inputs' shapes; check literal and compound ones."""
         dims: dict[str, int] = {}
-        compound = []
+        checks = []
         for name, shape in self.INPUTS.items():
-            for axis, expr in enumerate(shape):
+            for axis, size in enumerate(shape):
                 got = arrays[name].shape[axis]
-                bare = _BARE_SIZE.fullmatch(expr)
-                if bare:
-                    size = bare.group(1)
+                if isinstance(size, str):
                     if dims.setdefault(size, got) != got:
                         raise InputError(
                             f"input {name} has {('rows', 'columns')[axis]} {got}, but size "
                             f"'{size}' is {dims[size]} from another input",
                             hint=self._shapes_hint())
                 else:
-                    compound.append((name, axis, expr, got))
-        for name, axis, expr, got in compound:
+                    checks.append((name, axis, size, got))
+        for name, axis, size, got in checks:
             try:
-                want = eval(expr, {"d": dims})  # noqa: S307 - generated size expression
+                want = size.value(dims) if isinstance(size, Size) else int(size)
             except KeyError:
-                raise InputError(f"cannot determine the sizes in {expr} from the inputs") \
-                    from None
-            if want is not None and want != got:
+                raise InputError(f"cannot determine the size {size_text(size)} from the "
+                                 "inputs") from None
+            if want != got:
                 raise InputError(f"input {name} has {('rows', 'columns')[axis]} {got}, "
                                  f"expected {want}", hint=self._shapes_hint())
-        for expr, why in self.NOT_ONE.items():
-            if eval(expr, {"d": dims}) == 1:  # noqa: S307 - generated size expression
+        for size, why in self.NOT_ONE:
+            if (size.value(dims) if isinstance(size, Size) else dims.get(size)) == 1:
                 raise InputError(f"{self.PROGRAM}: {why}")
         return dims
 
     def _shapes_hint(self) -> str:
         return "expected shapes: " + ", ".join(
-            f"{n}({r.replace('d[', '').replace(']', '')}, "
-            f"{c.replace('d[', '').replace(']', '')})" for n, (r, c) in self.INPUTS.items())
+            f"{n}({size_text(r)}, {size_text(c)})" for n, (r, c) in self.INPUTS.items())
 
     def _reevaluate(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         views = dict(arrays)

@@ -10,10 +10,11 @@ import functools
 import operator
 
 import numpy as np
+
 from linview.backends.spark import tasks
 
 
-def _scalar(x) -> float | None:
+def scalar_value(x) -> float | None:
     if isinstance(x, (int, float, np.number)) and not isinstance(x, bool):
         return float(x)
     if isinstance(x, np.ndarray) and x.size == 1:
@@ -49,13 +50,17 @@ class Operand:
         out = self.to_numpy()
         return out if dtype is None else out.astype(dtype)
 
+    def distributed(self):
+        """This operand as a DistMatrix (a transposed one is materialized)."""
+        raise NotImplementedError
+
     def __array_function__(self, func, types, args, kwargs):
         if func is np.trace and len(args) == 1 and not kwargs:
             return self.trace()
         return func(*_collect_tree(args), **_collect_tree(kwargs))
 
 
-def _as2d(x) -> tuple[np.ndarray, bool]:
+def as2d(x) -> tuple[np.ndarray, bool]:
     x = x.toarray() if hasattr(x, "toarray") else np.asarray(x, dtype=np.float64)
     return (x.reshape(-1, 1), True) if x.ndim == 1 else (x, False)
 
@@ -74,20 +79,17 @@ class BlockAlgebra:
 
     def _pair(self, other, axis: int):
         """``other`` as blocks of this matrix's layout ``axis`` (0: rows) and its scale."""
-        from linview.backends.spark.blocks import DistMatrix, Transposed
-
-        if isinstance(other, Transposed):
-            other = other.materialize()
-        if isinstance(other, DistMatrix):
+        if isinstance(other, Operand):  # a DistMatrix or a transposed one
+            other = other.distributed()
             other.fold()
             return (other.rows() if axis == 0 else other.cols()), other.scale
-        other, _ = _as2d(other)
+        other, _ = as2d(other)
         if other.shape != self.shape:
             raise ValueError(f"shapes {self.shape} and {other.shape} do not match")
         return self.ctx.parallelize(other, axis), 1.0
 
     def _binop(self, other, op: str, rev: bool = False):
-        s = _scalar(other)
+        s = scalar_value(other)
         if s is None or not (op == "mul" or (op == "div" and not rev)):
             self.fold()
         if s is not None and op == "mul":

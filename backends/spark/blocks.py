@@ -32,9 +32,10 @@ import functools
 import operator
 
 import numpy as np
+
 from linview.backends.numpy import runtime
 from linview.backends.spark import tasks
-from linview.backends.spark.algebra import BlockAlgebra, Operand, _as2d, _scalar
+from linview.backends.spark.algebra import BlockAlgebra, Operand, as2d, scalar_value
 from linview.backends.spark.context import BlockContext, active, lineage, relayout
 
 
@@ -85,6 +86,9 @@ class DistMatrix(Operand, BlockAlgebra):
         self.updates = updates  # updates since the lineage was last cut
         #: low-rank terms not yet folded into the blocks: value = s·(B + Σ P Qᵀ)
         self.pending: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
+
+    def distributed(self) -> DistMatrix:
+        return self
 
     def __repr__(self) -> str:
         return (f"DistMatrix({self.shape[0]}×{self.shape[1]}, {self.layout} blocks"
@@ -186,12 +190,12 @@ class DistMatrix(Operand, BlockAlgebra):
     def __matmul__(self, x):
         if isinstance(x, (DistMatrix, Transposed)):
             return matmul(self, x)
-        x, vec = _as2d(x)
+        x, vec = as2d(x)
         out = self._apply(x, False)
         return out.ravel() if vec else out
 
     def __rmatmul__(self, x):
-        x, vec = _as2d(x)
+        x, vec = as2d(x)
         out = self._apply((x.ravel()[:, None] if vec else x.T), True).T
         return out.ravel() if vec else out
 
@@ -329,7 +333,7 @@ class DistMatrix(Operand, BlockAlgebra):
         """``A[...] = value`` keeping A's layout."""
         if not isinstance(value, (DistMatrix, Transposed)):
             value = DistMatrix(self.ctx, self.shape, *[
-                self.ctx.parallelize(_as2d(value)[0], ax) if r is not None else None
+                self.ctx.parallelize(as2d(value)[0], ax) if r is not None else None
                 for ax, r in ((0, self._rows), (1, self._cols))])
         elif isinstance(value, Transposed):
             value = value.materialize()
@@ -359,17 +363,20 @@ class Transposed(Operand):
     def __matmul__(self, x):
         if isinstance(x, (DistMatrix, Transposed)):
             return matmul(self, x)
-        x, vec = _as2d(x)
+        x, vec = as2d(x)
         out = self.base._apply(x, True)
         return out.ravel() if vec else out
 
     def __rmatmul__(self, x):
-        x, vec = _as2d(x)
+        x, vec = as2d(x)
         out = self.base._apply((x.ravel()[:, None] if vec else x.T), False).T
         return out.ravel() if vec else out
 
     def dot(self, x: np.ndarray) -> np.ndarray:
         return self.base.dot(x, transpose=True)
+
+    def distributed(self) -> DistMatrix:
+        return self.materialize()
 
     def materialize(self) -> DistMatrix:
         """Aᵀ as its own DistMatrix (each block transposed; no shuffle)."""
@@ -380,7 +387,7 @@ class Transposed(Operand):
         return DistMatrix(ctx, self.shape, rows, cols, b.scale)
 
     def __mul__(self, o):
-        s = _scalar(o)
+        s = scalar_value(o)
         return Transposed(self.base.scaled(s)) if s is not None else self.materialize() * o
 
     __rmul__ = __mul__

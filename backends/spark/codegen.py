@@ -22,7 +22,6 @@ any trigger); a view that is never multiplied is kept in row blocks.
 from __future__ import annotations
 
 from linview.backends.numpy.codegen import NumpyGenerator
-
 from linview.compiler.delta import emitted_exprs
 from linview.compiler.ir import Node, Op
 from linview.compiler.plan import Plan

@@ -8,8 +8,8 @@ import functools
 import threading
 
 import numpy as np
-from linview.backends.spark import tasks
 
+from linview.backends.spark import tasks
 from linview.errors import BackendError
 
 _LOCAL = threading.local()

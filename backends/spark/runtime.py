@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+
 from linview.backends.numpy import runtime
 from linview.backends.numpy.runtime import IllConditioned, core_inv  # noqa: F401 - used by generated code
 from linview.backends.spark import tasks
@@ -39,7 +40,6 @@ from linview.backends.spark.session import (  # noqa: F401 - part of this module
     spark_errors,
     write_parquet,
 )
-
 from linview.errors import InputError, NumericalError
 
 _DIST = (DistMatrix, Transposed)
@@ -53,6 +53,16 @@ def add_outer(A, P, Q) -> None:
     if active() is not None:
         active().save_array(A)
     runtime.add_outer(A, P, Q)
+
+
+def owned(A):
+    """A snapshot of ``A`` that later updates of ``A`` do not change (a distributed one
+    shares its immutable blocks and pending terms: no data moves)."""
+    if isinstance(A, DistMatrix):
+        return A.scaled(1.0)
+    if isinstance(A, Transposed):
+        return Transposed(A.base.scaled(1.0))
+    return runtime.owned(A)
 
 
 def add_dense(A, D) -> None:

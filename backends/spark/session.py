@@ -22,11 +22,11 @@ import zipfile
 from pathlib import Path
 
 import numpy as np
+
 from linview.backends.numpy import runtime
 from linview.backends.spark import tasks
 from linview.backends.spark.blocks import DistMatrix
 from linview.backends.spark.context import BlockContext
-
 from linview.errors import BackendError, InputError, LinviewError
 
 INSTALL_HINT = ("the Spark backend needs PySpark and a Java runtime (17 or 21): "
@@ -138,10 +138,9 @@ _SHIPPED: set[str] = set()
 def package_zip() -> str:
     """A zip of the imported linview package, with ``linview/backends`` and
     ``linview/grammar`` wherever they come from (wheel, editable install or source tree)."""
+    import linview
     import linview.backends
     import linview.grammar
-
-    import linview
 
     roots = [("linview", Path(linview.__file__).parent),
              ("linview/backends", Path(list(linview.backends.__path__)[0])),

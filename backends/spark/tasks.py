@@ -10,6 +10,7 @@ from __future__ import annotations
 import operator
 
 import numpy as np
+
 from linview.backends.numpy import runtime
 
 OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv}

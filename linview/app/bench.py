@@ -5,9 +5,9 @@ model's choice), loaded on the same random inputs, and fed the same stream of ra
 rank-k updates.  ``reeval`` is the baseline: each update is applied to the input and the
 whole program is re-run (``views.reevaluate_update``).  Per-update wall times give median,
 p10 and p90; speedups are ratios of medians against REEVAL measured in the same run.  The
-*memory floor* (DESIGN.md §9) is one in-place rank-1 pass (``dgemm`` with beta = 1) over
-every view the trigger changes plus one matrix-vector pass (``dgemv``) over every view it
-reads, timed here too; ``trigger/floor`` says how far a trigger is from touching its data
+*memory floor* is one in-place rank-1 pass (``dgemm`` with beta = 1) over every view the
+trigger changes plus one matrix-vector pass (``dgemv``) over every view it reads, timed
+here too; ``trigger/floor`` says how far a trigger is from touching its data
 once.  After the stream, the maintained views are compared with re-evaluation (max
 relative error).
 """

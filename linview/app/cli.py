@@ -1,4 +1,4 @@
-"""``linview``: compile, explain, cost, bench, run and demo (DESIGN.md §6).
+"""``linview``: compile, explain, cost, bench, run and demo (the README lists every verb).
 
 Every error a user can cause is a :class:`~linview.errors.LinviewError`, printed as
 ``error: ...`` without a traceback; the exit status is then 2.
@@ -158,7 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("explain", help="print the program and its triggers")
     common(e)
     e.add_argument("--after", default=None,
-                   help="show the result of this pass: lower, optimize, delta, triggers")
+                   help="show the program or triggers after this pass: lower, "
+                        "materialize_products, propagate_copies, eliminate_dead_views, "
+                        "materialize_outputs, optimize (all program passes), delta, triggers")
     e.set_defaults(func=cmd_explain)
 
     k = sub.add_parser("cost", help="predicted cost of re-evaluation vs incremental")

@@ -20,45 +20,33 @@ from collections.abc import Callable
 
 import sympy as sp
 
-from linview.compiler import ir
-from linview.compiler.delta import Strategy, Term, _sum_terms
+from linview.compiler import ir, passes
+from linview.compiler.delta import Strategy, TriggerOptions, build_trigger
 from linview.compiler.ir import Node, Op
-from linview.compiler.optimize import ChainPlanner, Sizes, distribute, push_transposes
+from linview.compiler.lower import Options, lower
+from linview.compiler.ops import OPS, Term, sum_terms
+from linview.compiler.optimize import ChainPlanner, Sizes
+from linview.errors import CompileError
 
 SizeFn = Callable[[sp.Expr], object]
 
 
 def count(n: Node, size: SizeFn, seen: set[int] | None = None) -> tuple[object, object]:
     """``(flops, bytes)`` to evaluate ``n`` once; shared subexpressions count once.
-    ``size`` maps a size expression to a number (numeric) or itself (symbolic)."""
+    ``size`` maps a size expression to a number (numeric) or itself (symbolic).  Flops are
+    each op's ``flops`` entry (:data:`.ops.OPS`); bytes are its operands read and its result
+    written (constants are free)."""
     seen = set() if seen is None else seen
     fl, by = 0, 0
     for m in n.walk():
         if id(m) in seen or m.op in ir.LEAVES:
             continue
         seen.add(id(m))
-        r, c = size(m.rows), size(m.cols)
+        fl += OPS[m.op].flops(m, size)
         ins = [size(x.rows) * size(x.cols) for x in m.children
                if x.op not in ir.CONSTANT_LEAVES]
-        if m.op is Op.MUL:
-            a = m.children[0]
-            fl += 2 * size(a.rows) * size(a.cols) * c
-        elif m.op is Op.INV:
-            fl += 2 * r ** 3
-        elif m.op is Op.SOLVE:  # a dense LU; linview.solve_program counts the iterative cost
-            fl += sp.Rational(2, 3) * r ** 3 + 2 * r ** 2 * c
-        elif m.op is Op.T or m.op is Op.CONCAT:
-            pass
-        elif m.op in (Op.SUM, Op.TRACE):
-            fl += ins[0] if ins else 0
-        else:
-            fl += r * c
-        by += 8 * (sum(ins) + r * c)
+        by += 8 * (sum(ins) + size(m.rows) * size(m.cols))
     return fl, by
-
-
-def numeric(sizes: Sizes) -> SizeFn:
-    return sizes.value
 
 
 def symbolic(e):
@@ -67,12 +55,8 @@ def symbolic(e):
 
 # ------------------------------------------------------------------ strategy choice
 def _plan_terms(terms, sizes: Sizes) -> list[Node]:
-    planner = ChainPlanner(sizes)
-    out = []
-    for t in terms:
-        out += [planner.order(distribute(push_transposes(t.P))),
-                planner.order(distribute(push_transposes(t.Q)))]
-    return out
+    ctx = passes.Context(sizes, planner=ChainPlanner(sizes))
+    return [passes.simplify(x, ctx) for t in terms for x in (t.P, t.Q)]
 
 
 #: a rough machine model for decisions: sustained flop rate of BLAS-3 and memory bandwidth.
@@ -114,7 +98,7 @@ def strategy_counts(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
         return ir.add(leaf, ir.matmul(u, ir.transpose(v)))
 
     new = ir.map_leaves(st.expr, new_value)
-    fl, by = count(ChainPlanner(sizes).order(distribute(push_transposes(new))), size, set())
+    fl, by = count(passes.simplify(new, passes.Context(sizes)), size, set())
     out = {Strategy.REEVAL: (fl + rows * cols, by + 16 * rows * cols)}
     if terms is None:
         return out
@@ -125,7 +109,7 @@ def strategy_counts(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
         fl, by = fl + f, by + b
     rank = sum((size(t.rank) for t in terms), 0)
     out[Strategy.INCR] = (fl + 2 * rows * cols * rank, by + 16 * rows * cols)
-    dense = ChainPlanner(sizes).order(distribute(push_transposes(_sum_terms(list(terms)))))
+    dense = passes.simplify(sum_terms(list(terms)), passes.Context(sizes))
     f, b = count(dense, size, set())
     out[Strategy.HYBRID] = (f + rows * cols, b + 24 * rows * cols)
     return out
@@ -152,19 +136,20 @@ def strategy_chooser(bindings: dict[str, int], rank: int = 1):
     return choose
 
 
-def choose_model(module_ast, source, filename, dims, rank):
-    """``--model auto``: lower with each iterative model and keep the cheapest total
-    trigger cost (falls back to ``exp``)."""
-    from linview.compiler.delta import TriggerOptions, build_trigger
-    from linview.compiler.lower import Options, lower
-    from linview.compiler.optimize import optimize_program
+MODEL_CANDIDATES = (Options("exp"), Options("linear"), Options("skip", 2), Options("skip", 4),
+                    Options("skip", 8))
 
+
+def choose_model(module_ast, source, filename, dims, rank) -> tuple[ir.Program, Options]:
+    """``--model auto``: lower once with each iterative model and keep the program with the
+    cheapest total trigger cost (the first, ``exp``, on ties).  Returns the lowered program
+    it chose, so the caller does not lower again."""
     sizes = Sizes(dict(dims), rank)
     best = None
     seen: set[tuple] = set()
-    for opts in (Options("exp"), Options("linear"), Options("skip", 2), Options("skip", 4),
-                 Options("skip", 8)):
-        program = optimize_program(lower(module_ast, source, filename, opts), sizes)
+    for opts in MODEL_CANDIDATES:
+        lowered = lower(module_ast, source, filename, opts)
+        program = passes.run_program(lowered, sizes)
         key = tuple((s.name, id(s.expr)) for s in program.statements)
         if key in seen:  # no powers or recurrences: every model gives this program
             continue
@@ -178,8 +163,8 @@ def choose_model(module_ast, source, filename, dims, rank):
                 total += float(strategy_costs(st, list(vd.terms) if vd.terms else None,
                                               sizes)[vd.strategy])
         if best is None or total < best[0]:
-            best = (total, opts)
-    return lower(module_ast, source, filename, best[1]), best[1]
+            best = (total, lowered, opts)
+    return best[1], best[2]
 
 
 # ------------------------------------------------------------------ reports
@@ -221,8 +206,6 @@ def cost_report(compiled, formulas: bool = False) -> dict:
     """The data behind ``linview cost``: per trigger and view, flops/bytes of REEVAL, INCR
     and HYBRID, the chosen strategy, totals and the predicted speedup.  Numbers use the
     compiled ``dims`` (and rank); ``formulas`` adds symbolic expressions."""
-    from linview.compiler.delta import build_trigger
-
     plan = compiled.plan
     prog = plan.program
     sizes = plan.sizes
@@ -230,8 +213,6 @@ def cost_report(compiled, formulas: bool = False) -> dict:
     report = {"program": prog.name, "dims": dict(sizes.bindings), "rank": sizes.rank,
               "model": compiled.options.get("model"), "triggers": []}
     if missing:
-        from linview.errors import CompileError
-
         raise CompileError("cost needs a value for every size; missing: " + ", ".join(missing),
                            hint="give them with --dims " + ",".join(f"{m}=..." for m in missing))
     re_fl, re_by = program_counts(prog, sizes.value, sizes)
@@ -274,8 +255,6 @@ def cost_report(compiled, formulas: bool = False) -> dict:
 def symbolic_formulas(compiled, x: str) -> dict:
     """Symbolic flop counts for ``x``'s trigger: re-evaluation, and each view under each
     strategy, as strings (sympy, leading terms first)."""
-    from linview.compiler.delta import build_trigger
-
     plan = compiled.plan
     prog = plan.program
     raw = build_trigger(prog, x, compiled.options.get("trigger_options"))

@@ -2,7 +2,7 @@
 
 Given an update ``ΔX = U·Vᵀ`` of one input, every view that depends on ``X`` changes by a
 low-rank matrix.  We represent that change as a list of :class:`Term` ``(P, Q)`` whose sum
-``Σ P Qᵀ`` is the delta, derived by the rule table :data:`RULES` (DESIGN.md §4; Nikolic,
+``Σ P Qᵀ`` is the delta, derived by each op's ``delta`` rule in :data:`.ops.OPS` (Nikolic,
 *Efficient Incremental Data Analysis*, EPFL 2016, §6.3):
 
 ==========================  ==================================================
@@ -37,6 +37,7 @@ import sympy as sp
 
 from linview.compiler import ir
 from linview.compiler.ir import Node, Op
+from linview.compiler.ops import OPS, Term, sum_terms
 from linview.compiler.shapes import RANK
 
 
@@ -49,18 +50,6 @@ class Strategy(enum.Enum):
 
 
 STRATEGIES = tuple(s.value for s in Strategy)
-
-
-@dataclass(frozen=True)
-class Term:
-    """One summand ``P·Qᵀ`` of a delta; ``P`` is rows×r, ``Q`` is cols×r."""
-
-    P: Node
-    Q: Node
-
-    @property
-    def rank(self) -> sp.Expr:
-        return self.P.cols
 
 
 @dataclass(frozen=True)
@@ -124,93 +113,8 @@ class NotMaintainable(Exception):
     """The expression has no low-rank delta rule (``.*``, ``./`` on changing matrices...)."""
 
 
-# ------------------------------------------------------------------ rule table
-def _neg_terms(ts):
-    return [Term(ir.neg(t.P), t.Q) for t in ts]
-
-
-def _sum_terms(ts: list[Term]) -> Node:
-    """``Σ P Qᵀ`` as one (small or thin) expression."""
-    out = None
-    for t in ts:
-        x = ir.matmul(t.P, ir.transpose(t.Q))
-        out = x if out is None else ir.add(out, x)
-    return out
-
-
 def _new(n: Node, ts: list[Term]) -> Node:
-    return n if not ts else ir.add(n, _sum_terms(ts))
-
-
-def _mul_rule(n, d, new):
-    a, b = n.children
-    terms = [Term(t.P, ir.matmul(ir.transpose(b), t.Q)) for t in d[0]]
-    terms += [Term(ir.matmul(new[0], t.P), t.Q) for t in d[1]]
-    return terms
-
-
-def _scale_rule(n, d, new):
-    s, a = n.children
-    terms = []
-    if d[0]:  # the scaling factor itself changes: Δs·A = A·(Δs I)
-        terms.append(Term(a, ir.scale(_sum_terms(d[0]), ir.eye(a.cols))))
-    terms += [Term(ir.scale(new[0], t.P), t.Q) for t in d[1]]
-    return terms
-
-
-def _concat_rule(n, d, new):
-    """A changing block at row offset r0 and column offset c0 pads its factors with zeros."""
-    terms, i, r0 = [], 0, sp.Integer(0)
-    for k in n.attr:
-        row = n.children[i:i + k]
-        c0 = sp.Integer(0)
-        for j, blk in enumerate(row):
-            for t in d[i + j]:
-                r = t.rank
-                P = ir.vstack([ir.zeros(r0, r), t.P, ir.zeros(n.rows - r0 - blk.rows, r)])
-                Q = ir.vstack([ir.zeros(c0, r), t.Q, ir.zeros(n.cols - c0 - blk.cols, r)])
-                terms.append(Term(P, Q))
-            c0 = c0 + blk.cols
-        r0 = r0 + row[0].rows
-        i += k
-    return terms
-
-
-def _sum_rule(n, d, new):
-    a = n.children[0]
-    if n.attr == 1:  # 1ᵀ A
-        return [Term(ir.matmul(ir.ones(1, a.rows), t.P), t.Q) for t in d[0]]
-    return [Term(t.P, ir.matmul(ir.ones(1, a.cols), t.Q)) for t in d[0]]  # A 1
-
-
-def _trace_rule(n, d, new):
-    # trace(P Qᵀ) = Σᵢⱼ Pᵢⱼ Qᵢⱼ
-    out = []
-    for t in d[0]:
-        s = ir.node(Op.SUM, ir.node(Op.SUM, ir.node(Op.EMUL, t.P, t.Q), attr=1), attr=2)
-        out.append(Term(s, ir.const(1)))
-    return out
-
-
-def _not_maintainable(n, d, new):
-    raise NotMaintainable(f"'{n.op.value}' of changing matrices has no low-rank delta")
-
-
-RULES: dict[Op, Callable] = {
-    Op.ADD: lambda n, d, new: d[0] + d[1],
-    Op.SUB: lambda n, d, new: d[0] + _neg_terms(d[1]),
-    Op.NEG: lambda n, d, new: _neg_terms(d[0]),
-    Op.T: lambda n, d, new: [Term(t.Q, t.P) for t in d[0]],
-    Op.MUL: _mul_rule,
-    Op.SCALE: _scale_rule,
-    Op.CONCAT: _concat_rule,
-    Op.SUM: _sum_rule,
-    Op.TRACE: _trace_rule,
-    Op.EMUL: _not_maintainable,
-    Op.EDIV: _not_maintainable,
-    Op.INV: _not_maintainable,  # only maintained as a statement of its own (Woodbury)
-    Op.SOLVE: _not_maintainable,  # re-solved here; kept with a residual by linview.solve
-}
+    return n if not ts else ir.add(n, sum_terms(ts))
 
 
 def derive(expr: Node, changed: Mapping[str, ViewDelta]) -> list[Term]:
@@ -226,13 +130,13 @@ def derive(expr: Node, changed: Mapping[str, ViewDelta]) -> list[Term]:
             memo[id(n)] = []
             continue
         new = [_new(c, dc) for c, dc in zip(n.children, d, strict=True)]
-        try:
-            memo[id(n)] = RULES[n.op](n, d, new)
-        except NotMaintainable:
-            if not n.is_scalar:
-                raise
-            # a 1x1 expression: its delta is simply new - old
+        rule = OPS[n.op].delta
+        if rule is not None:
+            memo[id(n)] = rule(n, d, new)
+        elif n.is_scalar:  # a 1x1 expression: its delta is simply new - old
             memo[id(n)] = [Term(ir.sub(n.replace(children=tuple(new)), n), ir.const(1))]
+        else:
+            raise NotMaintainable(f"'{n.op.value}' of changing matrices has no low-rank delta")
     return memo[id(expr)]
 
 
@@ -355,15 +259,10 @@ def _statement_delta(st: ir.Statement, changed: dict[str, ViewDelta],
     right = ir.eye(target.cols)
     if strategy is Strategy.HYBRID:
         return ViewDelta(st.name, target, strategy, tuple(terms), left, right,
-                         dense=_sum_terms(terms), inverse_of=inverse_of, reason=reason)
+                         dense=sum_terms(terms), inverse_of=inverse_of, reason=reason)
     new_value = ir.map_leaves(
         st.expr, lambda leaf: changed[leaf.attr].new
         if leaf.op in (Op.VIEW, Op.INPUT) and leaf.attr in changed else None)
     return ViewDelta(st.name, target, Strategy.REEVAL, (), left, right, new_value=new_value,
                      inverse_of=inverse_of,
                      reason=reason or "cheapest by the cost model")
-
-
-def build_triggers(program: ir.Program, options: TriggerOptions | None = None
-                   ) -> dict[str, Trigger]:
-    return {x: build_trigger(program, x, options) for x in program.dynamic}

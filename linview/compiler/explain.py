@@ -4,17 +4,20 @@ Listing 6.4 (``ON UPDATE A BY (U, V): U_B := [...]; ...; A += U Vᵀ; ...``).
 ``after`` names the pass whose output to show:
 
 * ``lower``     the SSA program as lowered (loops unrolled, ``^k`` expanded, inverses named);
-* ``optimize``  after auxiliary product views, copy propagation/CSE and dead-view removal;
-* ``delta``     the triggers as derived by the rule table, before simplification;
+* a program pass of :data:`.passes.PROGRAM_PASSES` (``materialize_products``,
+  ``propagate_copies``, ...): the program after it;
+* ``optimize``  after every program pass;
+* ``delta``     the triggers as derived by the ops' delta rules, before simplification;
 * ``triggers``  (default) the optimized triggers that the backend emits.
 """
 
 from __future__ import annotations
 
-from linview.compiler import ir, printer
+from linview.compiler import ir, passes, printer
 from linview.compiler.delta import Strategy, Trigger, build_trigger
+from linview.errors import CompileError
 
-PASSES = ("lower", "optimize", "delta", "triggers")
+PASSES = ("lower", *passes.PROGRAM_PASS_NAMES, "optimize", "delta", "triggers")
 
 
 def _program(prog: ir.Program, symmetric=frozenset()) -> list[str]:
@@ -69,6 +72,8 @@ def explain(compiled, after: str | None = None) -> str:
     plan = compiled.plan
     if after == "lower":
         lines = _program(compiled.lowered)
+    elif after in passes.PROGRAM_PASS_NAMES:
+        lines = _program(passes.run_program(compiled.lowered, plan.sizes, upto=after))
     elif after == "optimize":
         lines = _program(plan.program, plan.symmetric)
     elif after == "delta":
@@ -83,8 +88,6 @@ def explain(compiled, after: str | None = None) -> str:
         if not plan.triggers:
             lines += ["", "no dynamic inputs: nothing to maintain"]
     else:
-        from linview.errors import CompileError
-
         raise CompileError(f"unknown pass '{after}'", hint="passes: " + ", ".join(PASSES))
     if plan.notes and after in ("delta", "triggers"):
         lines += ["", "notes:"] + [f"  {n}" for n in plan.notes]

@@ -1,22 +1,21 @@
 """Reference interpreter of the IR on NumPy arrays: the ground truth for every test.
 
-It evaluates nodes directly and naively (no reassociation, no in-place tricks), so its
-result is what the program *means*.  Inputs may be dense arrays or ``scipy.sparse``
-matrices; every intermediate result is a dense 2-D ``float64`` array.
+It evaluates nodes directly and naively (no reassociation, no in-place tricks), each op by
+its ``evaluate`` entry in :data:`.ops.OPS`, so its result is what the program *means*.
+Inputs may be dense arrays or ``scipy.sparse`` matrices; every intermediate result is a
+dense 2-D ``float64`` array.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
-import scipy.linalg
-import scipy.sparse as sps
 import sympy as sp
 
 from linview.compiler import ir
 from linview.compiler.ir import Node, Op
-from linview.errors import NumericalError
+from linview.compiler.ops import OPS, dense
 
 
 def size_value(e, bindings: Mapping[str, int]) -> int:
@@ -28,75 +27,6 @@ def size_value(e, bindings: Mapping[str, int]) -> int:
         missing = ", ".join(sorted(s.name for s in e.free_symbols))
         raise KeyError(missing)
     return int(e)
-
-
-def _dense(x) -> np.ndarray:
-    if sps.issparse(x):
-        return np.asarray(x.todense(), dtype=float)
-    return np.asarray(x, dtype=float)
-
-
-def _mul(a, b):
-    out = a @ b
-    return _dense(out)
-
-
-def inverse(a: np.ndarray, what: str = "matrix") -> np.ndarray:
-    """``inv(a)`` via LU, refusing singular or numerically singular matrices."""
-    a = _dense(a)
-    try:
-        lu, piv = scipy.linalg.lu_factor(a, check_finite=True)
-    except (ValueError, np.linalg.LinAlgError) as e:
-        raise NumericalError(f"cannot invert {what}: {e}") from None
-    diag = np.abs(np.diag(lu))
-    if diag.size and (diag.min() == 0 or diag.min() <= diag.max() * 1e-15 * diag.size):
-        raise NumericalError(f"cannot invert {what}: it is singular to working precision")
-    return scipy.linalg.lu_solve((lu, piv), np.eye(a.shape[0]))
-
-
-EVAL: dict[Op, Callable] = {
-    Op.ADD: lambda n, a, b: a + b,
-    Op.SUB: lambda n, a, b: a - b,
-    Op.NEG: lambda n, a: -a,
-    Op.MUL: lambda n, a, b: _mul(a, b),
-    Op.SCALE: lambda n, s, a: _dense(a * float(s[0, 0])),
-    Op.T: lambda n, a: _dense(a.T),
-    Op.INV: lambda n, a: inverse(a),
-    Op.EMUL: lambda n, a, b: _dense(sps.csr_matrix(a).multiply(b)) if sps.issparse(a)
-    else _dense(a * _dense(b)),
-    Op.EDIV: lambda n, a, b: _dense(a) / _dense(b),
-    Op.SUM: lambda n, a: np.asarray(a.sum(axis=n.attr - 1), dtype=float).reshape(
-        (1, -1) if n.attr == 1 else (-1, 1)),
-    Op.TRACE: lambda n, a: np.array([[float(a.diagonal().sum())]]),
-    Op.CONCAT: lambda n, *xs: _concat(n.attr, xs),
-    Op.SOLVE: lambda n, a, b: solve(a, b),
-}
-
-
-def solve(a, b, what: str = "the system") -> np.ndarray:
-    """``a \\ b`` by a direct solve (sparse LU for sparse ``a``), refusing singular ``a``."""
-    b = _dense(b)
-    try:
-        if sps.issparse(a):
-            import scipy.sparse.linalg as spla
-
-            x = spla.spsolve(sps.csc_matrix(a), b)
-        else:
-            x = scipy.linalg.solve(_dense(a), b)
-    except (ValueError, np.linalg.LinAlgError, RuntimeError) as e:
-        raise NumericalError(f"cannot solve {what}: {e}") from None
-    x = np.asarray(x, dtype=float).reshape(b.shape)
-    if not np.all(np.isfinite(x)):
-        raise NumericalError(f"cannot solve {what}: the matrix is singular")
-    return x
-
-
-def _concat(row_lengths, xs):
-    rows, i = [], 0
-    for k in row_lengths:
-        rows.append([_dense(x) for x in xs[i:i + k]])
-        i += k
-    return np.block(rows)
 
 
 def eval_node(root: Node, env: Mapping[str, object], bindings: Mapping[str, int],
@@ -116,7 +46,7 @@ def eval_node(root: Node, env: Mapping[str, object], bindings: Mapping[str, int]
             val = np.eye(r, c) if n.op is Op.EYE else \
                 (np.zeros if n.op is Op.ZEROS else np.ones)((r, c))
         else:
-            val = EVAL[n.op](n, *(memo[id(c)] for c in n.children))
+            val = OPS[n.op].evaluate(n, *(memo[id(c)] for c in n.children))
         memo[id(n)] = val
     return memo[id(root)]
 
@@ -130,10 +60,10 @@ def evaluate(program: ir.Program, inputs: Mapping[str, object],
     """
     env: dict[str, object] = dict(inputs)
     for st in program.statements:
-        env[st.name] = _dense(eval_node(st.expr, env, bindings))
+        env[st.name] = dense(eval_node(st.expr, env, bindings))
     out = {st.name: env[st.name] for st in program.statements}
     for name, n in program.outputs:
-        out[name] = _dense(eval_node(n, env, bindings))
+        out[name] = dense(eval_node(n, env, bindings))
     return out
 
 
@@ -165,5 +95,5 @@ def run_trigger(trigger, env: Mapping[str, np.ndarray], U: np.ndarray, V: np.nda
         left = scope[vd.left.attr]
         right = scope[vd.right.attr] if vd.right.op is Op.FACTOR else None
         delta = left @ right.T if right is not None else left
-        new[vd.name] = _dense(env[vd.name]) + delta
+        new[vd.name] = dense(env[vd.name]) + delta
     return new

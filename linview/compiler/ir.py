@@ -6,13 +6,17 @@ object, so structural equality is identity and common subexpressions are shared 
 construction.  A :class:`Program` is a list of SSA statements ``view := expr`` over declared
 inputs, plus the outputs.
 
-Shape rules live in one table (:data:`SHAPE_RULES`), used both when nodes are built and by
-the checker (:mod:`linview.compiler.check`).
+Nodes are built through the smart constructors below (``matmul``, ``add``, ``transpose``...),
+which apply the cheap identities.  What each op means (shape rule, delta rule, evaluation,
+printing, cost) is its entry in :mod:`linview.compiler.ops`.  The intern table holds nodes
+weakly: a node lives as long as something (a program, a trigger, a parent node) refers to it.
 """
 
 from __future__ import annotations
 
+import atexit
 import enum
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
@@ -63,125 +67,24 @@ def same_dim(a: Dim, b: Dim) -> bool:
     return a == b or sp.expand(a - b) == 0
 
 
-def fmt_shape(shape: Shape) -> str:
-    return f"{shape[0]}x{shape[1]}"
-
-
 def is_scalar_shape(shape: Shape) -> bool:
     return shape[0] == 1 and shape[1] == 1
 
 
-# ------------------------------------------------------------------ shape rules
-def _leaf(children, attr, shape):
-    return shape
-
-
-def _same(children, attr, shape):
-    a, b = children
-    if same_dim(a.rows, b.rows) and same_dim(a.cols, b.cols):
-        return a.shape
-    raise ShapeMismatch("operands of +/- must have the same size", a.shape, b.shape)
-
-
-def _elementwise(children, attr, shape):
-    a, b = children
-    if a.is_scalar:
-        return b.shape
-    if b.is_scalar:
-        return a.shape
-    return _same(children, attr, shape)
-
-
-def _matmul(children, attr, shape):
-    a, b = children
-    if same_dim(a.cols, b.rows):
-        return (a.rows, b.cols)
-    raise ShapeMismatch("inner dimensions of a product must agree", a.shape, b.shape)
-
-
-def _scale(children, attr, shape):
-    s, e = children
-    if not s.is_scalar:
-        raise ShapeMismatch("a scaling factor must be 1x1", s.shape)
-    return e.shape
-
-
-def _unary(children, attr, shape):
-    return children[0].shape
-
-
-def _transpose(children, attr, shape):
-    a = children[0]
-    return (a.cols, a.rows)
-
-
-def _square(children, attr, shape):
-    a = children[0]
-    if not same_dim(a.rows, a.cols):
-        raise ShapeMismatch("the matrix must be square", a.shape)
-    return a.shape
-
-
-def _trace(children, attr, shape):
-    _square(children, attr, shape)
-    return (ONE, ONE)
-
-
-def _sum(children, attr, shape):
-    a = children[0]
-    return (ONE, a.cols) if attr == 1 else (a.rows, ONE)
-
-
-def _concat(children, attr, shape):
-    rows_out: list[Dim] = []
-    cols_out: Dim | None = None
-    i = 0
-    for n in attr:
-        row = children[i:i + n]
-        i += n
-        height = row[0].rows
-        for blk in row[1:]:
-            if not same_dim(blk.rows, height):
-                raise ShapeMismatch("blocks in one block row must have the same number of "
-                                    "rows", row[0].shape, blk.shape)
-        width = sp.Add(*[blk.cols for blk in row])
-        if cols_out is None:
-            cols_out = width
-        elif not same_dim(width, cols_out):
-            raise ShapeMismatch("block rows must have the same total number of columns",
-                                (height, width), (rows_out[-1], cols_out))
-        rows_out.append(height)
-    return (sp.Add(*rows_out), cols_out)
-
-
-def _solve(children, attr, shape):
-    a, b = children
-    _square((a,), attr, shape)
-    if not same_dim(a.rows, b.rows):
-        raise ShapeMismatch("in 'A \\ B', A and B must have the same number of rows",
-                            a.shape, b.shape)
-    return (a.cols, b.cols)
-
-
-SHAPE_RULES: dict[Op, Callable] = {
-    Op.INPUT: _leaf, Op.VIEW: _leaf, Op.FACTOR: _leaf, Op.EYE: _leaf, Op.ZEROS: _leaf,
-    Op.ONES: _leaf, Op.CONST: lambda c, a, s: (ONE, ONE),
-    Op.ADD: _same, Op.SUB: _same, Op.NEG: _unary, Op.MUL: _matmul, Op.SCALE: _scale,
-    Op.T: _transpose, Op.INV: _square, Op.EMUL: _elementwise, Op.EDIV: _elementwise,
-    Op.SUM: _sum, Op.TRACE: _trace, Op.CONCAT: _concat,
-    Op.SOLVE: _solve,
-}
+#: ``op -> (children, attr) -> shape`` for every non-leaf op, registered by
+#: :mod:`linview.compiler.ops` (each op's definition lives there, in one entry)
+SHAPE_RULES: dict[Op, Callable] = {}
 
 
 # ------------------------------------------------------------------ nodes
 class Node:
     """An interned IR node.  Build with :func:`node` (or the helpers below), never mutate.
 
-    ``shape`` is inferred from the children by :data:`SHAPE_RULES`; leaves carry theirs.
+    ``shape`` is inferred from the children by the op's shape rule; leaves carry theirs.
     """
 
     __slots__ = ("op", "children", "attr", "shape", "__weakref__")
-    _table: dict[tuple, Node] = {}
+    _table: weakref.WeakValueDictionary[tuple, Node] = weakref.WeakValueDictionary()
 
     op: Op
     children: tuple[Node, ...]
@@ -201,7 +104,7 @@ class Node:
         if hit is not None:
             return hit
         if op not in LEAVES:
-            shape = SHAPE_RULES[op](children, attr, shape)
+            shape = SHAPE_RULES[op](children, attr)
         self = object.__new__(cls)
         object.__setattr__(self, "op", op)
         object.__setattr__(self, "children", tuple(children))
@@ -250,10 +153,14 @@ class Node:
             stack.append((n, True))
             stack.extend((c, False) for c in reversed(n.children))
 
-    def __repr__(self) -> str:
-        from linview.compiler.printer import fmt
+    def __repr__(self) -> str:  # math notation: linview.compiler.printer.fmt
+        if self.op in LEAVES:
+            return f"{self.op.name}({self.attr!r}, {self.rows}x{self.cols})"
+        return f"{self.op.name}({', '.join(map(repr, self.children))})"
 
-        return fmt(self)
+
+# Drop the table before the interpreter tears sympy down: its removal callbacks re-hash keys.
+atexit.register(Node._table.clear)
 
 
 def node(op: Op, *children: Node, attr: object = None, shape: Shape | None = None) -> Node:

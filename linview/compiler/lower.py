@@ -18,27 +18,18 @@ What happens here:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
 
 import sympy as sp
 
 from linview.compiler import ir, models
 from linview.compiler.ir import Node, Op
+from linview.compiler.models import MODELS, Options  # noqa: F401 - part of this interface
 from linview.compiler.shapes import Conflict, Unifier, dim
 from linview.errors import CompileError, ParseError, ShapeError, locate
 from linview.frontend import syntax
 
 SUPPORTED_FUNCTIONS = ("eye", "zeros", "ones", "size", "inv", "transpose", "sum", "trace")
-MODELS = ("exp", "linear", "skip")
-
-
-@dataclass(frozen=True)
-class Options:
-    """Lowering options: the iterative model for ``E^k`` (``exp``, ``linear``, ``skip``)
-    and the skip size for ``skip``."""
-
-    model: str = "exp"
-    skip: int = 4
 
 
 class _Lowerer:
@@ -268,6 +259,24 @@ class _Lowerer:
         if value.op in ir.LEAVES:
             return value
         return self.emit(name, value)
+
+    def lookup(self, name: str) -> Node:
+        """The current value of a program variable."""
+        return self.env[name]
+
+    def rebind(self, name: str, value: Node, steps: int) -> None:
+        """``name`` now holds ``value``, ``steps`` assignments later."""
+        self.env[name] = value
+        self.version[name] = self.version.get(name, 0) + steps
+
+    @contextlib.contextmanager
+    def statement(self, st: syntax.Assign):
+        """Attribute what is emitted inside to the source statement ``st``."""
+        previous, self.current = self.current, st
+        try:
+            yield
+        finally:
+            self.current = previous
 
     # ----------------------------------------------------------------- expressions
     def expr(self, e: syntax.Expr, hint: str) -> Node:

@@ -6,16 +6,61 @@
 * ``skip=s``: squaring up to ``P_s`` (and ``S_s``), then steps of ``s``:
   ``T_{i+s} = P_s T_i + S_s B``.
 
-Each function here builds IR through the lowering context ``lw`` (``materialize`` makes
-auxiliary views, ``build`` checks shapes), so the models are plain SSA programs that the
-rest of the pipeline treats like any other.
+Each function here builds IR through the lowering interface :class:`Lowering`
+(``materialize`` makes auxiliary views, ``build`` checks shapes), so the models are plain
+SSA programs that the rest of the pipeline treats like any other.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
+
 from linview.compiler import ir
 from linview.compiler.ir import Node, Op
 from linview.frontend import syntax
+
+MODELS = ("exp", "linear", "skip")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Lowering options: the iterative model for ``E^k`` (``exp``, ``linear``, ``skip``)
+    and the skip size for ``skip``."""
+
+    model: str = "exp"
+    skip: int = 4
+
+
+class Lowering(Protocol):
+    """What the models need from the lowering (``compiler.lower``)."""
+
+    options: Options
+
+    def build(self, op: Op, *children: Node, pos=(0, 0), attr=None) -> Node:
+        """A node with its shape checked (a shape error names the statement)."""
+
+    def expr(self, e: syntax.Expr, hint: str) -> Node:
+        """The IR of a source expression."""
+
+    def emit(self, name: str, value: Node, st: syntax.Assign | None = None) -> Node:
+        """A new SSA statement ``name := value``; returns its view."""
+
+    def materialize(self, value: Node, name: str) -> Node:
+        """``value`` as a leaf (a new auxiliary view unless it is one)."""
+
+    def unify(self, a, b, pos, what: str, *shapes) -> None:
+        """Make two sizes equal, or raise a shape error saying ``what``."""
+
+    def lookup(self, name: str) -> Node:
+        """The current value of a program variable."""
+
+    def rebind(self, name: str, value: Node, steps: int) -> None:
+        """``name`` now holds ``value``, ``steps`` assignments later."""
+
+    def statement(self, st: syntax.Assign) -> AbstractContextManager:
+        """Attribute what is emitted inside to the source statement ``st``."""
 
 
 def jumps(k: int, model: str, s: int) -> list[int]:
@@ -43,7 +88,7 @@ def jumps(k: int, model: str, s: int) -> list[int]:
     return out
 
 
-def power(lw, b: Node, k: int, pos) -> Node:
+def power(lw: Lowering, b: Node, k: int, pos) -> Node:
     """``b^k`` (``b`` a square leaf, k >= 2) under the lowering's model."""
     model, s = lw.options.model, lw.options.skip
     prefix = str(b.attr)
@@ -77,7 +122,7 @@ def _binary(k: int) -> list[int]:
     return [1 << j for j in range(k.bit_length()) if k >> j & 1][::-1]
 
 
-def _squares(lw, b: Node, top: int, prefix: str, mul) -> dict[int, Node]:
+def _squares(lw: Lowering, b: Node, top: int, prefix: str, mul) -> dict[int, Node]:
     """``{1: b, 2: b², 4: b⁴, ...}`` up to ``top``, each a view."""
     out, j = {1: b}, 1
     while j * 2 <= top:
@@ -128,18 +173,24 @@ def _mentions(e, names: set[str]) -> bool:
     return any(_mentions(k, names) for k in kids)
 
 
-def recurrence(lw, st: syntax.For, match, k: int) -> bool:
+def recurrence(lw: Lowering, st: syntax.For, match, k: int) -> bool:
     """Lower ``for 1..k: T = X T + Y`` by the exp or skip model (Table 6.1); ``False``
     (nothing emitted) when X turns out to be a scalar, which a plain unrolling handles."""
     target, X, Y, neg = match
     assign = st.body[0]
-    lw.current = assign
-    a = lw.expr(X, target)
-    if a.is_scalar:
-        lw.current = None
-        return False
+    with lw.statement(assign):
+        a = lw.expr(X, target)
+        if a.is_scalar:
+            return False
+        _recurrence_steps(lw, assign, target, a, Y, neg, k)
+    return True
+
+
+def _recurrence_steps(lw: Lowering, assign: syntax.Assign, target: str, a: Node, Y, neg: bool,
+                      k: int) -> None:
+    """Emit ``T_k`` of ``T = a T + Y`` by the model's jumps (see :func:`recurrence`)."""
     a = lw.materialize(a, f"{target}_A")
-    t0 = lw.env[target]
+    t0 = lw.lookup(target)
     lw.unify(a.rows, a.cols, assign.pos, "the matrix of a recurrence must be square", a.shape)
     lw.unify(a.cols, t0.rows, assign.pos, "inner dimensions of '*' must agree",
              a.shape, t0.shape)
@@ -167,7 +218,4 @@ def recurrence(lw, st: syntax.For, match, k: int) -> bool:
             new = lw.build(Op.ADD, new, b if step == 1 else mul(S[step], b), pos=assign.pos)
         done += step
         t = lw.emit(f"{target}_{done}", new, assign)
-    lw.env[target] = t
-    lw.version[target] = lw.version.get(target, 0) + k
-    lw.current = None
-    return True
+    lw.rebind(target, t, k)

@@ -1,9 +1,10 @@
-"""Optimisation passes.
+"""Optimisation passes (the order they run in is :mod:`.passes`).
 
-Program passes (``Program -> Program``): common views (CSE over statements: interning makes
-equal expressions identical objects), copy propagation and dead-view elimination.
+Program passes (``Program -> Program``): auxiliary views for inner products of long chains,
+common views (CSE over statements: interning makes equal expressions identical objects),
+copy propagation and dead-view elimination.
 
-Trigger passes (on the factor expressions of a :class:`~linview.compiler.delta.Trigger`):
+Expression passes (on every factor expression of a trigger, and on re-evaluation):
 
 * ``push_transposes``: ``(AB)ᵀ = BᵀAᵀ`` etc., down to the leaves; ``Sᵀ = S`` for views
   known to be symmetric (``XᵀX``, inverses of symmetric views, ...);
@@ -24,8 +25,8 @@ from dataclasses import dataclass, field, replace
 import sympy as sp
 
 from linview.compiler import ir
-from linview.compiler.delta import Strategy, Term, Trigger, ViewDelta
 from linview.compiler.ir import Node, Op
+from linview.compiler.ops import OPS, chain_factors
 
 DEFAULT_SIZE = 1000  # an unbound size is assumed large ...
 DEFAULT_RANK = 1  # ... and an update's rank small, when planning
@@ -46,9 +47,6 @@ class Sizes:
         sub = {s: self.bindings.get(s.name, self.rank if s.name == "k" else DEFAULT_SIZE)
                for s in e.free_symbols}
         return float(e.subs(sub))
-
-    def shape(self, n: Node) -> tuple[float, float]:
-        return self.value(n.rows), self.value(n.cols)
 
 
 # ------------------------------------------------------------------ program passes
@@ -122,7 +120,7 @@ def materialize_products(program: ir.Program, sizes: Sizes) -> ir.Program:
 
     def process(st: ir.Statement, n: Node, planner: ChainPlanner) -> Node:
         if n.op is Op.MUL:
-            fs = [process(st, f, planner) for f in _chain(n)]
+            fs = [process(st, f, planner) for f in chain_factors(n)]
             chain = fs[0]
             for f in fs[1:]:
                 chain = ir.matmul(chain, f)
@@ -138,41 +136,16 @@ def materialize_products(program: ir.Program, sizes: Sizes) -> ir.Program:
     return program.with_statements(out)
 
 
-def optimize_program(program: ir.Program, sizes: Sizes | None = None) -> ir.Program:
-    if sizes is not None:
-        program = materialize_products(program, sizes)
-    return eliminate_dead_views(propagate_copies(program))
-
-
 # ------------------------------------------------------------------ symmetry
-def _chain(n: Node) -> list[Node]:
-    if n.op is Op.MUL:
-        return _chain(n.children[0]) + _chain(n.children[1])
-    return [n]
-
-
 def is_symmetric(n: Node, symmetric: set[str]) -> bool:
-    """A sufficient syntactic test: palindromic chains ``Fᵀ S F``, sums, inverses..."""
-    op = n.op
-    if op in (Op.VIEW, Op.INPUT):
+    """A sufficient syntactic test (each op's ``symmetric`` entry): palindromic chains
+    ``Fᵀ S F``, sums and inverses of symmetric matrices, square constants."""
+    if n.op in (Op.VIEW, Op.INPUT):
         return n.attr in symmetric
-    if op is Op.EYE:
+    if n.op in ir.CONSTANT_LEAVES:
         return n.rows == n.cols
-    if op in (Op.CONST, Op.ZEROS, Op.ONES):
-        return n.rows == n.cols
-    if op in (Op.ADD, Op.SUB, Op.EMUL, Op.EDIV):
-        return all(is_symmetric(c, symmetric) for c in n.children)
-    if op in (Op.NEG, Op.INV):
-        return is_symmetric(n.children[0], symmetric)
-    if op is Op.SCALE:
-        return is_symmetric(n.children[1], symmetric)
-    if op is Op.MUL:
-        fs = _chain(n)
-        half = len(fs) // 2
-        if any(ir.transpose(fs[i]) is not fs[-1 - i] for i in range(half)):
-            return False
-        return len(fs) % 2 == 0 or is_symmetric(fs[half], symmetric)
-    return False
+    rule = OPS[n.op].symmetric if n.op in OPS else None
+    return rule is not None and rule(n, lambda c: is_symmetric(c, symmetric))
 
 
 def symmetric_views(program: ir.Program) -> set[str]:
@@ -185,29 +158,17 @@ def symmetric_views(program: ir.Program) -> set[str]:
 
 # ------------------------------------------------------------------ trigger passes
 def push_transposes(n: Node, symmetric: set[str] = frozenset()) -> Node:
+    """Transposes pushed down to the leaves by each op's ``transpose`` entry
+    (``(A B)ᵀ = Bᵀ Aᵀ``...); a transposed symmetric view is the view itself."""
     def rule(m: Node) -> Node:
         if m.op is not Op.T:
             return m
         a = m.children[0]
         if a.op in (Op.VIEW, Op.INPUT) and a.attr in symmetric:
             return a
-        if a.op is Op.MUL:
-            return ir.matmul(rule(ir.transpose(a.children[1])), rule(ir.transpose(a.children[0])))
-        if a.op in (Op.ADD, Op.SUB):
-            return ir.node(a.op, *(rule(ir.transpose(c)) for c in a.children))
-        if a.op is Op.NEG:
-            return ir.neg(rule(ir.transpose(a.children[0])))
-        if a.op is Op.SCALE:
-            return ir.scale(a.children[0], rule(ir.transpose(a.children[1])))
-        if a.op is Op.INV:
-            return ir.node(Op.INV, rule(ir.transpose(a.children[0])))
-        if a.op is Op.CONCAT and all(k == a.attr[0] for k in a.attr):
-            per_row = a.attr[0]
-            rows = [a.children[i:i + per_row] for i in range(0, len(a.children), per_row)]
-            cols = [[rule(ir.transpose(r[j])) for r in rows] for j in range(per_row)]
-            return ir.Node(Op.CONCAT, tuple(x for c in cols for x in c),
-                           (len(rows),) * per_row)
-        return m
+        push = OPS[a.op].transpose if a.op in OPS else None
+        out = push(a, lambda c: rule(ir.transpose(c))) if push is not None else None
+        return m if out is None else out
     return ir.rebuild(n, rule)
 
 
@@ -256,14 +217,14 @@ class ChainPlanner:
                 if m.op is Op.MUL:
                     # scalings and signs float out of the chain: d·(M r), not (d·M) r
                     scalars, negate, factors = [], False, []
-                    for f in _chain(m):
+                    for f in chain_factors(m):
                         while f.op in (Op.SCALE, Op.NEG) and not f.is_scalar:
                             if f.op is Op.NEG:
                                 negate, f = not negate, f.children[0]
                             else:
                                 scalars.append(go(f.children[0]))
                                 f = f.children[1]
-                        factors.extend(_chain(f) if f.op is Op.MUL else [f])
+                        factors.extend(chain_factors(f) if f.op is Op.MUL else [f])
                     hit = self.order_factors([go(f) for f in factors])
                     for sc in scalars:
                         hit = ir.scale(sc, hit)
@@ -312,48 +273,3 @@ class ChainPlanner:
             return out
 
         return build(0, m - 1)
-
-
-def optimize_trigger(trigger: Trigger, sizes: Sizes, symmetric: set[str]) -> Trigger:
-    """Simplify every factor expression of ``trigger`` (see the module docstring)."""
-    planner = ChainPlanner(sizes)
-
-    def fix(n: Node) -> Node:
-        return planner.order(distribute(push_transposes(n, symmetric)))
-
-    deltas = []
-    for vd in trigger.deltas:
-        terms = tuple(Term(fix(t.P), fix(t.Q)) for t in vd.terms)
-        new_value = dense = None
-        if vd.new_value is not None:
-            new_value = fix(vd.new_value)  # (X + U Vᵀ) x becomes X x + U (Vᵀ x)
-        if vd.dense is not None:
-            dense = fix(vd.dense)
-        deltas.append(replace(vd, terms=terms, new_value=new_value, dense=dense))
-    return replace(trigger, deltas=tuple(deltas))
-
-
-def flops(n: Node, sizes: Sizes, seen: set[int] | None = None) -> float:
-    """Estimated floating-point operations to evaluate ``n`` once (shared nodes once)."""
-    seen = set() if seen is None else seen
-    total = 0.0
-    for m in n.walk():
-        if id(m) in seen:
-            continue
-        seen.add(id(m))
-        r, c = sizes.shape(m)
-        if m.op is Op.MUL:
-            total += 2 * sizes.value(m.children[0].rows) * sizes.value(m.children[0].cols) * c
-        elif m.op is Op.INV:
-            total += 2 * r ** 3
-        elif m.op is Op.SOLVE:
-            total += 2 * r ** 3 / 3 + 2 * r * r * c
-        elif m.op in (Op.ADD, Op.SUB, Op.NEG, Op.SCALE, Op.EMUL, Op.EDIV):
-            total += r * c
-        elif m.op in (Op.SUM, Op.TRACE):
-            total += sizes.value(m.children[0].rows) * sizes.value(m.children[0].cols)
-    return total
-
-
-__all__ = ["Sizes", "optimize_program", "optimize_trigger", "symmetric_views", "flops",
-           "Strategy", "ViewDelta"]

@@ -1,9 +1,8 @@
 """The compiled form handed to a backend: optimized program, triggers and evaluation order.
 
-:func:`make_plan` runs the middle of the pipeline (DESIGN.md §4)::
-
-    Program ─optimize_program─> Program ─build_triggers─> {input: Trigger}
-            ─optimize_trigger─> {input: Trigger}   (+ chain-ordered evaluation)
+:func:`make_plan` runs the middle of the pipeline (:mod:`.passes`): the program passes, one
+trigger per dynamic input, the expression passes on every trigger, and the chain-ordered
+re-evaluation.
 """
 
 from __future__ import annotations
@@ -12,17 +11,10 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from linview.compiler import check, ir
+from linview.compiler import ir, passes
 from linview.compiler.delta import Strategy, Trigger, TriggerOptions, build_trigger
-from linview.compiler.ir import Node, Op
-from linview.compiler.optimize import (
-    ChainPlanner,
-    Sizes,
-    optimize_program,
-    optimize_trigger,
-    push_transposes,
-    symmetric_views,
-)
+from linview.compiler.ir import Node
+from linview.compiler.optimize import Sizes, symmetric_views
 
 
 @dataclass(frozen=True)
@@ -44,50 +36,33 @@ class Plan:
         return name if name[0].isalpha() else f"P{name}"
 
 
-def _materialize_outputs(program: ir.Program) -> ir.Program:
-    """Outputs that are constants become views, so every output is a view or an input."""
-    stmts = list(program.statements)
-    outputs = []
-    names = {s.name for s in stmts} | {d.name for d in program.inputs}
-    for name, n in program.outputs:
-        if n.op in (Op.VIEW, Op.INPUT):
-            outputs.append((name, n))
-            continue
-        vname = name if name not in names else f"{name}_out"
-        stmts.append(ir.Statement(vname, n))
-        names.add(vname)
-        outputs.append((name, ir.view(vname, n.shape)))
-    return program.with_statements(stmts, outputs)
-
-
 def make_plan(program: ir.Program, *, bindings: dict[str, int] | None = None,
               rank: int = 1, trigger_options: TriggerOptions | None = None,
               source_hash: str = "") -> Plan:
+    """Run the pipeline (:mod:`.passes`) on a lowered program."""
     sizes = Sizes(dict(bindings or {}), rank)
-    checking = check.enabled()
-    if checking:
-        check.check_program(program, "lower")
-    program = _materialize_outputs(optimize_program(program, sizes))
-    if checking:
-        check.check_program(program, "optimize")
+    program = passes.run_program(program, sizes)
     symmetric = frozenset(symmetric_views(program))
-    triggers = {}
-    for x in program.dynamic:
-        raw = build_trigger(program, x, trigger_options)
-        if checking:
-            check.check_trigger(raw, program, "delta")
-        triggers[x] = optimize_trigger(raw, sizes, set(symmetric))
-        if checking:
-            check.check_trigger(triggers[x], program, "optimize_trigger")
-    planner = ChainPlanner(sizes)
-    evaluation = tuple((st.name, planner.order(push_transposes(st.expr)))
-                       for st in program.statements)
-    notes = []
-    for x, t in triggers.items():
-        for vd in t.deltas:
-            if vd.strategy is Strategy.REEVAL:
-                notes.append(f"on update of {x}: {vd.name} is re-evaluated ({vd.reason})")
-    return Plan(program, triggers, evaluation, symmetric, sizes, source_hash, tuple(notes))
+    ctx = passes.Context(sizes, symmetric)
+    triggers = {x: passes.optimize_trigger(build_trigger(program, x, trigger_options),
+                                           program, ctx)
+                for x in program.dynamic}
+    notes = tuple(f"on update of {x}: {vd.name} is re-evaluated ({vd.reason})"
+                  for x, t in triggers.items() for vd in t.deltas
+                  if vd.strategy is Strategy.REEVAL)
+    return Plan(program, triggers, passes.evaluation_order(program, sizes), symmetric, sizes,
+                source_hash, notes)
+
+
+def size_entry(e) -> str:
+    """How a generated module states a size: a bare size by its name (``'n'``), a literal
+    as an int, a compound one as ``rt.Size("n + p", lambda d: d["n"] + d["p"])``."""
+    e = sp.sympify(e)
+    if e.is_Symbol:
+        return repr(e.name)
+    if e.is_Integer:
+        return str(int(e))
+    return f"rt.Size({str(e)!r}, lambda d: {size_code(e)})"
 
 
 def size_code(e, dims_var: str = "d") -> str:

@@ -16,15 +16,15 @@ class Ols(rt.TriggerModule):
     PROGRAM = 'ols'
     SOURCE_HASH = '0549230c8d0966dd'
     INPUTS = {
-        'X': ('d["m"]', 'd["n"]'),
-        'Y': ('d["m"]', 'd["p"]'),
+        'X': ('m', 'n'),
+        'Y': ('m', 'p'),
     }
     DYNAMIC = ('X', 'Y')
     VIEWS = {
-        'beta_arg': ('d["n"]', 'd["n"]'),
-        'beta_inv': ('d["n"]', 'd["n"]'),
-        'beta_p1': ('d["n"]', 'd["p"]'),
-        'beta': ('d["n"]', 'd["p"]'),
+        'beta_arg': ('n', 'n'),
+        'beta_inv': ('n', 'n'),
+        'beta_p1': ('n', 'p'),
+        'beta': ('n', 'p'),
     }
     OUTPUTS = {'beta': 'beta'}
 
@@ -78,9 +78,13 @@ class Ols(rt.TriggerModule):
         V_beta_inv = t2
         # Δbeta_p1 = D_beta_p1 = V (Uᵀ Y)  (dense)
         D_beta_p1 = V @ (U.T @ Y)
-        # beta re-evaluated: beta' = beta_inv (beta_p1 + D_beta_p1) + (U_beta_inv (V_beta_invᵀ beta_p1) + U_beta_inv (V_beta_invᵀ D_beta_p1))  (cheapest by the cost model)
-        new_beta = beta_inv @ (beta_p1 + D_beta_p1) + (U_beta_inv @ (V_beta_inv.T @ beta_p1) + U_beta_inv @ (V_beta_inv.T @ D_beta_p1))
-        rt.check_deltas('X', {'beta_arg': (U_beta_arg, V_beta_arg), 'beta_inv': (U_beta_inv, V_beta_inv), 'beta_p1': (D_beta_p1,), 'beta': (new_beta,)})
+        # beta re-evaluated: beta' = beta_inv (beta_p1 + D_beta_p1) + (U_beta_inv (V_beta_invᵀ
+        #   beta_p1) + U_beta_inv (V_beta_invᵀ D_beta_p1))  (cheapest by the cost model)
+        new_beta = (beta_inv @ (beta_p1 + D_beta_p1)
+            + (U_beta_inv @ (V_beta_inv.T @ beta_p1) + U_beta_inv @ (V_beta_inv.T @ D_beta_p1)))
+        rt.check_deltas('X',
+            {'beta_arg': (U_beta_arg, V_beta_arg), 'beta_inv': (U_beta_inv, V_beta_inv),
+                'beta_p1': (D_beta_p1,), 'beta': (new_beta,)})
         # phase 2: apply
         rt.add_outer(X, U, V)
         rt.add_outer(beta_arg, U_beta_arg, V_beta_arg)

@@ -16,12 +16,12 @@ class Powers4(rt.TriggerModule):
     PROGRAM = 'powers4'
     SOURCE_HASH = '908f275a007bf703'
     INPUTS = {
-        'A': ('d["n"]', 'd["n"]'),
+        'A': ('n', 'n'),
     }
     DYNAMIC = ('A',)
     VIEWS = {
-        'B': ('d["n"]', 'd["n"]'),
-        'C': ('d["n"]', 'd["n"]'),
+        'B': ('n', 'n'),
+        'C': ('n', 'n'),
     }
     OUTPUTS = {'C': 'C'}
 
@@ -43,7 +43,6 @@ class Powers4(rt.TriggerModule):
         B: incr, factored, rank 2*k
         C: incr, factored, rank 4*k
         """
-        k = U.shape[1]
         A = self._views['A']
         B = self._views['B']
         C = self._views['C']
