@@ -160,7 +160,7 @@ class StochasticMatrix:
         """``M @ x`` for x of n or n×p, with the dangling columns as a rank-1 term.
 
         Uses a CSC snapshot taken at the last compaction plus a small correction matrix of
-        the columns changed since (compacted when it holds more than 1/16 of the links), so
+        the columns changed since (compacted when it holds more than 1/64 of the links), so
         edge changes between products do not cost a rebuild."""
         x = np.asarray(x, dtype=float)
         if self._csc is None:
@@ -299,7 +299,7 @@ class StochasticMatrix:
                 self._fix.append((np.concatenate([ch.new_rows, ch.old_rows]),
                                   np.full(ch.new_rows.size + ch.old_rows.size, ch.j),
                                   np.concatenate([ch.new_vals, -ch.old_vals])))
-            if sum(f[0].size for f in self._fix) > max(self.nnz // 16, 1024):
+            if sum(f[0].size for f in self._fix) > max(self.nnz // 64, 1024):
                 self._csc = None
         return changes
 
