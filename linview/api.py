@@ -26,6 +26,7 @@ from linview.compiler.cost import choose_model, strategy_chooser
 from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
 from linview.compiler.lower import Options, lower
 from linview.compiler.plan import Plan, make_plan
+from linview.compiler.ir import Op
 from linview.errors import CompileError, LinviewError, StateError
 from linview.frontend.parser import parse
 
@@ -141,6 +142,10 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
                                                              "none (all literal)"))
     if name:
         program = replace(program, name=name)
+    if backend != "numpy" and any(st.expr.op is Op.SOLVE for st in program.statements):
+        raise CompileError("solve views run on the NumPy backend only",
+                           hint="drop the solve/tolerance/sparse/stochastic pragmas to keep "
+                           "inv(A) on Spark")
     trig_opts = parse_strategy(strategy)
     if trig_opts.default is None and not trig_opts.strategies:
         trig_opts.choose = strategy_chooser(dims, rank)

@@ -51,7 +51,9 @@ class SolveProgram(CompiledProgram):
 
     def explain(self, after: str | None = None) -> str:
         text = super().explain(after)
-        lines = ["", "solve views (kept with their residual, not an inverse):"]
+        lines = ["", "solve views (kept with their residual, not an inverse; the trigger "
+                 "above is the generated module's direct re-solve, prog.load() keeps the "
+                 "views below):"]
         for st in self.lowered.statements:
             if st.expr.op is Op.SOLVE:
                 method, tol = st.expr.attr
@@ -385,6 +387,10 @@ class SolveViews:
                     solver.change_rhs(U, V)
                 continue
             if isinstance(solver, PushSolver):
+                if ta and changes is None:  # A changed other than through M's columns
+                    solver = self.solvers[st.name] = self._make_solver(st)
+                    self.env[st.name] = solver.X
+                    continue
                 if ta:
                     solver.change_columns(changes)
             else:
