@@ -24,9 +24,9 @@ import numpy as np
 from linview.backends.numpy import runtime
 from linview.compiler.cost import choose_model, strategy_chooser
 from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
+from linview.compiler.ir import Op
 from linview.compiler.lower import Options, lower
 from linview.compiler.plan import Plan, make_plan
-from linview.compiler.ir import Op
 from linview.errors import CompileError, LinviewError, StateError
 from linview.frontend.parser import parse
 

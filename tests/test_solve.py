@@ -358,3 +358,10 @@ def test_cholesky_mode_needs_normal_equations():
     src = "function x = f(A, b)\n  %#linview solve cholesky\n  x = A \\ b;\nend\n"
     with pytest.raises(InputError, match="cholesky mode needs the normal equations"):
         linview.compile(src, name="f").load(A=np.eye(3), b=np.ones(3))
+
+
+def test_solve_views_are_numpy_only():
+    from linview.errors import CompileError
+
+    with pytest.raises(CompileError, match="NumPy backend only"):
+        linview.compile_file(PAGERANK, backend="spark")
