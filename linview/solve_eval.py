@@ -15,7 +15,7 @@ from linview.errors import UpdateError
 from linview.stochastic import ColumnChange, StochasticMatrix
 
 
-def _pagerank_form(a: Node, program: ir.Program):
+def pagerank_form(a: Node, program: ir.Program):
     """``(M, s)`` when ``a`` is ``I - s·M`` with M a stochastic input, else None."""
     if a.op is Op.SUB and a.children[0].op is Op.EYE and a.children[1].op is Op.SCALE:
         s, m = a.children[1].children
@@ -24,7 +24,7 @@ def _pagerank_form(a: Node, program: ir.Program):
     return None
 
 
-def _gram_form(a: Node, b: Node):
+def gram_form(a: Node, b: Node):
     """``(F, Y)`` when ``a \\ b`` is ``(Fᵀ F) \\ (Fᵀ Y)`` with inputs F and Y, else None."""
     if a.op is Op.MUL and b.op is Op.MUL:
         f1, f2 = a.children
@@ -35,7 +35,7 @@ def _gram_form(a: Node, b: Node):
     return None
 
 
-def _scalar(x) -> float:
+def scalar_value(x) -> float:
     return float(np.asarray(x, dtype=float).reshape(-1)[0])
 
 
@@ -58,7 +58,7 @@ def sparse_eval(root: Node, env, bindings) -> object:
         else:
             kids = [memo[id(c)] for c in n.children]
             if op is Op.SCALE:
-                val = _scalar(kids[0]) * kids[1]
+                val = scalar_value(kids[0]) * kids[1]
             elif op in (Op.ADD, Op.SUB, Op.NEG, Op.T, Op.MUL) and any(
                     sps.issparse(k) for k in kids):
                 val = _SPARSE_OPS[op](*kids)
@@ -70,14 +70,14 @@ def sparse_eval(root: Node, env, bindings) -> object:
     return memo[id(root)]
 
 
-def _ev(n: Node, scope, bindings):
+def evaluate_factor(n: Node, scope, bindings):
     val = sparse_eval(n, scope, bindings)
     if sps.issparse(val):
         return val
     return np.asarray(val, dtype=float).reshape(-1, 1) if np.ndim(val) < 2 else val
 
 
-def _factor(x, n: int, what: str, name: str):
+def check_factor(x, n: int, what: str, name: str):
     """An update factor as a 2-D dense array or a scipy CSC matrix, checked."""
     if sps.issparse(x):
         a = sps.csc_matrix(x, dtype=float)
@@ -98,7 +98,7 @@ def _factor(x, n: int, what: str, name: str):
     return a
 
 
-def _change_factors(changes: list[ColumnChange], n: int):
+def change_factors(changes: list[ColumnChange], n: int):
     """``ΔM = P Qᵀ`` of a list of column changes: sparse P (a uniform column for a node that
     becomes or stops being dangling), one-hot Q."""
     rows, cols, vals = [], [], []

@@ -36,12 +36,12 @@ from linview.compiler.shapes import RANK
 from linview.errors import InputError, StateError, UpdateError
 from linview.solve import CholeskySolver, KrylovSolver, PushSolver
 from linview.solve_eval import (
-    _change_factors,
-    _ev,
-    _factor,
-    _gram_form,
-    _pagerank_form,
-    _scalar,
+    change_factors,
+    check_factor,
+    evaluate_factor,
+    gram_form,
+    pagerank_form,
+    scalar_value,
     sparse_eval,
 )
 from linview.stochastic import ColumnChange, StochasticMatrix
@@ -67,7 +67,7 @@ class SolveProgram(CompiledProgram):
             if st.expr.op is Op.SOLVE:
                 method, tol = st.expr.attr
                 a = st.expr.children[0]
-                shape = "I - s·M" if _pagerank_form(a, self.lowered) else "general"
+                shape = "I - s·M" if pagerank_form(a, self.lowered) else "general"
                 lines.append(f"  {st.name}: A = {ir_fmt(a)} ({shape}), method {method}"
                              f" ({_method_text(method)}), tolerance {tol:g}")
         for d in self.lowered.inputs:
@@ -180,12 +180,12 @@ class SolveViews:
         method = self.method or method
         tol = float(self.tolerance or tol)
         B = sparse_eval(b, self.env, self.bindings)
-        form = _pagerank_form(a, self.program)
-        s = _scalar(eval_node(form[1], self.env, self.bindings)) if form else None
+        form = pagerank_form(a, self.program)
+        s = scalar_value(eval_node(form[1], self.env, self.bindings)) if form else None
         if method == "auto":
             method = "push" if form and 0 <= s < 1 else "krylov"
         if method == "cholesky":
-            gram = _gram_form(a, b)
+            gram = gram_form(a, b)
             if gram is None:
                 raise InputError(f"solve view {st.name}: cholesky mode needs the normal "
                                  "equations (F'*F) \\ (F'*Y) of inputs F and Y",
@@ -250,7 +250,7 @@ class SolveViews:
         """``name += U Vᵀ`` (dense or scipy.sparse factors); every view brought up to date."""
         self._check_dynamic(name)
         rows, cols = self.env[name].shape
-        U, V = (_factor(x, n, w, name) for x, n, w in ((U, rows, "U"), (V, cols, "V")))
+        U, V = (check_factor(x, n, w, name) for x, n, w in ((U, rows, "U"), (V, cols, "V")))
         if U.shape[1] != V.shape[1]:
             raise UpdateError(f"update of {name}: U has {U.shape[1]} columns but V has "
                               f"{V.shape[1]}; both must have rank k")
@@ -286,7 +286,7 @@ class SolveViews:
     def _propagate(self, name: str, factors, changes: list[ColumnChange] | None) -> None:
         decl = self.program.input(name)
         if factors is None:
-            factors = _change_factors(changes, self.env[name].n)
+            factors = change_factors(changes, self.env[name].n)
         U, V = factors
         first = ViewDelta(name, decl.ref, Strategy.INCR, (),
                           ir.factor("U", (decl.shape[0], RANK)),
@@ -308,8 +308,10 @@ class SolveViews:
                 pending[st.name] = "rebuild"  # reads other views: re-solved below
                 continue
             ta, tb = derive(a, changed), derive(b, changed)
-            ev = [(_ev(t.P, scope, bindings), _ev(t.Q, scope, bindings)) for t in ta]
-            eb = [(_ev(t.P, scope, bindings), _ev(t.Q, scope, bindings)) for t in tb]
+            ev = [(evaluate_factor(t.P, scope, bindings),
+                   evaluate_factor(t.Q, scope, bindings)) for t in ta]
+            eb = [(evaluate_factor(t.P, scope, bindings),
+                   evaluate_factor(t.Q, scope, bindings)) for t in tb]
             pending[st.name] = (ta, ev, eb)
         # phase 2: the input, then every statement in order
         x = self.env[name]
@@ -334,7 +336,7 @@ class SolveViews:
                 continue
             ta, ev, eb = job
             if isinstance(solver, CholeskySolver):  # F or Y changed by U Vᵀ
-                gram = _gram_form(*st.expr.children)
+                gram = gram_form(*st.expr.children)
                 if name == gram[0]:
                     solver.change_matrix(U, V)
                 if name == gram[1]:
