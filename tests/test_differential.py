@@ -2,7 +2,7 @@
 
 Oracles, from most to least independent of linview:
 
-1. ``GenProgram.evaluate``: NumPy evaluation built by the generator (tests/strategies.py)
+1. ``GenProgram.evaluate``: NumPy evaluation built by the generator (tests/oracle/)
    from the same random choices that produced the source text; it never sees linview's
    AST or IR.  It checks the front end + lowering + reference interpreter, and the
    generated module's re-evaluation path.
@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, assume, given, note, settings
 from hypothesis import strategies as st
-from strategies import MODELS, Case, GenProgram, cases, programs
+from oracle import MODELS, Case, GenProgram, cases, programs
 
 import linview
 from linview.compiler import interp
@@ -442,6 +442,28 @@ def test_size_named_k_is_refused_with_a_clear_error():
 @pytest.mark.parametrize("source, sizes, updates", FIXED)
 def test_reproducer(source, sizes, updates):
     replay(source, sizes, updates)
+
+
+# Found by test_views_track_reevaluation_forced_strategy[incr] (fixed: rt.owned).  When the
+# argument of an inverse has a dense delta D (re-evaluated or HYBRID) and the inverse is kept
+# factored, Woodbury's right factor is W' Q = W' (Q = I): the NumPy module binds it to
+# C_inv.T, a view of C_inv's own memory.  Phase 2 updates C_inv in place first, so the
+# product's delta U_C (C_inv')ᵀ is applied with the new inverse instead of the old one.
+ALIASING = [  # (source, strategy): C = A inv(G) with G's delta dense, the inverse factored
+    pytest.param(_src("function C = f(A, X)", "  %#linview dims A(n,n) X(n,n)",
+                      "  %#linview dynamic X",
+                      "  C = A * inv(eye(size(A, 1)) + (A .* X)' * (A .* X));", "end"),
+                 "incr", id="reevaluated-argument"),
+    pytest.param(_src("function C = f(A, X)", "  %#linview dims A(n,n) X(n,n)",
+                      "  %#linview dynamic X", "  G = eye(size(A, 1)) + X' * X;",
+                      "  C = A * inv(G);", "end"),
+                 {"G": "hybrid"}, id="hybrid-argument"),
+]
+
+
+@pytest.mark.parametrize("source, strategy", ALIASING)
+def test_reproducer_woodbury_factor_aliases_inverse_view(source, strategy):
+    replay(source, {"n": 3}, [("X", 1)], strategy=strategy)
 
 
 # sum(X) without a dimension is resolved at compile time (column sums when the row count
