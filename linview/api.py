@@ -162,12 +162,25 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     out = CompiledProgram(program.name, plan, backend, text, module,
                           {"dims": dims, "model": model, "strategy": strategy, "rank": rank,
                            "trigger_options": trig_opts}, lowered=program)
-    if backend == "numpy":  # solve views (linview/solve_program.py)
-        from linview.solve_program import SolveProgram, has_solve
-
-        if has_solve(program):
-            out = SolveProgram(**{k: getattr(out, k) for k in out.__dataclass_fields__})
+    if backend == "numpy" and any(st.expr.op is Op.SOLVE for st in program.statements):
+        out = SolveProgram(**{k: getattr(out, k) for k in out.__dataclass_fields__})
     return out
+
+
+@dataclass
+class SolveProgram(CompiledProgram):
+    """A program with solve views: ``load`` returns :class:`linview.solve_program.SolveViews`
+    (residuals, push/Krylov/Cholesky maintenance) instead of the generated module."""
+
+    def load(self, /, **inputs):
+        from linview.solve_program import SolveViews
+
+        return SolveViews(self.lowered, dict(self.options.get("dims") or {}), **inputs)
+
+    def explain(self, after: str | None = None) -> str:
+        from linview.solve_program import explain_solves
+
+        return super().explain(after) + explain_solves(self.lowered)
 
 
 def _shown_path(p: Path) -> str:

@@ -29,6 +29,7 @@ import scipy.linalg
 import scipy.sparse as sps
 import scipy.sparse.linalg as spla
 
+from linview.compiler.ir import ShapeMismatch, same_dim
 from linview.errors import InputError, NumericalError
 from linview.stochastic import ColumnChange, StochasticMatrix
 
@@ -49,6 +50,32 @@ def _coo(P) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     P = P.reshape(-1, 1) if P.ndim == 1 else P
     r, c = np.nonzero(P)
     return r, c, P[r, c]
+
+
+def direct_solve(a, b, what: str = "the system") -> np.ndarray:
+    """``a \\ b`` by a direct solve (sparse LU for sparse ``a``), refusing singular ``a``:
+    the meaning of a solve view (the reference interpreter, verification)."""
+    b = b.toarray() if sps.issparse(b) else np.asarray(b, dtype=float)
+    try:
+        if sps.issparse(a):
+            x = spla.spsolve(sps.csc_matrix(a), b)
+        else:
+            x = scipy.linalg.solve(np.asarray(a.toarray() if sps.issparse(a) else a, float), b)
+    except (ValueError, np.linalg.LinAlgError, RuntimeError) as e:
+        raise NumericalError(f"cannot solve {what}: {e}") from None
+    x = np.asarray(x, dtype=float).reshape(b.shape)
+    if not np.all(np.isfinite(x)):
+        raise NumericalError(f"cannot solve {what}: the matrix is singular")
+    return x
+
+
+def solve_shape(children, attr):
+    """Shape rule of ``solve(A, B)``: A square, as many rows as B; the result is A.cols×B.cols."""
+    a, b = children
+    if not (same_dim(a.rows, a.cols) and same_dim(a.rows, b.rows)):
+        raise ShapeMismatch("in 'A \\ B', A must be square with as many rows as B",
+                            a.shape, b.shape)
+    return (a.cols, b.cols)
 
 
 class PushSolver:

@@ -2,7 +2,8 @@
 
 A program whose lowering produced ``x := solve(A, B)`` statements (``A \\ B`` with a
 ``%#linview solve``/``tolerance`` pragma, or with A reading a ``sparse`` or ``stochastic``
-input) loads as :class:`SolveViews` instead of a generated dense module:
+input) loads as :class:`SolveViews` (through ``linview.api.SolveProgram``) instead of a
+generated dense module:
 
 * inputs keep their storage: ``stochastic`` inputs become a
   :class:`~linview.stochastic.StochasticMatrix` (links, dangling columns as a rank-1 term),
@@ -20,21 +21,18 @@ input) loads as :class:`SolveViews` instead of a generated dense module:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sps
 import sympy as sp
 
-from linview.api import CompiledProgram
 from linview.compiler import ir
 from linview.compiler.delta import Strategy, ViewDelta, derive
 from linview.compiler.interp import eval_node
 from linview.compiler.ir import Node, Op
-from linview.compiler.ops import solve
 from linview.compiler.shapes import RANK
 from linview.errors import InputError, StateError, UpdateError
-from linview.solve import CholeskySolver, KrylovSolver, PushSolver
+from linview.solve import CholeskySolver, KrylovSolver, PushSolver, direct_solve
 from linview.solve_eval import (
     change_factors,
     check_factor,
@@ -51,29 +49,22 @@ def has_solve(program: ir.Program) -> bool:
     return any(st.expr.op is Op.SOLVE for st in program.statements)
 
 
-@dataclass
-class SolveProgram(CompiledProgram):
-    """A compiled program with solve views; ``load`` returns :class:`SolveViews`."""
-
-    def load(self, /, **inputs) -> SolveViews:
-        return SolveViews(self.lowered, dict(self.options.get("dims") or {}), **inputs)
-
-    def explain(self, after: str | None = None) -> str:
-        text = super().explain(after)
-        lines = ["", "solve views (kept with their residual, not an inverse; the trigger "
-                 "above is the generated module's direct re-solve, prog.load() keeps the "
-                 "views below):"]
-        for st in self.lowered.statements:
-            if st.expr.op is Op.SOLVE:
-                method, tol = st.expr.attr
-                a = st.expr.children[0]
-                shape = "I - s·M" if pagerank_form(a, self.lowered) else "general"
-                lines.append(f"  {st.name}: A = {ir_fmt(a)} ({shape}), method {method}"
-                             f" ({_method_text(method)}), tolerance {tol:g}")
-        for d in self.lowered.inputs:
-            if d.storage != "dense":
-                lines.append(f"  input {d.name}: {d.storage} storage")
-        return text + "\n".join(lines) + "\n"
+def explain_solves(program: ir.Program) -> str:
+    """The solve views of ``program`` for ``explain``: A, its form, method and tolerance."""
+    lines = ["", "solve views (kept with their residual, not an inverse; the trigger "
+             "above is the generated module's direct re-solve, prog.load() keeps the "
+             "views below):"]
+    for st in program.statements:
+        if st.expr.op is Op.SOLVE:
+            method, tol = st.expr.attr
+            a = st.expr.children[0]
+            shape = "I - s·M" if pagerank_form(a, program) else "general"
+            lines.append(f"  {st.name}: A = {ir_fmt(a)} ({shape}), method {method}"
+                         f" ({_method_text(method)}), tolerance {tol:g}")
+    for d in program.inputs:
+        if d.storage != "dense":
+            lines.append(f"  input {d.name}: {d.storage} storage")
+    return "\n".join(lines) + "\n"
 
 
 def ir_fmt(n: Node) -> str:
@@ -364,7 +355,7 @@ class SolveViews:
                 a, b = st.expr.children
                 A = sparse_eval(a, env, self.bindings)
                 B = sparse_eval(b, env, self.bindings)
-                env[st.name] = solve(A, B.toarray() if sps.issparse(B) else B, st.name)
+                env[st.name] = direct_solve(A, B, st.name)
             else:
                 val = sparse_eval(st.expr, env, self.bindings)
                 env[st.name] = val.toarray() if sps.issparse(val) else np.asarray(val)
@@ -400,4 +391,4 @@ class SolveViews:
                          hint="save the inputs and load them again")
 
 
-__all__ = ["SolveProgram", "SolveViews", "has_solve", "sparse_eval"]
+__all__ = ["SolveViews", "explain_solves", "has_solve", "sparse_eval"]

@@ -133,14 +133,6 @@ def inv(A: np.ndarray, what: str) -> np.ndarray:
     return np.asfortranarray(out)
 
 
-def solve(A, B, what: str) -> np.ndarray:
-    """``A \\ B`` by a direct solve (the re-evaluation of a solve view in a dense module;
-    solve programs are maintained by linview.solve_program), refusing singular A."""
-    from linview.compiler.ops import solve as direct
-
-    return np.asfortranarray(direct(A, B, what))
-
-
 def core_inv(K: np.ndarray, what: str) -> np.ndarray:
     """The inverse of a small Woodbury core ``K = I + Qᵀ W P`` (r×r), guarded by its
     condition number; for r = 1 this is Sherman–Morrison's ``1 / (1 + vᵀ W u)``."""

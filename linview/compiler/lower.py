@@ -28,11 +28,12 @@ from linview.compiler.models import MODELS, Options  # noqa: F401 - part of this
 from linview.compiler.shapes import Conflict, Unifier, dim
 from linview.errors import CompileError, ParseError, ShapeError, locate
 from linview.frontend import syntax
+from linview.solve_lowering import SolveLowering
 
 SUPPORTED_FUNCTIONS = ("eye", "zeros", "ones", "size", "inv", "transpose", "sum", "trace")
 
 
-class _Lowerer:
+class _Lowerer(SolveLowering):
     def __init__(self, module: syntax.Module, source: str, filename: str, options: Options):
         self.module = module
         self.source = source
@@ -384,36 +385,6 @@ class _Lowerer:
             self.unify(a.rows, b.rows, e.pos, what, a.shape, b.shape)
             self.unify(a.cols, b.cols, e.pos, what, a.shape, b.shape)
         return self.build(op, a, b, pos=e.pos)
-
-    # ----------------------------------------------------------------- solve views
-    def solve_options(self, pragmas) -> None:
-        """``%#linview solve``, ``tolerance``, ``sparse`` and ``stochastic`` pragmas."""
-        method = [p for p in pragmas if p.kind == "solve"]
-        tol = [p for p in pragmas if p.kind == "tolerance"]
-        for kind in ("sparse", "stochastic"):
-            for p in pragmas:
-                if p.kind == kind:
-                    self.storage.update({n: kind for n in p.names})
-        if method or tol:
-            self.solve = (method[-1].names[0] if method else "auto",
-                          float(tol[-1].names[0]) if tol else 1e-8)
-
-    def solve_view(self, a: Node) -> bool:
-        """Is ``a \\ ...`` a solve view?  When the program asks for them, or when A reads a
-        sparse or stochastic input (an inverse would be dense)."""
-        if self.solve is not None:
-            return True
-        return any(leaf.attr in self.storage for leaf in ir.leaves(a, Op.INPUT))
-
-    def solve_statement(self, a: Node, b: Node, e, hint: str) -> Node:
-        """``x := solve(A, B)`` as a view of its own; A stays an expression so that its
-        structure (``I - s·M``) reaches the runtime."""
-        self.unify(a.rows, a.cols, e.pos, "only square systems can be solved", a.shape)
-        if a.is_scalar:
-            return self.build(Op.EDIV, b, a, pos=e.pos)
-        method, tol = self.solve or ("auto", 1e-8)
-        node_ = self.build(Op.SOLVE, a, b, pos=e.pos, attr=(method, tol))
-        return self.materialize(node_, hint)
 
     def inverse(self, a: Node, e, hint: str) -> Node:
         self.unify(a.rows, a.cols, e.pos, "only square matrices can be inverted", a.shape)

@@ -38,6 +38,7 @@ import sympy as sp
 from linview.compiler import ir
 from linview.compiler.ir import ONE, Node, Op, ShapeMismatch, same_dim
 from linview.errors import NumericalError
+from linview.solve import direct_solve, solve_shape
 
 
 @dataclass(frozen=True)
@@ -421,47 +422,6 @@ CONCAT = OpDef(
 )
 
 
-# ------------------------------------------------------------------ solve views
-def solve(a, b, what: str = "the system") -> np.ndarray:
-    """``a \\ b`` by a direct solve (sparse LU for sparse ``a``), refusing singular ``a``."""
-    b = dense(b)
-    try:
-        if sps.issparse(a):
-            import scipy.sparse.linalg as spla
-
-            x = spla.spsolve(sps.csc_matrix(a), b)
-        else:
-            x = scipy.linalg.solve(dense(a), b)
-    except (ValueError, np.linalg.LinAlgError, RuntimeError) as e:
-        raise NumericalError(f"cannot solve {what}: {e}") from None
-    x = np.asarray(x, dtype=float).reshape(b.shape)
-    if not np.all(np.isfinite(x)):
-        raise NumericalError(f"cannot solve {what}: the matrix is singular")
-    return x
-
-
-def _solve_shape(children, attr):
-    a, b = children
-    _square_shape((a,), attr)
-    if not same_dim(a.rows, b.rows):
-        raise ShapeMismatch("in 'A \\ B', A and B must have the same number of rows",
-                            a.shape, b.shape)
-    return (a.cols, b.cols)
-
-
-SOLVE = OpDef(
-    shape=_solve_shape,
-    evaluate=lambda n, a, b: solve(a, b),
-    text=lambda n, w: f"solve({w(0, 0)}, {w(1, 0)})", prec=ATOM,
-    # a dense LU here; linview.solve_program keeps the view with its residual instead
-    flops=lambda n, size: (sp.Rational(2, 3) * size(n.rows) ** 3
-                           + 2 * size(n.rows) ** 2 * size(n.cols)),
-    # no expression rule: in a generated module the statement is re-solved in the trigger;
-    # programs with solve views load as linview.solve_program.SolveViews (push/krylov)
-    delta=None,
-)
-
-
 # ------------------------------------------------------------------ the table
 OPS: dict[Op, OpDef] = {
     Op.ADD: _add_sub(Op.ADD, "+"),
@@ -476,7 +436,10 @@ OPS: dict[Op, OpDef] = {
     Op.SUM: SUM,
     Op.TRACE: TRACE,
     Op.CONCAT: CONCAT,
-    Op.SOLVE: SOLVE,
+    Op.SOLVE: OpDef(  # A \ B: a solve view kept by linview/solve.py; here a direct solve
+        shape=solve_shape, evaluate=lambda n, a, b: direct_solve(a, b), prec=ATOM, delta=None,
+        text=lambda n, w: f"solve({w(0, 0)}, {w(1, 0)})",
+        flops=lambda n, size: 2 * size(n.rows) ** 3 / 3 + 2 * size(n.rows) ** 2 * size(n.cols)),
 }
 
 if any(op not in OPS for op in Op if op not in ir.LEAVES):  # a new op needs its entry here
