@@ -11,6 +11,40 @@ from __future__ import annotations
 from linview.compiler import ir
 from linview.compiler.ir import Node, Op
 
+#: maintenance methods of solve views (``%#linview solve METHOD``)
+SOLVE_METHODS = ("auto", "push", "krylov", "cholesky")
+
+
+class PragmaProblem(Exception):
+    """A bad value pragma; ``index`` is the offending item (0: the first after the kind)."""
+
+    def __init__(self, message: str, index: int, hint: str | None = None):
+        super().__init__(message)
+        self.message, self.index, self.hint = message, index, hint
+
+
+def pragma_value(kind: str, items: list[tuple[str, str]]) -> str:
+    """The one value of ``%#linview solve METHOD`` or ``%#linview tolerance 1e-10``;
+    ``items`` are the (token kind, text) pairs after the pragma's kind."""
+    want = "a method (" + ", ".join(SOLVE_METHODS) + ")" if kind == "solve" else \
+        "a positive number"
+    if len(items) != 1:
+        raise PragmaProblem(f"'%#linview {kind}' takes exactly one value, {want}",
+                            1 if items else 0)
+    group, word = items[0]
+    if kind == "solve" and (group != "name" or word not in SOLVE_METHODS):
+        raise PragmaProblem(f"unknown solve method '{word}'", 0,
+                            "valid methods: " + ", ".join(SOLVE_METHODS))
+    if kind == "tolerance":
+        try:
+            ok = float(word) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise PragmaProblem(f"'%#linview tolerance' needs {want}, found '{word}'", 0,
+                                "write e.g. '%#linview tolerance 1e-10'")
+    return word
+
 
 class SolveLowering:
     """Methods of the lowerer for solve views; it provides ``solve``, ``storage``,

@@ -36,6 +36,7 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, Un
 
 from linview.errors import ParseError, SourceLocation, locate
 from linview.frontend import syntax
+from linview.solve_lowering import PragmaProblem, pragma_value
 
 __all__ = ["PRAGMA_KINDS", "parse"]
 
@@ -373,7 +374,12 @@ def _parse_pragma(tok: Token) -> syntax.Pragma:
         raise _Problem(f"unknown pragma kind '{kind}'", line, kind_col,
                        f"valid kinds: {_KINDS_TEXT}")
     if PRAGMA_KINDS[kind] in ("word", "number"):
-        return _value_pragma(kind, words, line, end_col, pos)
+        try:  # one value: linview/solve_lowering.py
+            value = pragma_value(kind, [(g, w) for g, w, _ in words[1:]])
+        except PragmaProblem as e:
+            at = words[1 + e.index][2] if 1 + e.index < len(words) else end_col
+            raise _Problem(e.message, line, at, e.hint) from None
+        return syntax.Pragma(kind, (value,), (), pos=pos)
     names: list[str] = []
     specs: list[syntax.DimSpec] = []
     i = 1
@@ -426,31 +432,6 @@ def _parse_pragma(tok: Token) -> syntax.Pragma:
         what = "a name" if PRAGMA_KINDS[kind] == "names" else "an item like X(m, n)"
         raise _Problem(f"'%#linview {kind}' needs at least {what}", line, end_col)
     return syntax.Pragma(kind, tuple(names), tuple(specs), pos=pos)
-
-
-def _value_pragma(kind: str, words, line: int, end_col: int, pos) -> syntax.Pragma:
-    """``%#linview solve METHOD`` or ``%#linview tolerance 1e-10``: exactly one value."""
-    want = "a method (auto, push, krylov, cholesky)" if kind == "solve" else "a positive number"
-    if len(words) != 2:
-        col = words[2][2] if len(words) > 2 else end_col
-        raise _Problem(f"'%#linview {kind}' takes exactly one value, {want}", line, col)
-    group, word, col = words[1]
-    if kind == "solve" and (group != "name" or word not in SOLVE_METHODS):
-        raise _Problem(f"unknown solve method '{word}'", line, col,
-                       "valid methods: " + ", ".join(SOLVE_METHODS))
-    if kind == "tolerance":
-        try:
-            ok = float(word) > 0
-        except ValueError:
-            ok = False
-        if not ok:
-            raise _Problem(f"'%#linview tolerance' needs {want}, found '{word}'", line, col,
-                           "write e.g. '%#linview tolerance 1e-10'")
-    return syntax.Pragma(kind, (word,), (), pos=pos)
-
-
-#: maintenance methods of solve views (``%#linview solve METHOD``)
-SOLVE_METHODS = ("auto", "push", "krylov", "cholesky")
 
 
 # ---------------------------------------------------------------- error messages
