@@ -33,8 +33,6 @@ from linview.compiler.ir import ShapeMismatch, same_dim
 from linview.errors import InputError, NumericalError
 from linview.stochastic import ColumnChange, StochasticMatrix
 
-METHODS = ("push", "krylov", "cholesky")
-
 
 def _as_dense_2d(B) -> np.ndarray:
     B = B.toarray() if sps.issparse(B) else np.asarray(B, dtype=float)

@@ -318,7 +318,3 @@ class StochasticMatrix:
         self.wts[s:s + k] = wts
         self.length[j] = k
         self.colsum[j] = float(wts.sum()) if k else 0.0
-
-
-def is_stochastic_like(x) -> bool:
-    return isinstance(x, StochasticMatrix)
