@@ -214,6 +214,13 @@ def restore(path, program: CompiledProgram | None = None, **options):
             views = {k[5:]: z[k] for k in z.files if k.startswith("view:")}
     except (OSError, KeyError, ValueError, SyntaxError) as e:
         raise StateError(f"cannot read saved state {path}: {e}") from None
+    if meta.get("kind") == "solve":  # a program with solve views (linview/solve_state.py)
+        from linview.solve_program import SolveViews
+        from linview.solve_state import restore_state
+
+        if program is None:
+            program = compile(meta["source"], name=meta["program"], filename=meta["filename"])
+        return restore_state(path, program, SolveViews, **options)
     if program is not None:
         cls = program.module_class
     else:

@@ -81,7 +81,7 @@ class PushSolver:
 
     method = "push"
 
-    def __init__(self, M: StochasticMatrix, s: float, B, tol: float):
+    def __init__(self, M: StochasticMatrix, s: float, B, tol: float, x0=None):
         if not 0 <= s < 1:
             raise InputError(f"push needs 0 <= s < 1 in (I - s*M), got s = {s}",
                              hint="use '%#linview solve krylov' for other matrices")
@@ -96,7 +96,11 @@ class PushSolver:
         self.theta = np.full(self.p, self.target / 64)
         self.cand: list[np.ndarray] = [np.zeros(0, np.int64)] * self.p
         self.stats = {"pushes": 0, "rounds": 0, "sweeps": 0, "rescans": 0}
-        self._sweep_all()
+        if x0 is None:
+            self._sweep_all()
+        else:  # warm start (a restored state): exact residual, then push
+            self.X[:] = _as_dense_2d(x0)
+            self.refresh()
 
     # ------------------------------------------------------------------ bound
     @property
@@ -246,7 +250,7 @@ class KrylovSolver:
 
     method = "krylov"
 
-    def __init__(self, A, B, tol: float):
+    def __init__(self, A, B, tol: float, x0=None):
         self.sparse = sps.issparse(A)
         self.A = sps.csr_matrix(A, dtype=float) if self.sparse else np.array(A, dtype=float)
         n = self.A.shape[0]
@@ -260,6 +264,9 @@ class KrylovSolver:
         self.sigma0 = self.sigma
         self.R = self.B.copy()
         self.stats = {"iterations": 0, "direct": 0, "sigma_recomputed": 0}
+        if x0 is not None:  # warm start (a restored state)
+            self.X[:] = _as_dense_2d(x0)
+            self.R = self.B - np.asarray(self.A @ self.X)
         self.drive()
 
     def _sigma_min(self) -> float:

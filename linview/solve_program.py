@@ -31,7 +31,7 @@ from linview.compiler.delta import Strategy, ViewDelta, derive
 from linview.compiler.interp import eval_node
 from linview.compiler.ir import Node, Op
 from linview.compiler.shapes import RANK
-from linview.errors import InputError, StateError, UpdateError
+from linview.errors import InputError, UpdateError
 from linview.solve import CholeskySolver, KrylovSolver, PushSolver, direct_solve
 from linview.solve_eval import (
     change_factors,
@@ -42,6 +42,7 @@ from linview.solve_eval import (
     scalar_value,
     sparse_eval,
 )
+from linview.solve_state import save_state
 from linview.stochastic import ColumnChange, StochasticMatrix
 
 
@@ -86,7 +87,7 @@ class SolveViews:
 
     OPTIONS = ("tolerance", "method")
 
-    def __init__(self, program: ir.Program, dims: dict, /, **kwargs):
+    def __init__(self, program: ir.Program, dims: dict, /, _warm=None, **kwargs):
         self.program = program
         opts = {k: kwargs.pop(k) for k in self.OPTIONS
                 if k in kwargs and k not in {d.name for d in program.inputs}}
@@ -101,7 +102,8 @@ class SolveViews:
         self.updates = 0
         self.env = self._validate_inputs(kwargs, dims)
         self.solvers: dict[str, PushSolver | KrylovSolver] = {}
-        self._evaluate()
+        self._evaluate(_warm)
+        self.saved_meta: dict = {}
 
     # -------------------------------------------------------------- inputs
     def _validate_inputs(self, inputs: dict, dims: dict) -> dict:
@@ -147,10 +149,10 @@ class SolveViews:
         return env
 
     # -------------------------------------------------------------- evaluation
-    def _evaluate(self) -> None:
+    def _evaluate(self, warm: dict | None = None) -> None:
         for st in self.program.statements:
             if st.expr.op is Op.SOLVE:
-                self.solvers[st.name] = self._make_solver(st)
+                self.solvers[st.name] = self._make_solver(st, (warm or {}).get(st.name))
                 self.env[st.name] = self.solvers[st.name].X
             else:
                 self.env[st.name] = self._dense(st)
@@ -165,7 +167,7 @@ class SolveViews:
         val = val.toarray() if sps.issparse(val) else np.asarray(val, dtype=float)
         return val.reshape(-1, 1) if val.ndim < 2 else val
 
-    def _make_solver(self, st: ir.Statement):
+    def _make_solver(self, st: ir.Statement, x0=None):
         a, b = st.expr.children
         method, tol = st.expr.attr
         method = self.method or method
@@ -187,8 +189,8 @@ class SolveViews:
                 raise InputError(f"solve view {st.name}: push needs A = I - s*M with M "
                                  "declared '%#linview stochastic'",
                                  hint="use '%#linview solve krylov' (or auto)")
-            return PushSolver(self.env[form[0]], s, B, tol)
-        return KrylovSolver(sparse_eval(a, self.env, self.bindings), B, tol)
+            return PushSolver(self.env[form[0]], s, B, tol, x0)
+        return KrylovSolver(sparse_eval(a, self.env, self.bindings), B, tol, x0)
 
     # -------------------------------------------------------------- reading
     @property
@@ -386,9 +388,11 @@ class SolveViews:
                 else np.asarray(v).nbytes)
         return int(total)
 
-    def save(self, path, extra=None) -> None:
-        raise StateError("programs with solve views cannot be saved yet",
-                         hint="save the inputs and load them again")
+    def save(self, path, extra: dict | None = None) -> None:
+        """Inputs (stochastic ones as edge lists), solutions and the program text to an
+        ``.npz``, atomically; :func:`linview.restore` warm-starts from it (residuals are
+        recomputed exactly, so a restored view is certified again)."""
+        save_state(self, path, extra)
 
 
 __all__ = ["SolveViews", "explain_solves", "has_solve", "sparse_eval"]

@@ -295,9 +295,13 @@ def test_run_applies_edge_records(tmp_path):
             {"input": "M", "edge": [1, 3], "op": "delete", "batch": 1, "base": 1}]
     (tmp_path / "u.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     prog = linview.compile_file(PAGERANK)
-    stats = run_stream(prog, inputs=[f"M={tmp_path / 'M.npy'}", "d=0.85"],
-                       updates=str(tmp_path / "u.jsonl"), out=str(tmp_path / "out"))
+    args = {"inputs": [f"M={tmp_path / 'M.npy'}", "d=0.85"],
+            "updates": str(tmp_path / "u.jsonl"), "out": str(tmp_path / "out"),
+            "checkpoint": str(tmp_path / "ckpt")}
+    stats = run_stream(prog, **args)
     assert stats["batches"] == 2 and stats["offset"] == 3
+    again = run_stream(prog, **args)  # resumes from the checkpoint: nothing applied twice
+    assert again["resumed_at"] == 3 and again["applied"] == 0
     M.change_edges([("insert", 0, 1)])
     got = np.load(tmp_path / "out" / "latest.npz")["r"]
     np.testing.assert_allclose(got, exact_pagerank(M), atol=1e-9)
@@ -365,3 +369,25 @@ def test_solve_views_are_numpy_only():
 
     with pytest.raises(CompileError, match="NumPy backend only"):
         linview.compile_file(PAGERANK, backend="spark")
+
+
+def test_save_and_restore_warm_start(tmp_path):
+    rng = np.random.default_rng(8)
+    n = 30
+    M = random_graph(rng, n, 90)
+    S = rng.random((n, 2))
+    S /= S.sum(axis=0)
+    prog = linview.compile_file(PERSONAL)
+    views = prog.load(M=M, S=S, d=D, tolerance=1e-9)
+    views.update_edges("M", [("insert", 0, 4), random_edge_record(rng, M)])
+    views.save(tmp_path / "state.npz", extra={"offset": 7})
+    again = linview.restore(tmp_path / "state.npz", program=prog)
+    assert again.saved_meta["extra"] == {"offset": 7} and again.updates == 1
+    np.testing.assert_allclose(again["R"], views["R"], atol=1e-9)
+    assert again.error_bound("R") <= 1e-9
+    rec = random_edge_record(rng, M)
+    for v in (views, again):
+        v.update_edges("M", [rec])
+    np.testing.assert_allclose(again["R"], exact_pagerank(M, S), atol=1e-8)
+    plain = linview.restore(tmp_path / "state.npz")  # the program compiled from the file
+    assert plain.solver("R").method == "push"
