@@ -50,7 +50,8 @@ def _breaks(text: str) -> list[tuple[int, int]]:
 def _split(text: str, indent: str, cont: str) -> list[str]:
     if len(indent) + len(text) <= WIDTH:
         return [indent + text]
-    places = [(d, c) for d, c in _breaks(text) if d >= 1]
+    end = len(text.rstrip())
+    places = [(d, c) for d, c in _breaks(text) if d >= 1 and 0 < c < end]
     if not places:
         return [indent + text]
     depth = min(d for d, _ in places)
@@ -60,6 +61,7 @@ def _split(text: str, indent: str, cont: str) -> list[str]:
         pieces.append(text[start:c].rstrip())
         start = c
     pieces.append(text[start:].strip())
+    pieces = [p for p in pieces if p]
     lines: list[str] = []
     current, lead = "", indent
     for p in pieces:
@@ -72,6 +74,8 @@ def _split(text: str, indent: str, cont: str) -> list[str]:
         else:
             current = joined
     lines.append((lead, current))
+    if len(lines) == 1:  # no place to break helps: leave the line long
+        return [indent + text]
     out: list[str] = []
     for lead, line in lines:
         out += _split(line, lead, cont + "    ") if len(lead) + len(line) > WIDTH \

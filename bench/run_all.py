@@ -12,35 +12,47 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
+
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-import spark_bench  # noqa: E402 - bench/ is on sys.path when run as a script
+import peers  # noqa: E402 - bench/ is on sys.path when run as a script
+import spark_bench  # noqa: E402
 
 import linview  # noqa: E402
 from linview.app.bench import run_bench  # noqa: E402
 from linview.app.report import plot_bench  # noqa: E402
 
-# (name, example, dims, updates, strategies); sizes fit a 2-core, 24 GiB machine
+# (name, example, dims, updates, strategies); sizes fit a 2-core, 24 GiB machine.
+# REEVAL is the program as written; REEVAL_MODEL the program as compiled (where it differs)
 SUITE = [
     ("ols_n2000", "ols.m", {"m": 4000, "n": 2000, "p": 1}, 20, "reeval,incr,auto"),
-    ("ols_n4000", "ols.m", {"m": 8000, "n": 4000, "p": 1}, 8, "reeval,auto"),
+    ("ols_square_n4000", "ols.m", {"m": 4000, "n": 4000, "p": 1}, 6, "reeval,auto"),
     ("powers_n2000", "powers.m", {"n": 2000}, 10, "reeval,incr,auto"),
     ("powers_n4000", "powers.m", {"n": 4000}, 5, "reeval,auto"),
     ("sums_of_powers_n2000", "sums_of_powers.m", {"n": 2000}, 10, "reeval,auto"),
     ("general_form_n2000_p1", "general_form.m", {"n": 2000, "p": 1}, 20,
-     "reeval,incr,hybrid,auto"),
+     "reeval,reeval_model,incr,hybrid,auto"),
     ("general_form_n2000_p500", "general_form.m", {"n": 2000, "p": 500}, 10,
-     "reeval,incr,hybrid,auto"),
+     "reeval,reeval_model,incr,hybrid,auto"),
     ("gradient_descent_n2000", "gradient_descent.m", {"m": 4000, "n": 2000}, 10,
      "reeval,auto"),
     ("pagerank_n4000", "pagerank.m", {"n": 4000}, 20, "reeval,auto"),
+    ("markov_n2000", "markov.m", {"n": 2000}, 10, "reeval,auto"),
+    # a second process keeps one of the two cores busy during this one (issue 10)
+    ("powers_n300_loaded", "powers.m", {"n": 300}, 200, "reeval,auto"),
 ]
 QUICK = {"n": 200, "m": 400, "p": 1}
+#: peers per example (bench/peers.py), measured after linview on the same inputs/updates
+PEERS = {"ols": ("numpy", "octave", "normal_cholesky"), "pagerank": ("numpy", "octave",
+                                                                     "scipy_sparse")}
+DEFAULT_PEERS = ("numpy", "octave")
 
 # the thesis' single-machine (Octave) numbers for the same programs (§6.6), for context
 THESIS = {
@@ -49,10 +61,44 @@ THESIS = {
 }
 
 
+def busy_core():
+    """A process spinning on one core until it is terminated (the loaded case)."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def run_peers(prog, example: str, r: dict, quick: bool) -> dict:
+    """Every peer of ``example`` on the inputs and updates ``run_bench`` used."""
+    from linview.app.bench import random_inputs, row_updates
+
+    rng = np.random.default_rng(r["seed"])
+    inputs = random_inputs(prog, rng)
+    stream = row_updates(np.shape(inputs[r["input"]]), r["updates"], r["rank"], rng, 0.1)
+    name = example[:-2]
+    out = {}
+    for peer in PEERS.get(name, DEFAULT_PEERS):
+        try:
+            if peer == "numpy":
+                t = peers.numpy_as_written(name, dict(inputs), r["input"], stream)
+            elif peer == "octave":
+                t = peers.octave(ROOT / "examples" / example, dict(inputs), r["input"],
+                                 stream[: min(len(stream), 3 if quick else 5)])
+            elif peer == "normal_cholesky":
+                t = peers.normal_cholesky(dict(inputs), r["input"], stream)
+            else:
+                t = peers.scipy_sparse_pagerank(dict(inputs), stream)
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+            print(f"   peer {peer} failed: {e}", flush=True)
+            continue
+        if t:
+            out[peer] = {**peers.summary(t), "load_avg": os.getloadavg()[0]}
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", default=None, help="comma-separated configuration names")
+    ap.add_argument("--no-peers", action="store_true")
     args = ap.parse_args()
     load = os.getloadavg()
     out = HERE / "results"
@@ -66,16 +112,33 @@ def main() -> int:
             updates = min(updates, 5)
         prog = linview.compile_file(ROOT / "examples" / example, dims=dims)
         print(f"== {name} {dims}", flush=True)
-        r = run_bench(prog, updates=updates, strategies=strategies.split(","), progress=False)
+        busy = busy_core() if name.endswith("_loaded") else None
+        try:
+            r = run_bench(prog, updates=updates, strategies=strategies.split(","),
+                          progress=False)
+        finally:
+            if busy:
+                busy.terminate()
+                busy.wait()
         r["name"] = name
+        r["loaded"] = busy is not None
+        r["peers"] = {} if args.no_peers or busy else run_peers(prog, example, r, args.quick)
+        ref = r["strategies"]["reeval"]["median_s"]
+        for v in r["peers"].values():
+            v["speedup_vs_reeval"] = ref / v["median_s"]
         if not args.quick:
             (out / f"{name}.json").write_text(json.dumps(r, indent=2))
-            plot_bench(r, str(out / f"{name}.png"))
+            plot = dict(r, strategies={**r["strategies"],
+                                       **{f"{k} (peer)": v for k, v in r["peers"].items()}})
+            plot_bench(plot, str(out / f"{name}.png"))
         results.append(r)
-        for s, v in r["strategies"].items():
-            print(f"   {s:>7} median {v['median_s'] * 1e3:9.2f} ms  speedup "
-                  f"{v['speedup_vs_reeval']:7.1f}x  floor x{v['trigger_over_floor']:6.1f}  "
-                  f"err {v['max_rel_error']:.1e}", flush=True)
+        for s, v in list(r["strategies"].items()) + [(f"{k} (peer)", v)
+                                                     for k, v in r["peers"].items()]:
+            extra = (f"  predicted {v['predicted_speedup']:7.1f}x  floor "
+                     f"x{v['trigger_over_floor']:5.1f}  err {v['max_rel_error']:.0e}  "
+                     f"threads {v['blas_threads']}") if "predicted_speedup" in v else ""
+            print(f"   {s:>18} median {v['median_s'] * 1e3:9.2f} ms  speedup "
+                  f"{v['speedup_vs_reeval']:7.1f}x{extra}", flush=True)
     if not args.quick and results:
         readme = HERE / "README.md"
         old = readme.read_text() if readme.exists() else ""
@@ -89,45 +152,76 @@ def main() -> int:
 
 def render(results: list[dict], load: tuple[float, ...] | None = None) -> str:
     m = results[0]["machine"] if results else {}
+    rates = m.get("rates", {})
     lines = [
         "# Benchmarks",
         "",
-        "Generated by `python bench/run_all.py` (NumPy backend); the Spark section at the",
-        "end comes from `python bench/spark_bench.py` (raw numbers in `results/spark.json`).",
+        "Generated by `python bench/run_all.py` (`make bench`; NumPy backend); the Spark",
+        "section at the end comes from `python bench/spark_bench.py` (raw numbers in",
+        "`results/spark.json`).",
         "",
         f"Machine: {m.get('cpus')} CPUs ({m.get('machine')}), Python {m.get('python')}, "
-        f"NumPy {m.get('numpy')}.",
+        f"NumPy {m.get('numpy')}, BLAS threads {m.get('blas_threads')}"
+        + (f" (environment: {m['thread_env']})" if m.get("thread_env") else "") + ".",
+        "Calibrated rates (`linview calibrate`): "
+        + (f"gemm {rates['gemm_flops'] / 1e9:.0f} GFlop/s ({rates['gemm1_flops'] / 1e9:.0f} "
+           f"on one thread), memory stream {rates['stream_bytes'] / 1e9:.1f} GB/s "
+           f"({rates['stream1_bytes'] / 1e9:.1f}), call {rates['call_s'] * 1e6:.1f} µs."
+           if rates else "—"),
         "Absolute times hold for this machine only; the ratios were taken in one run on the",
         "same inputs and updates."
         + (f"  Load average when the suite started: {load[0]:.1f}, {load[1]:.1f}, "
-           f"{load[2]:.1f} (1, 5, 15 min)." if load else ""),
+           f"{load[2]:.1f} (1, 5, 15 min); the load during each row is in the table."
+           if load else ""),
         "",
         "Each update changes one random row of the first dynamic input (rank 1).  REEVAL is",
-        "the baseline: update the input, re-run the program.  `÷floor` is the trigger time",
-        "over the memory floor (one in-place rank-1 pass over each changed view plus one",
-        "matrix-vector pass over each read view); `error` is the max relative error of every",
-        "view against re-evaluation after the stream; p10–p90 is the spread of per-update",
-        "times.",
+        "the baseline: the program **as written** (loops step by step, `^` by repeated",
+        "squaring, products in the best chain order), re-run after each update.",
+        "REEVAL_MODEL re-runs the program as compiled (after the iterative model's",
+        "rewriting), shown where it differs.  `predicted` is the seconds model's speedup",
+        "(`linview cost`); `÷floor` the trigger time over the memory floor (one in-place",
+        "rank-1 pass over each changed view plus one matrix-vector pass over each read view);",
+        "`error` the max relative error of every view against re-evaluation after the",
+        "stream; p10–p90 the spread of per-update times; `thr` the BLAS threads the update",
+        "ran with; `load` the 1-minute load average after the row.  Peers (`bench/peers.py`)",
+        "ran on the same inputs and updates after linview: `numpy` the program written in",
+        "NumPy, `octave` GNU Octave running the `.m` file (timed inside Octave around the",
+        "call, 5 updates), `normal_cholesky` keeps XᵀX, XᵀY and re-solves by Cholesky,",
+        "`scipy_sparse` 10 power-iteration steps on a sparse matrix (8 links per page).",
         "",
-        "| benchmark | strategy | median / update | p10–p90 | speedup vs REEVAL | ÷floor "
-        "| error |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| benchmark | strategy | median / update | p10–p90 | speedup vs REEVAL | predicted "
+        "| ÷floor | error | thr | load |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         dims = ", ".join(f"{k}={v}" for k, v in r["dims"].items())
+        label = f"{r['program']} ({dims})" + (", one core busy" if r.get("loaded") else "")
         for s, v in r["strategies"].items():
+            chosen = " (whole-trigger re-evaluation)" if s == "auto" and \
+                v.get("whole_trigger") == "reeval" else ""
             lines.append(
-                f"| {r['program']} ({dims}) | {s.upper()} | {_t(v['median_s'])} | "
+                f"| {label} | {s.upper()}{chosen} | {_t(v['median_s'])} | "
                 f"{_t(v['p10_s'])}–{_t(v['p90_s'])} | {v['speedup_vs_reeval']:.1f}× | "
-                f"{v['trigger_over_floor']:.1f} | {v['max_rel_error']:.0e} |")
-    lines += ["", "Predicted (cost model) vs measured ranking, fastest first:", ""]
+                f"{v.get('predicted_speedup', float('nan')):.1f}× | "
+                f"{v['trigger_over_floor']:.1f} | {v['max_rel_error']:.0e} | "
+                f"{v.get('blas_threads')} | {v.get('load_avg', [0, 0])[-1]:.1f} |")
+        for s, v in r.get("peers", {}).items():
+            lines.append(f"| {label} | peer: {s} | {_t(v['median_s'])} | "
+                         f"{_t(v['p10_s'])}–{_t(v['p90_s'])} | {v['speedup_vs_reeval']:.1f}× "
+                         f"| | | | | {v['load_avg']:.1f} |")
+    lines += ["", "Predicted (seconds model) vs measured ranking, fastest first:", ""]
     for r in results:
         rk = r["ranking"]
         lines.append(f"* {r['name']}: measured {' < '.join(s.upper() for s in rk['measured'])}"
                      f"; predicted {' < '.join(s.upper() for s in rk['predicted'])}")
-    lines += ["", "For context, the thesis' single-machine numbers (different machine and "
-              "runtime):", ""]
-    lines += [f"* {k}: {v}" for k, v in THESIS.items()]
+    lines += ["", "The thesis' single-machine numbers beside ours (different machine and "
+              "runtime; the thesis' REEVAL is its own Octave re-evaluation):", "",
+              "| program | thesis | here (AUTO vs REEVAL as written, this run) |",
+              "|---|---|---|"]
+    for k, v in THESIS.items():
+        ours = [f"{r['name']}: {r['strategies']['auto']['speedup_vs_reeval']:.1f}×"
+                for r in results if r["program"] == k and "auto" in r["strategies"]]
+        lines.append(f"| {k} | {v} | {'; '.join(ours) or '—'} |")
     lines += ["", "Plots: `results/<benchmark>.png`.", ""]
     return "\n".join(lines)
 

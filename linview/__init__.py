@@ -27,8 +27,7 @@ from linview.errors import (  # noqa: E402
     StateError,
     UpdateError,
 )
-
-__version__ = "0.1.0"
+from linview.version import __version__  # noqa: E402
 
 __all__ = [
     "BackendError", "CompileError", "InputError", "LinviewError", "NumericalError",

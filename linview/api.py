@@ -14,19 +14,19 @@ from __future__ import annotations
 import ast as pyast
 import builtins
 import importlib
+import re
 import sys
 import types
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-import numpy as np
 
 from linview.backends.numpy import runtime
 from linview.compiler.cost import choose_model, strategy_chooser
 from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
 from linview.compiler.ir import Op
 from linview.compiler.lower import Options, lower
-from linview.compiler.plan import Plan, make_plan
+from linview.compiler.plan import Plan, make_plan, transient_views
+from linview.compiler.timemodel import decide_triggers
 from linview.errors import CompileError, LinviewError, StateError
 from linview.frontend.parser import parse
 
@@ -34,7 +34,7 @@ BACKENDS = ("numpy", "spark")
 
 
 def parse_model(model: str) -> Options:
-    """``exp``, ``linear``, ``skip=S`` (or ``skip`` for s = 4)."""
+    """``exp``, ``linear``, ``written``, ``skip=S`` (or ``skip`` for s = 4)."""
     if model.startswith("skip"):
         _, _, s = model.partition("=")
         try:
@@ -45,9 +45,9 @@ def parse_model(model: str) -> Options:
             raise CompileError(f"bad skip size in model '{model}'",
                                hint="write e.g. --model skip=4 (s >= 2)")
         return Options(model="skip", skip=skip)
-    if model not in ("exp", "linear"):
+    if model not in ("exp", "linear", "written"):
         raise CompileError(f"unknown iterative model '{model}'",
-                           hint="valid models: exp, linear, skip=S, auto")
+                           hint="valid models: exp, linear, skip=S, written, auto")
     return Options(model=model)
 
 
@@ -66,6 +66,13 @@ def parse_strategy(strategy) -> TriggerOptions:
     if isinstance(strategy, dict):
         return TriggerOptions(strategies={k: one(v) for k, v in strategy.items()})
     return TriggerOptions(default=one(strategy))
+
+
+def _plain_strategy(strategy):
+    """The strategy option as JSON (strings), for state files."""
+    if isinstance(strategy, dict):
+        return {k: getattr(v, "value", v) for k, v in strategy.items()}
+    return getattr(strategy, "value", strategy)
 
 
 @dataclass
@@ -127,6 +134,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend '{backend}'", hint="backends: numpy, spark")
     filename = filename or f"{name or 'program'}.m"
+    source = source.removeprefix("\ufeff")  # a byte-order mark is not part of the program
     module_ast = parse(source, filename)
     dims = dict(dims or {})
     if model == "auto":  # lowers once per candidate model and keeps the cheapest
@@ -152,6 +160,14 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     key = repr((source, options, sorted(dims.items()), repr(strategy), rank, backend))
     plan = make_plan(program, bindings=dims, rank=rank, trigger_options=trig_opts,
                      source_hash=runtime.source_hash(key))
+    if trig_opts.choose is not None and backend == "numpy":
+        # cost-based: whole triggers may re-evaluate (the seconds model is NumPy's)
+        plan = decide_triggers(plan, trig_opts)
+    if strategy == "reeval":  # every view re-evaluated: the program re-runs after X += U Vᵀ
+        plan = replace(plan, triggers={
+            x: replace(t, reevaluate="forced by strategy 'reeval'", blas_threads=None)
+            for x, t in plan.triggers.items()})
+    plan = replace(plan, transient=transient_views(plan))
     gen = importlib.import_module(f"linview.backends.{backend}.codegen")
     text = gen.generate(plan)
     try:
@@ -159,6 +175,12 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     except SyntaxError as e:  # a bug in a backend, not the user's fault
         raise CompileError(f"internal error: generated code does not parse: {e}") from None
     module = load_module(text, program.name)
+    stored_name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(filename).name).lstrip(".-") or "_"
+    info = {"source": source, "name": program.name, "filename": stored_name,
+            "options": {"dims": {k: int(v) for k, v in dims.items()}, "model": model,
+                        "rank": int(rank), "backend": backend,
+                        "strategy": _plain_strategy(strategy)}}
+    getattr(module, plan.class_name).PROGRAM_INFO = info
     out = CompiledProgram(program.name, plan, backend, text, module,
                           {"dims": dims, "model": model, "strategy": strategy, "rank": rank,
                            "trigger_options": trig_opts}, lowered=program)
@@ -190,13 +212,24 @@ def _shown_path(p: Path) -> str:
         return str(p.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return p.name
+def decode_source(data: bytes) -> str:
+    """The text of a ``.m`` file: UTF-8 with or without a byte-order mark, else Latin-1
+    (Octave's traditional encoding), so that accented comments are accepted either way;
+    a non-ASCII character outside a comment is then a parse error at its line and
+    column."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
 
 
 def compile_file(path, **kwargs) -> CompiledProgram:
     """Compile the ``.m`` file at ``path`` (keyword arguments as for :func:`compile`)."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = decode_source(p.read_bytes())
     except OSError as e:
         raise CompileError(f"cannot read {path}: {e.strerror}") from None
     kwargs.setdefault("filename", _shown_path(p))
@@ -205,32 +238,38 @@ def compile_file(path, **kwargs) -> CompiledProgram:
 
 
 def restore(path, program: CompiledProgram | None = None, **options):
-    """Load views saved by ``views.save(path)``.  With ``program``, refuse a state that a
-    different program (or different compile options) wrote."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = pyast.literal_eval(str(z["__meta__"]))
-            source = str(z["__module__"])
-            views = {k[5:]: z[k] for k in z.files if k.startswith("view:")}
-    except (OSError, KeyError, ValueError, SyntaxError) as e:
-        raise StateError(f"cannot read saved state {path}: {e}") from None
-    if meta.get("kind") == "solve":  # a program with solve views (linview/solve_state.py)
+    """Load views saved by ``views.save(path)``.  The state file's ``.m`` source is
+    compiled again with its stored options (nothing stored is executed); with
+    ``program``, that program is used instead and a state written by a different program
+    (or different compile options) is refused.  Failures are :class:`StateError`."""
+    from linview import statefile
+    from linview.solve_state import solve_state_meta
+
+    solve_meta = solve_state_meta(path)
+    if solve_meta is not None:  # a program with solve views (linview/solve_state.py)
         from linview.solve_program import SolveViews
         from linview.solve_state import restore_state
 
         if program is None:
-            program = compile(meta["source"], name=meta["program"], filename=meta["filename"])
+            program = compile(solve_meta["source"], name=solve_meta["program"],
+                              filename=solve_meta["filename"])
         return restore_state(path, program, SolveViews, **options)
-    if program is not None:
-        cls = program.module_class
-    else:
-        module = load_module(source, str(meta.get("program", "restored")))
-        classes = [o for o in module.__dict__.values() if isinstance(o, type)
-                   and issubclass(o, runtime.TriggerModule) and o is not runtime.TriggerModule]
-        if not classes:
-            raise StateError(f"saved state {path} holds no trigger module")
-        cls = classes[0]
-    return cls._from_saved(meta, views, **options)
+    meta, views = statefile.read(path)
+    if program is None:
+        if "source" not in meta:
+            raise StateError(f"{path} does not hold its program's source (it was saved by "
+                             "a module compiled ahead of time)",
+                             hint="restore it with linview.restore(path, program=prog)")
+        opts = meta["options"]
+        try:
+            program = compile(meta["source"], name=meta["name"], filename=meta["filename"],
+                              dims=opts.get("dims"), backend=opts.get("backend", "numpy"),
+                              model=opts.get("model", "auto"), strategy=opts.get("strategy"),
+                              rank=opts.get("rank", 1))
+        except (LinviewError, TypeError, ValueError, AttributeError) as e:
+            raise StateError(f"the program stored in {path} does not compile with this "
+                             f"linview: {e}") from None
+    return program.module_class._from_saved(meta, views, **options)
 
 
 __all__ = ["compile", "compile_file", "restore", "CompiledProgram", "LinviewError"]

@@ -58,6 +58,16 @@ def save_state(views, path, extra: dict | None = None) -> None:
     os.replace(tmp, path)
 
 
+def solve_state_meta(path) -> dict | None:
+    """The metadata of ``path`` if it holds saved solve views, else None."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = ast.literal_eval(str(z["__meta__"]))
+    except Exception:  # noqa: BLE001 - any other file is not ours to judge here
+        return None
+    return meta if isinstance(meta, dict) and meta.get("kind") == "solve" else None
+
+
 def restore_state(path, program, views_class, **options):
     """The live views saved at ``path``, restored into ``program`` (compiled from the saved
     text by :func:`linview.restore` when the caller gives none) as ``views_class``."""

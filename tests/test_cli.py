@@ -68,7 +68,7 @@ def test_bench_json_has_documented_fields(ols_file, tmp_path, capsys):
     (["cost", "{f}"], "missing: m, n, p"),
     (["cost", "{f}", "--dims", "n=oops"], "bad --dims item"),
     (["compile", "{f}", "--strategy", "fast"], "valid strategies: incr, hybrid, reeval"),
-    (["compile", "{f}", "--model", "cubic"], "valid models: exp, linear, skip=S, auto"),
+    (["compile", "{f}", "--model", "cubic"], "valid models: exp, linear, skip=S, written, auto"),
     (["compile", "{bad}"], "bad.m:2:"),
     (["compile", "{missing}"], "cannot read"),
     (["explain", "{f}", "--after", "nope"], "passes: lower"),

@@ -90,8 +90,13 @@ def test_ill_conditioned_woodbury_core_falls_back_to_reevaluation():
     np.testing.assert_array_equal(v["A"], A)
     np.testing.assert_array_equal(v["W"], np.linalg.inv(A))
     # Sherman–Morrison's denominator 1 + wᵀ A⁻¹ u = 1e-11: the trigger refuses the core and
-    # the views are re-evaluated from the updated input instead
+    # the views are re-evaluated from the updated input instead, where cond(A') ≈ 3e11 is
+    # over the default condition limit (refused, nothing changed) but not over a raised one
     w = np.array([-1.0 + 1e-11, 0.5, 0])
+    with pytest.raises(linview.NumericalError, match="condition estimate is 3.*W"):
+        v.update("A", u, w)
+    np.testing.assert_array_equal(v["A"], A)
+    v = prog.load(A=A, condition_limit=1e13)
     v.update("A", u, w)
     assert v.stats["fallbacks"] == 1
     A2 = A + np.outer(u, w)

@@ -281,35 +281,28 @@ def test_sparse_pagerank_agrees_with_octave(tmp_path):
     np.testing.assert_allclose(views["r"], out["r"], atol=1e-9)
 
 
-# ------------------------------------------------------------------ linview run
-def test_run_applies_edge_records(tmp_path):
-    import json
-
-    from linview.app.stream import run_stream
+# ------------------------------------------------------------------ edge record batches
+def test_edge_record_batch_is_one_residual_update():
+    """``linview.updates.apply_edge_batch``: what a stream's micro-batch of edge records
+    does (1-based ids here), and the stream position of a bad record."""
+    from linview.updates import apply_edge_batch
 
     rng = np.random.default_rng(5)
     M = random_graph(rng, 12, 30)
-    np.save(tmp_path / "M.npy", M.toarray())
-    recs = [{"input": "M", "edge": [1, 3], "op": "insert", "batch": 0, "base": 1},
-            {"input": "M", "edge": [1, 2], "op": "insert", "batch": 0, "base": 1},
-            {"input": "M", "edge": [1, 3], "op": "delete", "batch": 1, "base": 1}]
-    (tmp_path / "u.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
-    prog = linview.compile_file(PAGERANK)
-    args = {"inputs": [f"M={tmp_path / 'M.npy'}", "d=0.85"],
-            "updates": str(tmp_path / "u.jsonl"), "out": str(tmp_path / "out"),
-            "checkpoint": str(tmp_path / "ckpt")}
-    stats = run_stream(prog, **args)
-    assert stats["batches"] == 2 and stats["offset"] == 3
-    again = run_stream(prog, **args)  # resumes from the checkpoint: nothing applied twice
-    assert again["resumed_at"] == 3 and again["applied"] == 0
+    views = linview.compile_file(PAGERANK).load(M=M.toarray(), d=D)
+    batch = [{"input": "M", "edge": [1, 3], "op": "insert", "base": 1},
+             {"input": "M", "edge": [1, 2], "op": "insert", "base": 1},
+             {"input": "M", "edge": [1, 3], "op": "delete", "base": 1}]
+    apply_edge_batch(views, 40, batch)
+    assert views.updates == 1
     M.change_edges([("insert", 0, 1)])
-    got = np.load(tmp_path / "out" / "latest.npz")["r"]
-    np.testing.assert_allclose(got, exact_pagerank(M), atol=1e-9)
-    bad = [{"input": "M", "edge": [0, 99], "op": "insert"}]
-    (tmp_path / "bad.jsonl").write_text(json.dumps(bad[0]) + "\n")
-    with pytest.raises(UpdateError, match="update record 0: edge 0 -> 99 is out of range"):
-        run_stream(prog, inputs=[f"M={tmp_path / 'M.npy'}", "d=0.85"],
-                   updates=str(tmp_path / "bad.jsonl"))
+    np.testing.assert_allclose(views["r"], exact_pagerank(M), atol=1e-9)
+    before = np.array(views["r"])
+    bad = [{"input": "M", "edge": [2, 5], "op": "insert"},
+           {"input": "M", "edge": [0, 99], "op": "insert"}]
+    with pytest.raises(UpdateError, match="update record 41: edge 0 -> 99 is out of range"):
+        apply_edge_batch(views, 40, bad)
+    np.testing.assert_array_equal(views["r"], before)
 
 
 # ------------------------------------------------------------------ cholesky (stable mode)

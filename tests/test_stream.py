@@ -1,50 +1,72 @@
-"""``linview run``: streams of updates, micro-batches, checkpoints and crash recovery."""
+"""``linview run`` (NumPy): records, micro-batches, outputs, checkpoints, crash recovery."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
 from linview.app.cli import main
+from linview.app.stream_out import read_results
 
 SRC = "function beta = ols(X, Y)\n %#linview dims X(m,n) Y(m,p)\n" \
       " beta = (X' * X) \\ (X' * Y);\nend\n"
 
 
+def make_stream(rng, X, Y, count=60):
+    """Random 1-based records of several kinds and the inputs they lead to."""
+    m, n = X.shape
+    recs, Xf, Yf = [], X.copy(), Y.copy()
+    for i in range(count):
+        r = int(rng.integers(m))
+        if i % 3 == 2:
+            d = (0.05 * rng.standard_normal(1)).tolist()
+            recs.append({"input": "Y", "row": r + 1, "add": d})
+            Yf[r] += d
+        elif i % 5 == 0:
+            new = (X[r] + 0.05 * rng.standard_normal(n)).tolist()
+            recs.append({"input": "X", "row": r + 1, "set": new, "batch": i // 6})
+            Xf[r] = new
+        else:
+            d = (0.05 * rng.standard_normal(n)).tolist()
+            recs.append({"input": "X", "row": r + 1, "delta": d, "batch": i // 6})
+            Xf[r] += d
+    return recs, Xf, Yf
+
+
 @pytest.fixture
 def setup(tmp_path):
     rng = np.random.default_rng(0)
-    m, n = 30, 6
-    X, Y = rng.standard_normal((m, n)), rng.standard_normal((m, 1))
+    X, Y = rng.standard_normal((30, 6)), rng.standard_normal((30, 1))
     np.save(tmp_path / "X.npy", X)
     np.save(tmp_path / "Y.npy", Y)
     (tmp_path / "ols.m").write_text(SRC)
-    recs, Xf, Yf = [], X.copy(), Y.copy()
-    for i in range(60):
-        if i % 3 == 2:
-            d = (0.05 * rng.standard_normal(1)).tolist()
-            r = int(rng.integers(m))
-            recs.append({"input": "Y", "row": r, "delta": d})
-            Yf[r] += d
-        else:
-            d = (0.05 * rng.standard_normal(n)).tolist()
-            r = int(rng.integers(m))
-            recs.append({"input": "X", "row": r, "delta": d, "batch": i // 6})
-            Xf[r] += d
-    (tmp_path / "updates.jsonl").write_text("\n".join(json.dumps(r) for r in recs) + "\n")
-    expect = np.linalg.solve(Xf.T @ Xf, Xf.T @ Yf)
-    return tmp_path, expect
+    recs, Xf, Yf = make_stream(rng, X, Y)
+    (tmp_path / "updates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return tmp_path, np.linalg.solve(Xf.T @ Xf, Xf.T @ Yf)
 
 
-def run(tmp, *extra, env=None):
+def run(tmp, *extra, env=None, updates=None):
     cmd = [sys.executable, "-m", "linview.app.cli", "run", str(tmp / "ols.m"),
            "--input", f"X={tmp / 'X.npy'}", "--input", f"Y={tmp / 'Y.npy'}",
-           "--updates", str(tmp / "updates.jsonl"), "--out", str(tmp / "out"), *extra]
+           "--updates", str(updates or tmp / "updates.jsonl"), "--out", str(tmp / "out"),
+           *extra]
     return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})},
                           check=False)
+
+
+def cli(tmp, *extra):
+    return main(["run", str(tmp / "ols.m"), "--input", f"X={tmp / 'X.npy'}", "--input",
+                 f"Y={tmp / 'Y.npy'}", "--updates", str(tmp / "updates.jsonl"), *extra])
+
+
+def log_batches(tmp):
+    return [json.loads(x)["batch"] for x in (tmp / "out" / "log.jsonl").read_text().split("\n")
+            if x]
 
 
 def test_stream_applies_every_record(setup):
@@ -54,35 +76,170 @@ def test_stream_applies_every_record(setup):
     stats = json.loads(proc.stdout)
     assert stats["offset"] == 60 and stats["verify"] < 1e-10
     assert stats["batches"] < 60  # X records sharing a batch id were merged
-    out = np.load(tmp / "out" / "latest.npz")
-    np.testing.assert_allclose(out["beta"], expect, rtol=1e-9)
+    np.testing.assert_allclose(np.load(tmp / "out" / "latest.npz")["beta"], expect, rtol=1e-9)
+    results = read_results(tmp / "out")
+    assert sorted(results) == list(range(1, stats["batches"] + 1)) == log_batches(tmp)
+    np.testing.assert_allclose(results[stats["batches"]]["beta"], expect, rtol=1e-9)
 
 
 def test_crash_and_resume_lose_nothing_and_apply_nothing_twice(setup):
     tmp, expect = setup
     proc = run(tmp, "--checkpoint", str(tmp / "ckpt"), "--checkpoint-every", "4",
-               env={"LINVIEW_TEST_CRASH_AFTER": "37"})
+               env={"LINVIEW_TEST_CRASH_AFTER": "11"})
     assert proc.returncode == 86  # died mid-stream, between checkpoints
-    assert (tmp / "ckpt" / "wal.jsonl").read_text()  # logged, not yet checkpointed
+    assert (tmp / "ckpt" / "wal.log").read_bytes()  # logged, not yet checkpointed
     proc = run(tmp, "--checkpoint", str(tmp / "ckpt"), "--checkpoint-every", "4")
     assert proc.returncode == 0, proc.stderr
     stats = json.loads(proc.stdout)
-    assert stats["resumed_at"] > 0 and stats["replayed"] > 0
-    assert stats["offset"] == 60
-    out = np.load(tmp / "out" / "latest.npz")
-    np.testing.assert_allclose(out["beta"], expect, rtol=1e-9)
-    # running again finds nothing new
-    proc = run(tmp, "--checkpoint", str(tmp / "ckpt"))
-    assert json.loads(proc.stdout)["applied"] == 0
+    assert stats["resumed_at"] > 0 and stats["replayed"] > 0 and stats["offset"] == 60
+    np.testing.assert_allclose(np.load(tmp / "out" / "latest.npz")["beta"], expect, rtol=1e-9)
+    assert log_batches(tmp) == list(range(1, stats["batch"] + 1))  # one line per batch
+    proc = run(tmp, "--checkpoint", str(tmp / "ckpt"))  # nothing new
+    assert proc.returncode == 0 and json.loads(proc.stdout)["applied"] == 0
+    assert log_batches(tmp) == list(range(1, stats["batch"] + 1))
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.3])
+def test_kill_9_and_restart_equal_an_uninterrupted_run(setup, delay):
+    tmp, expect = setup
+    cmd = [sys.executable, "-m", "linview.app.cli", "run", str(tmp / "ols.m"), "--input",
+           f"X={tmp / 'X.npy'}", "--input", f"Y={tmp / 'Y.npy'}", "--updates",
+           str(tmp / "updates.jsonl"), "--out", str(tmp / "out"), "--checkpoint",
+           str(tmp / "ckpt"), "--checkpoint-every", "3"]
+    env = {**os.environ, "LINVIEW_TEST_BATCH_DELAY": "0.02"}
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp / "out" / "log.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and not (log.exists() and log.read_text().count("\n") >= 3):
+        time.sleep(0.01)
+    time.sleep(delay)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(proc.stdout)
+    np.testing.assert_allclose(np.load(tmp / "out" / "latest.npz")["beta"], expect, rtol=1e-9)
+    assert log_batches(tmp) == list(range(1, stats["batch"] + 1))
+
+
+def test_malformed_record_is_rejected_with_file_and_line(setup, capsys):
+    tmp, _ = setup
+    lines = (tmp / "updates.jsonl").read_text().splitlines()
+    lines[7] = json.dumps({"input": "X", "row": 3, "delta": [1.0, "nan?", 0, 0, 0, 0]})
+    (tmp / "updates.jsonl").write_text("\n".join(lines) + "\n")
+    assert cli(tmp, "--out", str(tmp / "out")) == 2
+    err = capsys.readouterr().err
+    assert "updates.jsonl:8: add[2] must be a number" in err
+    assert log_batches(tmp)[-1] < 8  # the batch of line 8 was not applied at all
+
+
+BAD = [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "an update record is a JSON object, not list"),
+    ('{"input": "Z", "row": 1, "add": [1]}', 'unknown input "Z"'),
+    ('{"input": "X", "row": 1, "add": [1, 2]}', "has 2 values, expected 6"),
+    ('{"input": "Y", "row": 1, "add": [NaN]}', "NaN is not a number JSON allows"),
+    ('{"input": "Y", "row": 1.7, "add": [1]}', "row must be an integer, not 1.7"),
+    ('{"input": "Y", "row": 1.0, "add": [1]}', "row must be an integer, not 1.0"),
+    ('{"input": "Y", "row": true, "add": [1]}', "row must be an integer, not true"),
+    ('{"input": "Y", "row": 0, "add": [1]}', "row 0 is out of range 1..30"),
+    ('{"input": "Y", "row": 31, "add": [1]}', "row 31 is out of range 1..30"),
+    ('{"input": "Y", "cell": [1, 2], "add": 1}', "col 2 is out of range 1..1"),
+    ('{"input": "Y", "rows": 1, "add": [1]}', "unknown field 'rows'"),
+    ('{"remove": 1, "forget": 0.5}', "a record is one change"),
+    ('{"batch": 1}', "a record is one change"),
+    ('{"input": "Y", "row": 1, "add": [1e400]}', "inf: values must be finite"),
+    ('{"input": "Y", "row": 1, "add": [1' + 400 * '0' + ']}', "inf: values must be finite"),
+]
+
+
+@pytest.mark.parametrize("line,message", BAD)
+def test_bad_records_name_file_and_line_and_skip_drops_them(setup, capsys, line, message):
+    tmp, _ = setup
+    good = '{"input": "Y", "row": 2, "add": [0.5]}'
+    (tmp / "updates.jsonl").write_text(f"{good}\n{line}\n{good}\n")
+    assert cli(tmp) == 2
+    err = capsys.readouterr().err
+    assert "updates.jsonl:2: " in err and message in err and "Traceback" not in err
+    assert cli(tmp, "--on-error", "skip", "--out", str(tmp / "o2")) == 0
+    cap = capsys.readouterr()
+    assert "updates.jsonl:2: " in cap.err and message in cap.err
+    stats = json.loads(cap.out)
+    assert stats["applied"] == 2 and stats["skipped"] == 1 and stats["offset"] == 3
+
+
+def test_a_shorter_or_changed_source_and_other_inputs_are_refused(setup, capsys):
+    tmp, _ = setup
+    ck = str(tmp / "ckpt")
+    assert cli(tmp, "--checkpoint", ck) == 0
+    capsys.readouterr()
+    src = tmp / "updates.jsonl"
+    lines = src.read_text().splitlines()
+    src.write_text("\n".join(lines[:40]) + "\n")
+    assert cli(tmp, "--checkpoint", ck) == 2
+    assert "ends after 40 records, but this checkpoint applied 60" in capsys.readouterr().err
+    lines[3] = json.dumps({"input": "Y", "row": 1, "add": [0.25]})
+    src.write_text("\n".join(lines) + "\n")
+    assert cli(tmp, "--checkpoint", ck) == 2
+    assert "no longer holds the records" in capsys.readouterr().err
+    np.save(tmp / "X.npy", np.load(tmp / "X.npy") * 2)
+    assert cli(tmp, "--checkpoint", ck) == 2
+    assert "--input X differs" in capsys.readouterr().err
+    (tmp / "ols.m").write_text(SRC.replace("(X' * Y)", "(X' * Y) * 2"))
+    assert cli(tmp, "--checkpoint", ck) == 2
+    assert "error:" in capsys.readouterr().err
+    assert cli(tmp, "--checkpoint", ck, "--restart", "--out", str(tmp / "out")) == 0
+    assert json.loads(capsys.readouterr().out)["applied"] == 60
+
+
+def test_log_has_one_line_per_batch_after_resumes(setup):
+    tmp, expect = setup
+    for crash in ("3", "7", "12"):
+        assert run(tmp, "--checkpoint", str(tmp / "ck"), "--checkpoint-every", "2",
+                   env={"LINVIEW_TEST_CRASH_AFTER": crash}).returncode == 86
+    proc = run(tmp, "--checkpoint", str(tmp / "ck"))
+    stats = json.loads(proc.stdout)
+    assert log_batches(tmp) == list(range(1, stats["batch"] + 1))
     np.testing.assert_allclose(np.load(tmp / "out" / "latest.npz")["beta"], expect, rtol=1e-9)
 
 
-def test_malformed_record_is_rejected_with_its_number(setup, capsys):
+def test_help_documents_the_record_format(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    for text in ('"row": 17, "set"', '"observe"', '"remove"', '"forget"', "1-based",
+                 "--on-error", "examples:"):
+        assert text in out
+
+
+def test_stdin_and_parquet_sources_give_the_file_result(setup):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tmp, expect = setup
+    text = (tmp / "updates.jsonl").read_text()
+    cmd = [sys.executable, "-m", "linview.app.cli", "run", str(tmp / "ols.m"), "--input",
+           f"X={tmp / 'X.npy'}", "--input", f"Y={tmp / 'Y.npy'}", "--updates", "-",
+           "--out", str(tmp / "o1")]
+    p = subprocess.run(cmd, input=text, capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(np.load(tmp / "o1" / "latest.npz")["beta"], expect, rtol=1e-9)
+    recs = [json.loads(x) for x in text.splitlines()]
+    table = pa.Table.from_pylist([{**r, "add": r.get("add", r.get("delta")), "delta": None}
+                                  for r in recs])
+    (tmp / "pq").mkdir()
+    pq.write_table(table.drop_columns(["delta"]), tmp / "pq" / "u.parquet")
+    p = run(tmp, updates=tmp / "pq")
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(np.load(tmp / "out" / "latest.npz")["beta"], expect, rtol=1e-9)
+
+
+def test_quiet_hides_warnings_and_bad_input_files_are_errors(setup, capsys):
     tmp, _ = setup
-    lines = (tmp / "updates.jsonl").read_text().splitlines()
-    lines[7] = json.dumps({"input": "X", "row": 3, "delta": [1.0, "nan?"]})
-    (tmp / "updates.jsonl").write_text("\n".join(lines) + "\n")
-    code = main(["run", str(tmp / "ols.m"), "--input", f"X={tmp / 'X.npy'}", "--input",
-                 f"Y={tmp / 'Y.npy'}", "--updates", str(tmp / "updates.jsonl")])
-    assert code == 2
-    assert "update record 7" in capsys.readouterr().err
+    (tmp / "updates.jsonl").write_text('{"input": "Q"}\n{"input": "Y", "row": 1, "add": [1]}\n')
+    assert cli(tmp, "--on-error", "skip", "--quiet") == 0
+    assert "warning" not in capsys.readouterr().err
+    (tmp / "X.txt").write_text("1")
+    assert main(["run", str(tmp / "ols.m"), "--input", f"X={tmp / 'X.txt'}", "--updates",
+                 str(tmp / "updates.jsonl")]) == 2
+    assert "unsupported file type '.txt'" in capsys.readouterr().err

@@ -21,7 +21,7 @@ from linview.backends.layout import wrap_module
 from linview.compiler import printer
 from linview.compiler.delta import Strategy, Trigger, ViewDelta, emitted_exprs
 from linview.compiler.ir import LEAVES, Node, Op
-from linview.compiler.plan import Plan, size_code, size_entry
+from linview.compiler.plan import Plan, size_code, size_entry, solved_inverses
 
 _ATOM, _UNARY, _MUL, _ADD = 10, 8, 7, 6  # Python's precedence levels, as far as used
 
@@ -70,6 +70,10 @@ class _Expr:
         ready = [m for m in self.groups[id(n)] if id(m) not in self.temps
                  and m.children[1].attr in self.defined]
         if len(ready) < 2 or n not in ready:
+            # computed on its own: later passes over the view must not compute it again
+            members = self.groups.pop(id(n), [])
+            if n in members:
+                members.remove(n)
             return None
         names = [self.names("temp", f"t{self.count + i}") for i in range(len(ready))]
         self.count += len(ready)
@@ -152,8 +156,9 @@ def _matmul(e: _Expr, n: Node):
 
 
 def _inv(e: _Expr, n: Node):
-    fn = "rt.core_inv" if e.trigger else "rt.inv"  # a trigger's k×k core, or a view
-    return f'{fn}({e.code(n.children[0])}, "{e.label}")', _ATOM
+    if e.trigger:  # a trigger's k×k core
+        return f'rt.core_inv({e.code(n.children[0])}, "{e.label}")', _ATOM
+    return f'rt.inv({e.code(n.children[0])}, "{e.label}", self.condition_limit)', _ATOM
 
 
 def _concat(e: _Expr, n: Node):
@@ -226,6 +231,13 @@ class NumpyGenerator:
     #: the runtime module the generated code imports as ``rt``, and the base class
     RUNTIME = "linview.backends.numpy"
     BASE_CLASS = "rt.TriggerModule"
+    #: leave the plan's transient views (read only through a Woodbury-maintained inverse)
+    #: out of the module's state: evaluated to be inverted, never kept nor updated
+    DROP_TRANSIENT = True
+
+    @property
+    def transient(self) -> frozenset[str]:
+        return self.plan.transient if self.DROP_TRANSIENT else frozenset()
 
     def module_doc(self) -> list[str]:
         """The generated module's docstring, line by line."""
@@ -267,14 +279,26 @@ class NumpyGenerator:
         w(f"    DYNAMIC = {tuple(prog.dynamic)!r}")
         w("    VIEWS = {")
         for st in prog.statements:
+            if st.name in self.transient:
+                continue
             out += _shape_entry(st.name, st.expr.shape)
         w("    }")
+        if self.transient:
+            w(f"    TRANSIENT = {tuple(sorted(self.transient))!r}  # evaluated, not kept")
         w("    OUTPUTS = {" + ", ".join(f"{k!r}: {v.attr!r}" for k, v in prog.outputs) + "}")
         if prog.not_one:
             w("    NOT_ONE = (")
             for e, why in prog.not_one:
                 w(f"        ({size_entry(e)}, {why!r}),")
             w("    )")
+        whole = {x: t.reevaluate for x, t in p.triggers.items() if t.reevaluate}
+        if whole:
+            w("    REEVALUATED = {" + ", ".join(f"{x!r}: {why!r}" for x, why in whole.items())
+              + "}")
+        threads = {x: t.blas_threads for x, t in p.triggers.items() if t.blas_threads != 1}
+        if threads:
+            w("    TRIGGER_BLAS = {" + ", ".join(f"{x!r}: {n!r}" for x, n in threads.items())
+              + "}")
         out += self.class_attributes()
         w("")
         out += self.evaluate_method()
@@ -296,14 +320,27 @@ class NumpyGenerator:
             lines.append(f"{ind}{self.names('view', dcl.name)} = inputs[{dcl.name!r}]")
         roots = [e for _, e in self.plan.evaluation]
         ex = _Expr(self.names, lines, ind, trigger=False, shared=shared_nodes(roots))
+        solved = solved_inverses(self.plan) & self.transient
+        inverses = {st.name: st.expr.children[0] for st in self.prog.statements
+                    if st.name in solved}
         for (name, expr), st in zip(self.plan.evaluation, self.prog.statements, strict=True):
             where = f" ({self.prog.filename}:{st.line})" if st.line else ""
+            if name in inverses:  # never formed: its products are solves
+                lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}: not formed")
+                continue
             lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}")
             ex.label = name
+            a = expr.children[0] if expr.op is Op.MUL else None
+            if a is not None and a.op is Op.VIEW and a.attr in inverses:
+                lines.append(f"{ind}{self.names('view', name)} = rt.solve("
+                             f"{ex.code(inverses[a.attr])}, {ex.code(expr.children[1])}, "
+                             f"{a.attr!r})")
+                continue
             lines.append(f"{ind}{self.names('view', name)} = {ex.code(expr)}")
         lines.append(f"{ind}return {{")
         for st in self.prog.statements:
-            lines.append(f"{ind}    {st.name!r}: {self.names('view', st.name)},")
+            if st.name not in inverses:
+                lines.append(f"{ind}    {st.name!r}: {self.names('view', st.name)},")
         lines.append(f"{ind}}}")
         return lines
 
@@ -320,6 +357,13 @@ class NumpyGenerator:
         doc = [f"    def on_update_{x}(self, U, V):",  # the runtime dispatches on the name
                f'        """ON UPDATE {x} BY (U, V): {x} += U Vᵀ, U: {r}×k, V: {c}×k.',
                ""]
+        if trig.reevaluate:
+            return doc[:2] + ["",
+                              f"        Whole-trigger re-evaluation: {x} is updated in place "
+                              "and every view",
+                              f"        re-evaluated ({trig.reevaluate}).",
+                              '        """',
+                              f"        self._reevaluate_trigger({x!r}, U, V)"]
         for vd in trig.deltas[1:]:
             doc.append(f"        {self._summary(vd)}")
         doc.append('        """')
@@ -331,6 +375,7 @@ class NumpyGenerator:
         for r_ in roots:
             used_views |= {n.attr for n in r_.walk() if n.op in (Op.VIEW, Op.INPUT)}
         used_views |= {vd.name for vd in trig.deltas}
+        used_views -= self.transient
         lines.append(f"{ind}d = self.dims")
         lines.append(f"{ind}k = U.shape[1]")
         for nm in [d_.name for d_ in self.prog.inputs] + [s.name for s in self.prog.statements]:
@@ -341,8 +386,9 @@ class NumpyGenerator:
         ex.fuse_products(roots)
         lines.append(f"{ind}# phase 1: every delta from the old views")
         checks: list[tuple[str, list[str]]] = []  # (view, the parts of its delta)
+        kinds: dict[str, str] = {x: "('outer', U, V)"}  # each view's delta, for probes
         needed = self._needed_factors(trig)
-        for vd in trig.deltas[1:]:
+        for vd in self._phase1_order(trig):
             lines += [f"{ind}# {line}" for line in self._math(vd)]
             ex.label = vd.name
             left = names("factor", vd.left.attr)
@@ -351,10 +397,12 @@ class NumpyGenerator:
                 lines.append(f"{ind}{left} = " + self._stack(ex, [t.P for t in vd.terms]))
                 lines.append(f"{ind}{right} = " + self._stack(ex, [t.Q for t in vd.terms]))
                 checks.append((vd.name, [left, right]))
+                kinds[vd.name] = f"('outer', {left}, {right})"
                 ex.defined |= {vd.left.attr, vd.right.attr}
             elif vd.strategy is Strategy.HYBRID:
                 lines.append(f"{ind}{left} = {_owned(ex, vd.dense)}")
                 checks.append((vd.name, [left]))
+                kinds[vd.name] = f"('dense', {left})"
                 ex.defined.add(vd.left.attr)
             else:
                 new = names("factor", f"new_{vd.name}")
@@ -362,10 +410,15 @@ class NumpyGenerator:
                 if vd.left.attr in needed:
                     lines.append(f"{ind}{left} = {new} - {names('view', vd.name)}")
                 checks.append((vd.name, [new]))
+                kinds[vd.name] = f"('new', {new})"
         if checks:
             lines.append(f"{ind}rt.check_deltas({x!r}, {{" + ", ".join(
                 f"{v!r}: ({', '.join(parts)}{',' if len(parts) == 1 else ''})"
                 for v, parts in checks) + "})")
+        for vd in trig.deltas[1:]:  # maintained inverses: the randomized residual probe
+            if vd.inverse_of:
+                lines.append(f"{ind}self._probe({vd.name!r}, {vd.inverse_of!r}, "
+                             f"{kinds.get(vd.inverse_of)}, {kinds[vd.name]})")
         body = "\n".join(lines)
         if 'd["' not in body:
             lines.remove(f"{ind}d = self.dims")
@@ -377,7 +430,9 @@ class NumpyGenerator:
         lines.append(f"{ind}rt.add_outer({names('view', x)}, U, V)")
         for vd in trig.deltas[1:]:
             v = names("view", vd.name)
-            if vd.strategy is Strategy.INCR:
+            if vd.name in self.transient:
+                lines.append(f"{ind}# {vd.name} is not kept (only its inverse reads it)")
+            elif vd.strategy is Strategy.INCR:
                 lines.append(f"{ind}rt.add_outer({v}, {names('factor', vd.left.attr)}, "
                              f"{names('factor', vd.right.attr)})")
             elif vd.strategy is Strategy.HYBRID:
@@ -391,6 +446,21 @@ class NumpyGenerator:
         if len(parts) == 1:
             return _owned(ex, parts[0])
         return "np.hstack([" + ", ".join(ex.code(p) for p in parts) + "])"
+
+    @staticmethod
+    def _phase1_order(trig: Trigger) -> list[ViewDelta]:
+        """Phase 1 in program order, except that deltas computed from the update factors
+        and views alone come first: their results are then ready for the fused products
+        of the views the later deltas read (``W [U_G, V_G, D_b]`` in one pass)."""
+        own = {f.attr for vd in trig.deltas[1:] for f in (vd.left, vd.right)
+               if f.op is Op.FACTOR} | {f"new_{vd.name}" for vd in trig.deltas[1:]}
+
+        def free(vd: ViewDelta) -> bool:
+            return not any(n.op is Op.FACTOR and n.attr in own
+                           for e in emitted_exprs(vd) for n in e.walk())
+
+        rest = list(trig.deltas[1:])
+        return [vd for vd in rest if free(vd)] + [vd for vd in rest if not free(vd)]
 
     @staticmethod
     def _needed_factors(trig: Trigger) -> set[str]:

@@ -10,18 +10,29 @@ The generated code only ever imports numpy, scipy and this module.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import io
 import os
 import time
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import numpy as np
-import scipy.linalg
 import scipy.linalg.blas as blas
 import scipy.sparse as sps
 
+from linview.backends.numpy import probe as _probe
+from linview.backends.numpy.guards import (  # noqa: F401 - part of the runtime's interface
+    CORE_CONDITION_LIMIT,
+    INV_CONDITION_LIMIT,
+    OVERFLOW_GUARD,
+    IllConditioned,
+    check_deltas,
+    core_inv,
+    inv,
+    real_dtype_problem,
+    solve,
+)
 from linview.errors import InputError, NumericalError, StateError, UpdateError
 
 
@@ -37,21 +48,22 @@ class Size(NamedTuple):
 def size_text(size) -> str:
     return size.text if isinstance(size, Size) else str(size)
 
-#: a Woodbury core whose condition estimate exceeds this is refused (re-evaluation instead)
-CORE_CONDITION_LIMIT = 1e10
-#: a factored delta whose entries may exceed this is not applied (re-evaluation instead)
-OVERFLOW_GUARD = 1e300
-
-
-class IllConditioned(NumericalError):
-    """Raised inside a trigger when a Woodbury core is (nearly) singular."""
-
 
 # ------------------------------------------------------------------ kernels
 def add_outer(A: np.ndarray, P: np.ndarray, Q: np.ndarray) -> None:
     """``A += P Qᵀ`` in place through BLAS ``dgemm`` with beta = 1, allocating nothing of
-    A's size.  (``dgemm`` also for rank 1: OpenBLAS's ``dger`` measured 40× slower here.)"""
+    A's size.  (``dgemm`` also for rank 1: OpenBLAS's ``dger`` measured 40× slower here.)
+    A one-hot ``P`` (or ``Q``), as a row (column) update has, touches only those rows
+    (columns) of A."""
     if P.shape[1] == 0:
+        return
+    rows = one_hot(P)
+    if rows is not None:  # a row update touches only its rows: O(n·k), not a pass over A
+        A[rows, :] += P[rows] @ Q.T
+        return
+    cols = one_hot(Q)
+    if cols is not None:  # a column update touches only its columns
+        A[:, cols] += P @ Q[cols].T
         return
     if A.flags.f_contiguous and A.dtype == np.float64 and A.size > 64:
         out = blas.dgemm(1.0, P, Q, beta=1.0, c=A, trans_b=True, overwrite_c=True)
@@ -60,6 +72,41 @@ def add_outer(A: np.ndarray, P: np.ndarray, Q: np.ndarray) -> None:
         A[...] = out  # BLAS had to copy (not expected for Fortran float64)
         return
     A += P @ Q.T
+
+
+#: environment variables through which a user sets BLAS threads; any of them set means the
+#: triggers leave BLAS threads alone (the user's explicit setting wins)
+THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+              "BLIS_NUM_THREADS")
+#: BLAS threads of a maintaining trigger: its products are thin (gemv-like) and memory
+#: bound, where threads only add synchronisation (and spin on a loaded machine)
+TRIGGER_THREADS = 1
+_CONTROLLER = None
+
+
+def user_threads() -> bool:
+    """True when the user set BLAS threads through the environment."""
+    return any(os.environ.get(v) for v in THREAD_ENV)
+
+
+def blas_limit(threads: int | None):
+    """A context limiting BLAS (threadpoolctl) to ``threads``; ``None`` changes nothing."""
+    global _CONTROLLER
+    if threads is None:
+        return contextlib.nullcontext()
+    if _CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=threads, user_api="blas")
+
+
+def blas_threads() -> int | None:
+    """BLAS threads in effect now (the largest over the loaded BLAS libraries)."""
+    from threadpoolctl import threadpool_info
+
+    counts = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
+    return max(counts) if counts else None
 
 
 def add_dense(A: np.ndarray, D: np.ndarray) -> None:
@@ -116,62 +163,13 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     return out
 
 
-def inv(A: np.ndarray, what: str) -> np.ndarray:
-    """The inverse of a view, refusing singular matrices with a :class:`NumericalError`."""
-    A = np.asarray(A, dtype=float)
-    if not np.all(np.isfinite(A)):
-        raise NumericalError(f"cannot invert {what}: it has non-finite entries")
-    try:
-        lu, piv = scipy.linalg.lu_factor(A, check_finite=False)
-    except (ValueError, np.linalg.LinAlgError) as e:
-        raise NumericalError(f"cannot invert {what}: {e}") from None
-    d = np.abs(np.diag(lu))
-    if d.size and (d.min() == 0 or d.min() <= d.max() * np.finfo(float).eps * d.size):
-        raise NumericalError(f"cannot invert {what}: it is singular to working precision",
-                             hint="the program's inputs make this matrix non-invertible")
-    out = scipy.linalg.lu_solve((lu, piv), np.eye(A.shape[0]))
-    return np.asfortranarray(out)
-
-
-def core_inv(K: np.ndarray, what: str) -> np.ndarray:
-    """The inverse of a small Woodbury core ``K = I + Qᵀ W P`` (r×r), guarded by its
-    condition number; for r = 1 this is Sherman–Morrison's ``1 / (1 + vᵀ W u)``."""
-    if K.shape == (1, 1):
-        k = K[0, 0]
-        if not np.isfinite(k) or abs(k) < 1.0 / CORE_CONDITION_LIMIT:
-            raise IllConditioned(f"Sherman–Morrison denominator of {what} is {k:.3g}")
-        return np.array([[1.0 / k]])
-    if not np.all(np.isfinite(K)):
-        raise IllConditioned(f"Woodbury core of {what} is not finite")
-    c = np.linalg.cond(K)
-    if not np.isfinite(c) or c > CORE_CONDITION_LIMIT:
-        raise IllConditioned(f"Woodbury core of {what} is ill-conditioned (cond {c:.3g})")
-    return np.linalg.inv(K)
-
-
-def check_deltas(trigger: str, deltas: dict[str, tuple[np.ndarray, ...]]) -> None:
-    """Phase-1 guard, before any view changes: ``(P, Q)`` for a factored delta ``P Qᵀ``,
-    ``(D,)`` for a dense delta or a new value.  Every part must be finite,
-    and a factored delta must not overflow when applied:
-    ``max |P Qᵀ| ≤ Σ_j max|P[:, j]| · max|Q[:, j]| < OVERFLOW_GUARD``.  A failed check
-    raises :class:`IllConditioned` (the update re-evaluates instead).  ``deltas`` maps
-    view names to parts: ``{"S": (U_S, V_S), "beta": (new_beta,)}``."""
-    for view, parts in deltas.items():
-        for a in parts:
-            if not np.all(np.isfinite(a)):
-                raise IllConditioned(f"update of {trigger}: the delta of {view} is not finite")
-        if len(parts) == 2 and parts[0].size and parts[1].size:
-            with np.errstate(over="ignore", invalid="ignore"):
-                bound = float(np.abs(parts[0]).max(axis=0) @ np.abs(parts[1]).max(axis=0))
-            if not bound < OVERFLOW_GUARD:
-                raise IllConditioned(f"update of {trigger}: the delta of {view} would overflow "
-                                     f"(|ΔV| bound {bound:.3g})")
-
-
 def as_matrix(x, what: str, rows=None, cols=None) -> np.ndarray:
     """A 2-D Fortran float64 copy of ``x`` (1-D arrays are columns, numbers are 1x1)."""
     if sps.issparse(x):
         x = x.toarray()
+    why = real_dtype_problem(x)
+    if why:
+        raise InputError(f"{what} is not a real numeric array: {why}")
     try:
         a = np.array(x, dtype=np.float64, order="F", copy=True)
     except (TypeError, ValueError) as e:
@@ -213,16 +211,33 @@ class TriggerModule:
     NOT_ONE: tuple[tuple[object, str], ...] = ()
     #: the generated module's own source text (set by the loader; used by save())
     MODULE_SOURCE = ""
+    #: the program's .m source, name, file name and compile options (set by
+    #: ``linview.compile``; stored by save() so that restore() can compile it again)
+    PROGRAM_INFO: Mapping[str, object] = {}
 
-    #: keyword options of the constructor; an input of the same name takes precedence
-    OPTIONS = {"refresh_every": None, "check_every": None, "tolerance": 1e-6}
+    #: {input: BLAS threads} of triggers that differ from TRIGGER_THREADS (a trigger that
+    #: re-evaluates the program keeps every thread: None)
+    TRIGGER_BLAS = {}
+    #: {input: reason} of triggers that re-evaluate the program instead of maintaining views
+    REEVALUATED = {}
+    #: views the re-evaluation computes but the module does not keep (``Plan.transient``)
+    TRANSIENT: tuple[str, ...] = ()
+
+    #: keyword options of the constructor; an input of the same name takes precedence.
+    #: ``blas_threads``: "auto" (maintaining triggers run single-threaded unless the user
+    #: set BLAS threads in the environment), an int for every trigger, or None (no change)
+    OPTIONS = {"refresh_every": None, "check_every": None, "tolerance": 1e-6,
+               "probe": True, "probe_tolerance": 1e-9,
+               "condition_limit": INV_CONDITION_LIMIT, "blas_threads": "auto"}
 
     def __init__(self, /, _state=None, **kwargs):
         opts = {k: kwargs.pop(k) if k in kwargs and k not in self.INPUTS else v
                 for k, v in self.OPTIONS.items()}
         inputs = kwargs
         self._configure(opts)
-        self.stats = {"updates": 0, "fallbacks": 0, "refreshes": 0, "trigger_seconds": 0.0}
+        self.stats = {"updates": 0, "fallbacks": 0, "refreshes": 0, "trigger_seconds": 0.0,
+                      "probe_failures": 0, "probe_seconds": 0.0}
+        self._prober = _probe.Prober()
         self.saved_meta: dict = {}
         if _state is not None:
             self.dims, self._views, self.updates = _state
@@ -237,6 +252,20 @@ class TriggerModule:
         self.refresh_every = opts["refresh_every"]
         self.check_every = opts["check_every"]
         self.tolerance = opts["tolerance"]
+        self.probe = bool(opts["probe"])
+        self.probe_tolerance = float(opts["probe_tolerance"])
+        self.condition_limit = float(opts["condition_limit"])
+        threads = opts.get("blas_threads", "auto")
+        if threads == "auto":
+            self._threads = {} if user_threads() else {
+                x: self.TRIGGER_BLAS.get(x, TRIGGER_THREADS) for x in self.DYNAMIC}
+        elif threads is None:
+            self._threads = {}
+        elif isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1:
+            self._threads = dict.fromkeys(self.DYNAMIC, threads)
+        else:
+            raise InputError(f"blas_threads must be 'auto', None or a positive int, "
+                             f"not {threads!r}")
 
     # -------------------------------------------------------------- inputs
     def _validate_inputs(self, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:
@@ -288,9 +317,13 @@ class TriggerModule:
             f"{n}({size_text(r)}, {size_text(c)})" for n, (r, c) in self.INPUTS.items())
 
     def _reevaluate(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self._prober.reset()
         views = dict(arrays)
         computed = self._evaluate(self.dims, arrays)
         for name, val in computed.items():
+            if name in self.TRANSIENT:  # evaluated to be inverted; no trigger keeps it
+                self._prober.seed(name, np.asarray(val, dtype=np.float64))
+                continue
             val = np.asarray(val, dtype=np.float64)
             if val.ndim < 2:  # a constant statement such as C = 0.5
                 val = val.reshape(1, -1)
@@ -310,7 +343,7 @@ class TriggerModule:
         if key not in self._views:
             raise KeyError(f"{name!r} is not an output, view or input of {self.PROGRAM} "
                            f"(outputs: {', '.join(self.OUTPUTS)})")
-        out = self._views[key].view()
+        out = self._views[key].copy(order="K")  # a snapshot: views change in place
         out.flags.writeable = False
         return out
 
@@ -335,16 +368,31 @@ class TriggerModule:
         computed from the old views and checked before any view changes)."""
         U, V = self._validate_update(name, U, V)
         t0 = time.perf_counter()
+        if self.updates % _probe.RENEW_EVERY == 0:
+            self._prober.reset(keep=frozenset(self.TRANSIENT))  # fresh vectors now and then
         try:
-            getattr(self, f"on_update_{name}")(U, V)
-        except IllConditioned:
-            # a Woodbury core is (nearly) singular: nothing was applied; re-evaluate instead
-            self.reevaluate_update(name, U, V)
+            with blas_limit(self._threads.get(name)):
+                getattr(self, f"on_update_{name}")(U, V)
+            self._prober.commit()
+        except IllConditioned as why:
+            # a Woodbury core is (nearly) singular or a probe failed: nothing was applied;
+            # re-evaluate instead (refused with nothing changed if that is unsafe too)
+            try:
+                self.reevaluate_update(name, U, V)
+            except NumericalError as e:
+                raise NumericalError(f"update of {name} refused, nothing changed: "
+                                     f"{e.message} (maintenance stopped because {why})",
+                                     hint=e.hint) from None
             self.stats["fallbacks"] += 1
         self.stats["trigger_seconds"] += time.perf_counter() - t0
         self.updates += 1
         self.stats["updates"] += 1
         self._drift_policy()
+
+    def _probe(self, W: str, A: str, dA, dW) -> None:
+        """Phase-1 probe of the maintained inverse ``W = inv(A)`` (see
+        :mod:`.probe`); generated triggers call it after ``rt.check_deltas``."""
+        _probe.probe(self, W, A, dA, dW)
 
     def _validate_update(self, name: str, U, V) -> tuple[np.ndarray, np.ndarray]:
         if name not in self.INPUTS:
@@ -358,6 +406,10 @@ class TriggerModule:
         rows, cols = self._views[name].shape
         out = []
         for what, x, n in (("U", U, rows), ("V", V, cols)):
+            why = real_dtype_problem(x)
+            if why:
+                raise UpdateError(f"update of {name}: {what} is not real: {why}; nothing "
+                                  "was changed")
             try:
                 a = np.array(x.toarray() if sps.issparse(x) else x, dtype=np.float64,
                              order="F")
@@ -388,6 +440,22 @@ class TriggerModule:
         arrays[name] = arrays[name] + U @ V.T
         self._views = self._reevaluate(arrays)
 
+    def _reevaluate_trigger(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
+        """A trigger that re-evaluates (the cost model found maintenance slower): ``name +=
+        U Vᵀ`` in place, then every view from the inputs.  On an error the input is restored
+        (exactly: the touched rows, or a copy) and nothing else has changed."""
+        X = self._views[name]
+        rows, cols = one_hot(U), one_hot(V)
+        where = (rows, slice(None)) if rows is not None else \
+            (slice(None), cols) if cols is not None else (slice(None), slice(None))
+        saved = X[where].copy()
+        add_outer(X, U, V)
+        try:
+            self._views = self._reevaluate({n: self._views[n] for n in self.INPUTS})
+        except BaseException:
+            X[where] = saved
+            raise
+
     def _drift_policy(self) -> None:
         if self.refresh_every and self.updates % self.refresh_every == 0:
             self.refresh()
@@ -403,34 +471,42 @@ class TriggerModule:
 
     def verify(self, detail: bool = False):
         """Max relative error of every view against re-evaluation from the current inputs
-        (``detail=True``: a dict per view).  Costs one full re-evaluation."""
-        fresh = self._evaluate(self.dims, {n: self._views[n] for n in self.INPUTS})
+        (``detail=True``: a dict per view).  Costs one full re-evaluation.  It reports and
+        never raises: when the inputs cannot be re-evaluated (e.g. a matrix to invert is
+        singular) every error is ``inf`` and ``self.verify_error`` says why."""
+        self.verify_error = None
+        try:
+            fresh = self._evaluate(self.dims, {n: self._views[n] for n in self.INPUTS})
+        except NumericalError as e:
+            self.verify_error = e.message
+            errs = dict.fromkeys(self.VIEWS, float("inf"))
+            return errs if detail else max(errs.values(), default=0.0)
         errs = {}
-        for name, ref in fresh.items():
-            ref = np.asarray(ref, dtype=float)
-            scale = max(float(np.max(np.abs(ref))) if ref.size else 0.0, 1e-300)
-            errs[name] = float(np.max(np.abs(self._views[name] - ref))) / scale \
-                if ref.size else 0.0
+        with np.errstate(over="ignore", invalid="ignore"):
+            for name, ref in fresh.items():
+                if name in self.TRANSIENT:
+                    continue
+                ref = np.asarray(ref, dtype=float)
+                if not ref.size:
+                    errs[name] = 0.0
+                    continue
+                scale = max(float(np.max(np.abs(ref))), 1e-300)
+                err = float(np.max(np.abs(self._views[name] - ref))) / scale
+                errs[name] = err if np.isfinite(err) else float("inf")
         return errs if detail else max(errs.values(), default=0.0)
 
     # -------------------------------------------------------------- persistence
     def save(self, path, extra: dict | None = None) -> None:
-        """Write inputs, views, dims, update count and the module source to an ``.npz``,
-        atomically (a temporary file renamed over ``path``).  ``extra`` is stored with
-        them (plain Python literals) and comes back as ``saved_meta["extra"]``."""
-        arrays = {f"view:{k}": v for k, v in self._views_for_saving().items()}
-        meta = {"program": self.PROGRAM, "hash": self.SOURCE_HASH, "updates": self.updates,
-                "dims": self.dims, "extra": dict(extra or {})}
-        buf = io.BytesIO()
-        np.savez(buf, __meta__=np.array(repr(meta)),
-                 __module__=np.array(self.MODULE_SOURCE), **arrays)
-        data = buf.getvalue()
-        tmp = f"{path}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        """Write inputs, views, dims, update count, the program's ``.m`` source and its
+        compile options to an ``.npz`` state file, atomically (see
+        :mod:`linview.statefile`: data and checksums, never code).  ``extra`` (JSON
+        values) is stored with them and comes back as ``saved_meta["extra"]``."""
+        from linview import statefile
+
+        manifest = {"program": self.PROGRAM, "hash": self.SOURCE_HASH,
+                    "updates": int(self.updates), "dims": dict(self.dims),
+                    "extra": dict(extra or {}), **self.PROGRAM_INFO}
+        statefile.write(path, self._views_for_saving(), manifest)
 
     def _views_for_saving(self) -> dict[str, np.ndarray]:
         return self._views
@@ -445,6 +521,9 @@ class TriggerModule:
         want = set(cls.INPUTS) | set(cls.VIEWS)
         if set(views) != want:
             raise StateError("the saved state does not hold the views this program needs")
+        for k, v in views.items():
+            if v.ndim != 2 or not np.all(np.isfinite(v)):
+                raise StateError(f"the saved view {k} is not a finite matrix")
         views = {k: np.asfortranarray(v.astype(np.float64)) for k, v in views.items()}
         out = cls(_state=(dict(meta["dims"]), views, int(meta["updates"])), **options)
         out.saved_meta = meta

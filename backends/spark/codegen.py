@@ -86,6 +86,7 @@ class SparkGenerator(NumpyGenerator):
 
     RUNTIME = "linview.backends.spark"
     BASE_CLASS = "rt.SparkTriggerModule"
+    DROP_TRANSIENT = False  # Spark modules keep every view
 
     def module_doc(self) -> list[str]:
         prog = self.prog

@@ -32,15 +32,17 @@ from linview.backends.spark.blocks import DistMatrix, Transposed
 from linview.backends.spark.context import BlockContext, Transaction, active
 from linview.backends.spark.session import (  # noqa: F401 - part of this module's interface
     SESSION_CONF,
+    STOPPED_HINT,
     get_session,
     local_session,
     package_zip,
     read_parquet,
+    session_stopped,
     ship,
     spark_errors,
     write_parquet,
 )
-from linview.errors import InputError, NumericalError
+from linview.errors import BackendError, InputError, NumericalError
 
 _DIST = (DistMatrix, Transposed)
 
@@ -99,13 +101,24 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     return runtime.fused_dot(A, *blocks, ops=ops)
 
 
-def inv(A, what: str) -> np.ndarray:
+def inv(A, what: str, limit: float | None = None) -> np.ndarray:
     """The inverse of a view, computed on the driver (refused beyond its memory limit)."""
     if isinstance(A, _DIST):
         ctx = (A.base if isinstance(A, Transposed) else A).ctx
         ctx.check_collect(A.shape, f"cannot invert {what} on the Spark driver")
         A = A.to_numpy()
-    return runtime.inv(A, what)
+    return runtime.inv(A, what, limit)
+
+
+def solve(A, B, what: str) -> np.ndarray:
+    """``inv(A) B`` on the driver without forming the inverse (:func:`runtime.solve`)."""
+    if isinstance(A, _DIST):
+        ctx = (A.base if isinstance(A, Transposed) else A).ctx
+        ctx.check_collect(A.shape, f"cannot solve with {what} on the Spark driver")
+        A = A.to_numpy()
+    if isinstance(B, _DIST):
+        B = B.to_numpy()
+    return runtime.solve(A, B, what)
 
 
 def check_deltas(trigger: str, deltas: dict) -> None:
@@ -238,6 +251,10 @@ class SparkTriggerModule(runtime.TriggerModule):
             raise NumericalError(f"{self.PROGRAM}: view {name} is not finite after "
                                  "evaluation", hint="check the inputs' conditioning")
 
+    def _probe(self, W: str, A: str, dA, dW) -> None:
+        """No randomized probe on Spark yet: its inverses rely on the Woodbury core guard
+        and ``check_every`` (see docs/errors.md)."""
+
     def _sweep(self) -> None:
         self._ctx.sweep(getattr(self, "_views", {}).values())
 
@@ -255,9 +272,16 @@ class SparkTriggerModule(runtime.TriggerModule):
         return views
 
     # -------------------------------------------------------------- reading
+    def _alive(self, what: str) -> None:
+        """A :class:`BackendError` when this module's Spark session has been stopped."""
+        if session_stopped(self._ctx.sc):
+            raise BackendError(f"{what}: the Spark session behind these views was stopped",
+                               hint=STOPPED_HINT)
+
     def __getitem__(self, name: str) -> np.ndarray:
         v = self._views.get(self.OUTPUTS.get(name, name))
         if isinstance(v, DistMatrix):
+            self._alive(f"reading {name}")
             with spark_errors(f"reading {name}"):
                 out = v.to_numpy()
             out.flags.writeable = False
@@ -282,6 +306,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         n×k results are collected); phase 2 swaps in the next RDD of every distributed view
         and materializes them all in one job, rolled back as a whole if Spark fails."""
         U, V = self._validate_update(name, U, V)
+        self._alive(f"update of {name}")
         t0 = time.perf_counter()
         with spark_errors(f"update of {name}"):
             txn, fallback = Transaction(), False
@@ -305,14 +330,19 @@ class SparkTriggerModule(runtime.TriggerModule):
         self._drift_policy()
 
     def _fallback(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
+        self._reevaluate_trigger(name, U, V)
+        self.stats["fallbacks"] += 1
+
+    def _reevaluate_trigger(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
+        """A trigger that re-evaluates: every view from the updated inputs."""
         arrays = {n: self._views[n] for n in self.INPUTS}
         X = arrays[name]
         arrays[name] = X.plus_outer(U, V) if isinstance(X, DistMatrix) else X + U @ V.T
         self._views = self._reevaluate(arrays)
-        self.stats["fallbacks"] += 1
 
     def refresh(self) -> None:
         """Re-evaluate every view from the current inputs (distributed products)."""
+        self._alive("refresh")
         with spark_errors("refresh"):
             super().refresh()
             self._sweep()
@@ -321,6 +351,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         """Max relative error of every view against re-evaluation.  Distributed views are
         compared block by block, all of them in one Spark job; only maxima reach the
         driver."""
+        self._alive("verify")
         with spark_errors("verify"):
             fresh = self._evaluate(self.dims, {n: self._views[n] for n in self.INPUTS})
             top: dict[tuple[str, str], float] = {}
@@ -337,14 +368,15 @@ class SparkTriggerModule(runtime.TriggerModule):
         errs = {n: top[n, "diff"] / max(top[n, "ref"], 1e-300) for n in fresh}
         return errs if detail else max(errs.values(), default=0.0)
 
-    def save(self, path) -> None:
+    def save(self, path, extra: dict | None = None) -> None:
         """Collect every view and write the NumPy backend's ``.npz`` format (restore with
         ``linview.restore(path, program=prog, spark=session)``)."""
+        self._alive("save")
         views = self._views
         with spark_errors("save"):
             self._views = {k: v.to_numpy() if isinstance(v, DistMatrix) else v
                            for k, v in views.items()}
         try:
-            super().save(path)
+            super().save(path, extra=extra)
         finally:
             self._views = views

@@ -36,6 +36,9 @@ INSTALL_HINT = ("the Spark backend needs PySpark and a Java runtime (17 or 21): 
 #: Python workers cut the per-task overhead several-fold (Spark 4.1+; ignored before)
 SESSION_CONF = {"spark.ui.showConsoleProgress": "false",
                 "spark.python.unix.domain.socket.enabled": "true"}
+STOPPED_HINT = ("views kept in Spark need their session: keep it running while they are "
+                "used, or save() them before stopping it and linview.restore(path, "
+                "program=prog, spark=new_session) afterwards")
 TASK_HINT = ("check that the Spark session is alive and that executors have numpy, scipy "
              "and linview (linview.backends.spark.runtime.ship(sc) or spark-submit --py-files)")
 
@@ -63,9 +66,25 @@ def spark_errors(what: str):
     except LinviewError:
         raise
     except Exception as e:
+        if session_stopped():
+            raise BackendError(f"{what}: the Spark session was stopped", hint=STOPPED_HINT) \
+                from None
         if not _is_spark_error(e):
             raise
         raise BackendError(f"{what}: Spark failed: {_short(e)}", hint=TASK_HINT) from None
+
+
+def session_stopped(sc=None) -> bool:
+    """Whether ``sc`` (default: the active SparkContext) has been stopped."""
+    if sc is None:
+        try:
+            from pyspark import SparkContext
+        except ImportError:
+            return False
+        sc = SparkContext._active_spark_context
+        if sc is None:
+            return True
+    return getattr(sc, "_jsc", None) is None
 
 
 def _java_available() -> bool:

@@ -3,13 +3,19 @@
 For each strategy the program is compiled with that strategy forced (``auto`` = the cost
 model's choice), loaded on the same random inputs, and fed the same stream of random
 rank-k updates.  ``reeval`` is the baseline: each update is applied to the input and the
-whole program is re-run (``views.reevaluate_update``).  Per-update wall times give median,
-p10 and p90; speedups are ratios of medians against REEVAL measured in the same run.  The
-*memory floor* is one in-place rank-1 pass (``dgemm`` with beta = 1) over every view the
-trigger changes plus one matrix-vector pass (``dgemv``) over every view it reads, timed
-here too; ``trigger/floor`` says how far a trigger is from touching its data
-once.  After the stream, the maintained views are compared with re-evaluation (max
-relative error).
+program *as written* is re-run (``views.reevaluate_update`` of the program lowered with
+``model="written"``: loops step by step, ``^`` by squaring, products in the best chain
+order); ``reeval_model`` re-runs the program as compiled instead.  Each result records the
+BLAS threads and the load average next to its times, and the predicted seconds.
+
+Per-update wall times give median, p10 and p90; speedups are ratios of medians against
+REEVAL measured in the same run.  The *memory floor* is one in-place rank-1 pass
+(``dgemm`` with beta = 1) over every view the trigger changes plus one matrix-vector pass
+(``dgemv``) over every view it reads, timed here too;
+``trigger/floor`` says how far a trigger is from touching its data once.  After the
+stream, the maintained views are compared with re-evaluation (max relative error).
+``probe`` is the share of the update time spent in the randomized residual probes of
+maintained inverses (on by default; see ``backends/numpy/probe.py``).
 """
 
 from __future__ import annotations
@@ -22,8 +28,14 @@ import tracemalloc
 import numpy as np
 import scipy.linalg.blas as blas
 
+from linview.compiler import timemodel
+from linview.compiler.cost import written_program
 from linview.compiler.interp import size_value
-from linview.errors import CompileError
+from linview.errors import CompileError, InputError
+
+#: ``reeval``: the as-written baseline; ``reeval_model``: re-evaluation of the program as
+#: compiled (after an iterative model's transformation), shown labelled as such
+BENCH_STRATEGIES = ("reeval", "reeval_model", "incr", "hybrid", "auto")
 
 
 def random_inputs(prog, rng: np.random.Generator) -> dict[str, np.ndarray | float]:
@@ -70,12 +82,14 @@ def _median_time(fn, repeat: int = 5) -> float:
 
 
 def memory_floor(views, trigger) -> float:
-    """Seconds for one in-place rank-1 pass over each changed view and one ``dgemv`` over
-    each view the trigger reads."""
+    """Seconds for one in-place rank-1 pass over each view the trigger changes (the updated
+    input excepted: a row update writes only its rows) and one ``dgemv`` over each view it
+    reads."""
     from linview.compiler.delta import emitted_exprs
     from linview.compiler.ir import Op
 
-    changed = [vd.name for vd in trigger.deltas]
+    # the updated input itself: a row update touches k rows, not a pass (add_outer)
+    changed = [vd.name for vd in trigger.deltas[1:] if vd.name in views._views]
     read = set()
     for vd in trigger.deltas:
         for e in emitted_exprs(vd):
@@ -87,17 +101,29 @@ def memory_floor(views, trigger) -> float:
         x, y = np.full((A.shape[0], 1), 1e-300), np.ones((A.shape[1], 1))
         total += _median_time(lambda A=A, x=x, y=y: blas.dgemm(
             1.0, x, y, beta=1.0, c=A, trans_b=True, overwrite_c=True))
-    for name in read:
+    for name in read & set(arrays):
         A = arrays[name]
         x = np.ones(A.shape[1])
         total += _median_time(lambda A=A, x=x: blas.dgemv(1.0, A, x))
     return total
 
 
+def _blas_threads() -> int | None:
+    from linview.backends.numpy.runtime import blas_threads
+
+    return blas_threads()
+
+
 def machine() -> dict:
+    from linview.backends.numpy.runtime import THREAD_ENV
+    from linview.compiler.calibrate import rates
+
     return {"python": platform.python_version(), "numpy": np.__version__,
             "machine": platform.machine(), "processor": platform.processor() or "",
-            "cpus": os.cpu_count()}
+            "cpus": os.cpu_count(), "load_avg": list(os.getloadavg()),
+            "blas_threads": _blas_threads(),
+            "thread_env": {v: os.environ[v] for v in THREAD_ENV if v in os.environ},
+            "rates": rates().as_dict()}
 
 
 def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
@@ -110,14 +136,17 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
 
     if not prog.program.dynamic:
         raise CompileError(f"{prog.name} has no dynamic inputs: nothing to benchmark")
+    if updates < 1 or rank < 1:
+        raise InputError(f"bench needs at least one update of rank at least 1 (got "
+                         f"{updates} updates of rank {rank})")
     x = input_name or prog.program.dynamic[0]
     if x not in prog.program.dynamic:
         raise CompileError(f"input {x} is not dynamic",
                            hint="dynamic inputs: " + ", ".join(prog.program.dynamic))
     for s in strategies:
-        if s not in ("reeval", "incr", "hybrid", "auto"):
+        if s not in BENCH_STRATEGIES:
             raise CompileError(f"unknown strategy '{s}'",
-                               hint="valid strategies: reeval, incr, hybrid, auto")
+                               hint="valid strategies: " + ", ".join(BENCH_STRATEGIES))
     rng = np.random.default_rng(seed)
     inputs = random_inputs(prog, rng)
     shape = np.shape(inputs[x])
@@ -125,7 +154,9 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
     base = dict(prog.options)
     source = prog.program.source
     result = {"program": prog.name, "input": x, "dims": base.get("dims", {}), "rank": rank,
-              "updates": updates, "seed": seed, "machine": machine(), "strategies": {}}
+              "updates": updates, "seed": seed, "machine": machine(), "strategies": {},
+              "baseline": "reeval: the program as written (loops step by step, ^ by "
+                          "squaring), re-run after each update"}
     bar = None
     if progress:
         from rich.progress import Progress
@@ -134,13 +165,17 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
         bar.start()
     try:
         for s in strategies:
-            # "reeval" is the baseline: update the input, re-run the whole program
+            # "reeval" is the baseline: update the input, re-run the program as written;
+            # "reeval_model": the same with the program as compiled (transformed by the model)
+            model = "written" if s == "reeval" else base.get("model", "auto")
             variant = linview.compile(
                 source, name=prog.name, filename=prog.program.filename, dims=base.get("dims"),
-                backend=prog.backend, model=base.get("model", "auto"),
-                strategy=None if s in ("auto", "reeval") else s, rank=rank)
+                backend=prog.backend, model=model,
+                strategy=s if s in ("incr", "hybrid") else "reeval" if s.startswith("reeval")
+                else None, rank=rank)
             views = variant.load(**inputs, **(load_options or {}))
-            step = views.reevaluate_update if s == "reeval" else views.update
+            step = views.reevaluate_update if s.startswith("reeval") else views.update
+            load_before = os.getloadavg()[0]
             times = []
             task = bar.add_task(f"{s:>7}", total=updates) if bar else None
             for U, V in stream:
@@ -149,6 +184,7 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
                 times.append(time.perf_counter() - t0)
                 if bar:
                     bar.advance(task)
+            stats = dict(views.stats)  # the probe's share of the measured triggers
             tracemalloc.start()
             base_mem = tracemalloc.get_traced_memory()[0]
             for U, V in stream[:2]:
@@ -158,8 +194,17 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
             err = views.verify()
             trig = variant.plan.triggers[x]
             floor = memory_floor(views, trig)
-            predicted = next(t for t in cost_report(variant)["triggers"]
-                             if t["input"] == x)["reeval" if s == "reeval" else "trigger"]
+            report = next(t for t in cost_report(variant)["triggers"] if t["input"] == x)
+            if s == "reeval":
+                predicted = report["reeval"]
+            elif s == "reeval_model":
+                predicted = {"flops": None, "seconds": timemodel.program_seconds(
+                    variant.program, variant.plan.sizes) + report["reeval"]["seconds"]
+                    - timemodel.program_seconds(written_program(variant), variant.plan.sizes)}
+            else:
+                predicted = report["trigger"]
+            threads = getattr(views, "_threads", {}).get(x) if not s.startswith("reeval") \
+                else None
             t = np.array(times)
             result["strategies"][s] = {
                 "median_s": float(np.median(t)), "p10_s": float(np.percentile(t, 10)),
@@ -169,8 +214,16 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
                 "peak_temp_bytes": int(peak),
                 "view_bytes": int(sum(v.nbytes for v in views._views.values())),
                 "fallbacks": views.stats["fallbacks"],
+                "probe_s": stats.get("probe_seconds", 0.0) / len(times),
+                "probe_share": (stats.get("probe_seconds", 0.0) / sum(times)) if sum(times)
+                else 0.0,
+                "probe_failures": stats.get("probe_failures", 0),
                 "predicted_flops": predicted["flops"],
+                "predicted_s": predicted["seconds"],
                 "chosen": {vd.name: vd.strategy.value for vd in trig.deltas[1:]},
+                "whole_trigger": "reeval" if trig.reevaluate else "maintain",
+                "blas_threads": threads if threads is not None else _blas_threads(),
+                "load_avg": [load_before, os.getloadavg()[0]],
             }
     finally:
         if bar:
@@ -182,6 +235,9 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
     result["ranking"] = {
         "measured": measured,
         "predicted": sorted(result["strategies"],
-                            key=lambda s: result["strategies"][s]["predicted_flops"]),
+                            key=lambda s: result["strategies"][s]["predicted_s"]),
     }
+    if ref:
+        for r in result["strategies"].values():
+            r["predicted_speedup"] = ref["predicted_s"] / r["predicted_s"]
     return result

@@ -110,14 +110,36 @@ def cmd_bench(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from linview.app.stream import run_stream
+    from linview.app.run_cli import cmd_run as run
 
-    prog = _compile(args)
-    stats = run_stream(prog, inputs=args.input, updates=args.updates,
-                       checkpoint=args.checkpoint, out=args.out,
-                       checkpoint_every=args.checkpoint_every,
-                       load_options=load_options(args))
-    print(json.dumps(stats))
+    return run(args, _compile, load_options)
+
+
+def cmd_calibrate(args) -> int:
+    from linview.compiler import calibrate
+
+    path = calibrate.cache_path()
+    if args.show:
+        r, why = calibrate.load(path)
+        if r is None:
+            print(f"{path}: {why}; run 'linview calibrate' to measure")
+            return 0
+    else:
+        r = calibrate.measure()
+        try:
+            calibrate.save(r, path)
+        except OSError as e:
+            raise LinviewError(f"cannot write the calibration to {path}: {e.strerror}",
+                     hint="set LINVIEW_CACHE_DIR to a writable folder") from None
+    if args.json:
+        print(json.dumps({"path": str(path), "rates": r.as_dict()}, indent=2))
+        return 0
+    print(f"calibration ({path}):")
+    print(f"  gemm            {r.gemm_flops / 1e9:8.1f} GFlop/s (all BLAS threads), "
+          f"{r.gemm1_flops / 1e9:.1f} (one)")
+    print(f"  memory stream   {r.stream_bytes / 1e9:8.1f} GB/s (all BLAS threads), "
+          f"{r.stream1_bytes / 1e9:.1f} (one)")
+    print(f"  call overhead   {r.call_s * 1e6:8.2f} µs")
     return 0
 
 
@@ -128,6 +150,19 @@ def cmd_demo(args) -> int:
 
 
 # ------------------------------------------------------------------ parser
+def _count(minimum: int):
+    """An argparse type: an integer >= ``minimum`` (argparse reports anything else)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="linview",
@@ -140,14 +175,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="bind symbolic sizes (for planning, cost and bench)")
         sp.add_argument("--model", default="auto",
                         help="iterative model of E^k and of loops T = A*T + B: exp, linear, "
-                        "skip=S, or auto (cheapest by the cost model; default)")
+                        "skip=S, written (as written: loops step by step, ^ by squaring), "
+                        "or auto (cheapest by the cost model; default)")
         sp.add_argument("--strategy", default=None,
                         help="force incr, hybrid or reeval for every view (default: by cost)")
         if backend:
             sp.add_argument("--backend", default="numpy", choices=["numpy", "spark"])
             sp.add_argument("--master", default=None,
                             help="Spark master URL (spark backend; default local[*])")
-            sp.add_argument("--partitions", type=int, default=None,
+            sp.add_argument("--partitions", type=_count(1), default=None,
                             help="blocks per distributed view (spark backend)")
 
     c = sub.add_parser("compile", help="emit the trigger module")
@@ -165,37 +201,42 @@ def build_parser() -> argparse.ArgumentParser:
 
     k = sub.add_parser("cost", help="predicted cost of re-evaluation vs incremental")
     common(k, backend=False)
-    k.add_argument("--rank", type=int, default=1, help="update rank k (default 1)")
+    k.add_argument("--rank", type=_count(1), default=1, help="update rank k (default 1)")
     k.add_argument("--json", action="store_true", help="machine-readable output")
     k.add_argument("--formulas", action="store_true", help="include symbolic formulas")
     k.set_defaults(func=cmd_cost)
 
     b = sub.add_parser("bench", help="measure re-evaluation vs incremental per update")
     common(b)
-    b.add_argument("--updates", type=int, default=20, help="number of updates (default 20)")
-    b.add_argument("--rank", type=int, default=1, help="update rank k (default 1)")
+    b.add_argument("--updates", type=_count(1), default=20,
+                   help="number of updates (default 20)")
+    b.add_argument("--rank", type=_count(1), default=1, help="update rank k (default 1)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--input", default=None, help="the dynamic input to update")
     b.add_argument("--strategies", default="reeval,incr,hybrid,auto",
-                   help="comma-separated strategies to measure")
+                   help="comma-separated strategies to measure: reeval (the program as "
+                   "written, the baseline), reeval_model (as compiled), incr, hybrid, auto")
     b.add_argument("--json", default=None, metavar="FILE", help="write results as JSON")
     b.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
     b.add_argument("--plot", default=None, metavar="FILE.png", help="bar chart of results")
     b.set_defaults(func=cmd_bench)
 
-    r = sub.add_parser("run", help="apply a stream of updates (JSON lines)")
+    r = sub.add_parser("run", help="apply a stream of update records (JSON lines, Parquet)")
     common(r)
-    r.add_argument("--input", action="append", default=[], metavar="X=x.npy",
-                   help="initial value of an input (.npy, .csv, or a number)")
-    r.add_argument("--updates", required=True, help="a .jsonl file, a directory, or -")
-    r.add_argument("--checkpoint", default=None, metavar="DIR")
-    r.add_argument("--checkpoint-every", type=int, default=100)
-    r.add_argument("--out", default=None, metavar="DIR", help="write outputs per batch")
+    from linview.app.run_cli import add_run_arguments
+
+    add_run_arguments(r)
     r.set_defaults(func=cmd_run)
+
+    cal = sub.add_parser("calibrate", help="measure this machine's rates for the cost model")
+    cal.add_argument("--show", action="store_true", help="print the cached rates, measure "
+                     "nothing")
+    cal.add_argument("--json", action="store_true", help="machine-readable output")
+    cal.set_defaults(func=cmd_calibrate)
 
     d = sub.add_parser("demo", help="run the OLS demo")
     d.add_argument("--backend", default="numpy", choices=["numpy", "spark"])
-    d.add_argument("--n", type=int, default=1000, help="number of features")
+    d.add_argument("--n", type=_count(1), default=1000, help="number of features")
     d.set_defaults(func=cmd_demo)
     return p
 

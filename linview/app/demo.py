@@ -5,6 +5,8 @@ The program is embedded here so the demo runs from an installed package.
 
 from __future__ import annotations
 
+from linview.errors import InputError
+
 OLS = """\
 function beta = ols(X, Y)
   % Ordinary least squares: the beta minimizing ||X*beta - Y||.
@@ -22,6 +24,9 @@ def demo(backend: str = "numpy", n: int = 1000, updates: int = 20) -> int:
     from linview.app.bench import run_bench
     from linview.app.report import print_bench
 
+    if n < 1 or updates < 1:
+        raise InputError(f"the demo needs n >= 1 features and at least one update (got n = "
+                         f"{n}, {updates} updates)")
     console = Console()
     dims = {"m": 2 * n, "n": n, "p": 1}
     console.rule("[bold]linview demo: ordinary least squares")

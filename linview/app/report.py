@@ -40,21 +40,38 @@ def print_cost(console, report: dict) -> None:
                   f"{_bytes(mem['incr'])}")
     for trig in report["triggers"]:
         t = Table(title=f"ON UPDATE {trig['input']}", title_justify="left")
-        for col in ("view", "shape", "rank", "REEVAL flops", "INCR flops", "HYBRID flops",
+        for col in ("view", "shape", "rank", "REEVAL", "INCR", "HYBRID",
                     "bytes (chosen)", "chosen"):
             t.add_column(col, justify="right" if col not in ("view", "chosen") else "left")
+
+        def cell(c):  # flops and predicted time of one strategy
+            if not c:
+                return "—"
+            return f"{_fl(c['flops'])} {_secs(c.get('seconds'))}"
+
         for v in trig["views"]:
             chosen = v["chosen"]
             t.add_row(v["view"], f"{int(v['shape'][0])}×{int(v['shape'][1])}",
-                      f"{v['rank']:g}", _fl(v["reeval"]["flops"]),
-                      _fl(v.get("incr", {}).get("flops")), _fl(v.get("hybrid", {}).get("flops")),
-                      _bytes(v[chosen]["bytes"]), chosen.upper())
+                      f"{v['rank']:g}", cell(v["reeval"]), cell(v.get("incr")),
+                      cell(v.get("hybrid")), _bytes(v[chosen]["bytes"]), chosen.upper())
         console.print(t)
-        console.print(f"  re-evaluate everything: {_fl(trig['reeval']['flops'])} flops, "
-                      f"{_bytes(trig['reeval']['bytes'])} moved;  trigger: "
+        w = trig.get("whole_trigger", {})
+        if "maintain_s" in w:
+            threads = "all BLAS threads" if w["blas_threads"] is None else \
+                f"{w['blas_threads']} BLAS thread" + ("s" if w["blas_threads"] > 1 else "")
+            console.print(f"  whole trigger: maintain {_secs(w['maintain_s'])}, re-evaluate "
+                          f"{_secs(w['reeval_s'])} → [bold]{w['strategy'].upper()}[/] "
+                          f"({threads})")
+        re = trig["reeval"]
+        console.print(f"  re-evaluate as written: {_fl(re['flops'])} flops, "
+                      f"{_bytes(re['bytes'])} moved, {_secs(re.get('seconds'))};  trigger: "
                       f"{_fl(trig['trigger']['flops'])} flops, "
-                      f"{_bytes(trig['trigger']['bytes'])} moved;  predicted speedup "
+                      f"{_bytes(trig['trigger']['bytes'])} moved, "
+                      f"{_secs(trig['trigger'].get('seconds'))};  predicted speedup "
                       f"[bold]{trig['predicted_speedup']:.1f}×[/]")
+        if "reeval_transformed" in trig:
+            console.print("  (re-evaluating the compiled, transformed program would take "
+                          f"{_secs(trig['reeval_transformed']['seconds'])})")
         if "formulas" in trig:
             f = trig["formulas"]
             console.print(f"  re-evaluation flops = {f['reeval']}")
@@ -70,18 +87,29 @@ def print_bench(console, result: dict) -> None:
     console.print(f"[bold]{result['program']}[/]  {dims}  update of {result['input']}, "
                   f"rank {result['rank']}, {result['updates']} updates, seed {result['seed']}")
     t = Table()
-    for col in ("strategy", "median", "p10–p90", "speedup", "÷floor", "error", "temp"):
+    for col in ("strategy", "median", "p10–p90", "speedup", "predicted", "÷floor", "error",
+                "probe", "temp", "threads", "load"):
         t.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
     for s, r in result["strategies"].items():
         sp = r["speedup_vs_reeval"]
         fl = r["trigger_over_floor"]
-        t.add_row(s.upper(), _secs(r["median_s"]), f"{_secs(r['p10_s'])}–{_secs(r['p90_s'])}",
-                  f"{sp:.1f}×" if sp else "—", f"{fl:.1f}×" if fl else "—",
-                  f"{r['max_rel_error']:.0e}", _bytes(r["peak_temp_bytes"]))
+        ps = r.get("predicted_speedup")
+        name = s.upper() + (" (re-evaluates)" if s == "auto" and
+                            r.get("whole_trigger") == "reeval" else "")
+        t.add_row(name, _secs(r["median_s"]), f"{_secs(r['p10_s'])}–{_secs(r['p90_s'])}",
+                  f"{sp:.1f}×" if sp else "—", f"{ps:.1f}×" if ps else "—",
+                  f"{fl:.1f}×" if fl else "—", f"{r['max_rel_error']:.0e}",
+                  f"{r['probe_share']:.1%}" if r.get("probe_s") else "—",
+                  _bytes(r["peak_temp_bytes"]), str(r.get("blas_threads", "—")),
+                  f"{r['load_avg'][-1]:.1f}" if r.get("load_avg") else "—")
     console.print(t)
+    console.print("REEVAL = the program as written, re-run after each update; predicted = "
+                  "the seconds model's speedup; threads = BLAS threads of the update; load = "
+                  "1-minute load average")
     views = max(r["view_bytes"] for r in result["strategies"].values())
     console.print(f"views held: {_bytes(views)}; ÷floor = median over the memory floor "
                   f"({_secs(next(iter(result['strategies'].values()))['floor_s'])} here); "
+                  "probe = share of the update time spent checking maintained inverses; "
                   "temp = peak temporary memory of an update")
     rk = result["ranking"]
     console.print("ranking, fastest first:  measured "

@@ -1,239 +1,327 @@
-"""``linview run``: apply a stream of updates with checkpoints that lose nothing.
+"""``linview run``: apply a stream of update records with checkpoints that lose nothing.
 
-Update records are JSON lines (or Parquet rows with the same fields)::
+The record format is in :mod:`linview.app.records` (and the README, and ``linview run
+--help``).  Protocol per micro-batch: its records are checked (a bad record stops the run
+or, with ``on_error="skip"``, is dropped with a warning; either way nothing of a batch is
+half-applied), appended to the write-ahead log (:mod:`linview.app.wal`, CRC32 per entry, one
+fsync per batch), applied as one rank-k update per input, and the outputs are written
+(:mod:`linview.app.stream_out`).  Every ``checkpoint_every`` batches, and at the end, the views
+are saved with the stream position and the log is emptied.
 
-    {"input": "X", "u": [...], "v": [...]}              rank 1 (U, V also accepted, k×rows)
-    {"input": "X", "row": 17, "delta": [...]}           row 17 changes by delta
-    {"input": "X", "col": 3, "delta": [...]}            column 3 changes by delta
-    {"input": "X", "cell": [i, j], "delta": 0.5}        one entry
-    {"input": "X", "row": 17, "delta": [...], "batch": 9}
-    {"input": "M", "edge": [from, to], "op": "insert"}   an edge of a stochastic input
-                                                         (also "delete"; "base": 1 for
-                                                         Octave's 1-based node ids)
-
-Consecutive records with the same ``batch`` id and input form one micro-batch, applied as
-one rank-k update.  Protocol per batch: the records are appended to a write-ahead log
-(``DIR/wal.jsonl``, fsynced), then applied, then the outputs are written atomically
-(``OUT/latest.npz`` and a line in ``OUT/log.jsonl``).  Every ``checkpoint_every`` batches
-the views are saved atomically with the stream offset (``DIR/state.npz``) and the log is
-truncated.  On restart, the state is restored, logged records past its offset are
-re-applied, and the source is read on from the first record not yet logged: nothing is
-lost or applied twice.  A malformed record is rejected with its line number and nothing
-of its batch is applied.
+A checkpoint directory holds ``state.npz`` (views + position: batch count, records
+consumed, sliding-window slot, a hash chain over the consumed records, the program's and
+the initial inputs' hashes) and ``wal.log``.  The state is written before the first batch
+is logged, so a log without a state is refused, never replayed onto the initial inputs.
+On resume the state is restored, logged batches past it are re-applied, the source's
+first records are checked against the hash chain, and reading goes on after them.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from linview.errors import InputError, UpdateError
-from linview.updates import apply_edge_batch, cell_update, column_update, merge, row_update
+from linview.app import input_files, wal
+from linview.app.records import BatchBuilder, Record, check, parse_line, read_records
+from linview.app.stream_out import Outputs
+from linview.compiler.scaling import scale_views
+from linview.errors import StateError, UpdateError
 
-#: fault injection for tests: die (without cleanup) after this many applied records
+#: fault injection for tests: die (without cleanup) after this many applied batches
 _CRASH_AFTER = int(os.environ.get("LINVIEW_TEST_CRASH_AFTER", "0") or 0)
+#: fault injection for tests: die after logging this batch, before applying it
+_CRASH_LOGGED = int(os.environ.get("LINVIEW_TEST_CRASH_LOGGED", "0") or 0)
+#: fault injection for tests: sleep this long after every batch (to kill -9 mid-stream)
+_DELAY = float(os.environ.get("LINVIEW_TEST_BATCH_DELAY", "0") or 0)
+_START = "0" * 16
 
 
-def _records(source: str) -> Iterator[dict]:
-    if source == "-":
-        files = [None]
-    else:
-        p = Path(source)
-        if p.is_dir():
-            files = sorted([*p.glob("*.jsonl"), *p.glob("*.parquet")])
-        elif p.exists():
-            files = [p]
+def chain(h: str, raw: str) -> str:
+    """The hash chain over consumed records: ``h' = sha256(h + raw)`` (16 hex digits)."""
+    return hashlib.sha256((h + "\n" + raw).encode()).hexdigest()[:16]
+
+
+class Stream:
+    """The engine behind ``linview run`` on both backends: one views object, a checkpoint
+    directory (optional), an output directory (optional) and the position in the source."""
+
+    def __init__(self, prog, *, inputs: list[str], checkpoint=None, out=None,
+                 checkpoint_every: int = 100, on_error: str = "stop", restart: bool = False,
+                 load_options: dict | None = None, warn=None):
+        import linview
+
+        self.prog = prog
+        self.timings: list | None = None
+        self.warn = warn or (lambda msg: print(f"warning: {msg}", file=sys.stderr))
+        self.on_error, self.checkpoint_every = on_error, checkpoint_every
+        self.ckpt = Path(checkpoint) if checkpoint else None
+        self.state = self.ckpt / "state.npz" if self.ckpt else None
+        self.wal_path = self.ckpt / "wal.log" if self.ckpt else None
+        self.out = Outputs(Path(out)) if out else None
+        if restart:
+            self._discard()
+        given = dict(input_files.load(s) for s in inputs)
+        digests = {n: input_files.digest(v) for n, v in given.items()}
+        opts = load_options or {}
+        entries, self.pos = [], {"batch": 0, "offset": 0, "ring": 0, "chain": _START,
+                                 "source_batch": -1}
+        if self.state is not None and self.state.exists():
+            scan = wal.scan(self.wal_path)
+            if scan.torn_at is not None:
+                self.warn(f"discarded a torn last entry of {self.wal_path} at byte "
+                          f"{scan.torn_at} (written when the run stopped; its records are "
+                          "read again from the source)")
+            self.views = linview.restore(self.state, program=prog, **opts)
+            extra = dict(self.views.saved_meta.get("extra", {}))
+            self._check_identity(extra, digests)
+            self.digests = extra["inputs"]
+            self.pos = {k: extra[k] for k in self.pos}
+            entries = [e for e in scan.entries if e["batch"] > self.pos["batch"]]
+            if entries and entries[0]["batch"] != self.pos["batch"] + 1:
+                raise StateError(f"write-ahead log {self.wal_path} starts at batch "
+                                 f"{entries[0]['batch']} but the state is at batch "
+                                 f"{self.pos['batch']}", hint=wal._HINT)
+            good = scan.good_bytes
         else:
-            raise InputError(f"update source {source} does not exist")
-    for f in files:
-        if f is not None and f.suffix == ".parquet":
-            import pyarrow.parquet as pq
+            if self.wal_path is not None and self.wal_path.exists() \
+                    and self.wal_path.stat().st_size:
+                raise StateError(f"checkpoint {self.ckpt} has a write-ahead log but no "
+                                 "state.npz: it cannot be resumed, and replaying the log "
+                                 "onto the initial inputs would give wrong results",
+                                 hint="restore state.npz, or run with --restart to start "
+                                 "over from the initial inputs")
+            self.views = prog.load(**given, **opts)
+            self.digests = digests
+            good = 0
+        self.shapes = {n: tuple(self.views._views[n].shape) for n in self.views.DYNAMIC}
+        self.resumed_at = self.pos["offset"]
+        self.stats = {"resumed_at": self.pos["offset"], "replayed": 0, "applied": 0,
+                      "skipped": 0, "batches": 0}
+        if self.out is not None:
+            self.out.resume(self.pos["batch"])
+        self.log = None
+        if self.ckpt is not None:
+            self.ckpt.mkdir(parents=True, exist_ok=True)
+            if not self.state.exists():
+                self._save()
+            self.log = wal.Writer(self.wal_path, good)
+        self.expected = {self.pos["offset"]: self.pos["chain"]}
+        for e in entries:  # batches logged before a crash but not in the state
+            self.expected[e["first"] + e["count"]] = e["chain"]
+            recs = [parse_line(r, w) for r, w in zip(e["records"], e["where"], strict=True)]
+            self._apply(recs, e["count"], e["chain"], e.get("source_batch", -1), log=False)
+            self.stats["replayed"] += len(recs)
+        self.since_save = len(entries)
 
-            yield from pq.read_table(f).to_pylist()
-            continue
-        stream = sys.stdin if f is None else open(f)  # noqa: SIM115
+    # -------------------------------------------------------------- identity
+    def _check_identity(self, extra: dict, digests: dict) -> None:
+        if "inputs" not in extra:
+            raise StateError(f"{self.state} was not written by linview run",
+                             hint="use --restart to start over")
+        for name, d in digests.items():
+            if name not in extra["inputs"]:
+                raise StateError(f"--input {name} was not given when checkpoint {self.ckpt}"
+                                 " started", hint="use --restart to start over with it")
+            if extra["inputs"][name] != d:
+                raise StateError(f"--input {name} differs from the one checkpoint "
+                                 f"{self.ckpt} started from", hint="give the same file, "
+                                 "or use --restart to start over from the new one")
+
+    def _discard(self) -> None:
+        for p in (self.state, self.wal_path):
+            if p is not None and p.exists():
+                p.unlink()
+        if self.out is not None:
+            self.out.clear()
+
+    def _save(self) -> None:
+        self.views.save(self.state, extra={**self.pos, "inputs": self.digests})
+
+    # -------------------------------------------------------------- batches
+    def check(self, recs: list[Record]) -> list[tuple[Record, list]]:
+        """The records' ops; a bad record raises (stop) or is dropped with a warning."""
+        good = []
+        for rec in recs:
+            try:
+                good.append((rec, check(rec, self.shapes)))
+            except UpdateError as e:
+                if self.on_error == "stop":
+                    raise UpdateError(f"update record {e.message}", hint=(
+                        e.hint + "\n" if e.hint else "") + "(nothing of its batch was "
+                        "applied; --on-error skip drops bad records)") from None
+                self.warn(f"skipped update record {e.message}")
+                self.stats["skipped"] += 1
+        return good
+
+    def apply_batch(self, recs: list[Record], count: int | None = None,
+                    source_batch: int = -1) -> None:
+        """Check, log, apply and publish one micro-batch of source records."""
+        count = len(recs) if count is None else count
+        h = self.pos["chain"]
+        for rec in recs:
+            h = chain(h, rec.raw)
+        good = [rec for rec, _ in self.check(recs)]
+        self._apply(good, count, h, source_batch, log=True)
+        self.stats["applied"] += len(good)
+        if _CRASH_AFTER and self.pos["batch"] >= _CRASH_AFTER:
+            os._exit(86)  # fault injection for the crash-recovery tests
+        if _DELAY:
+            time.sleep(_DELAY)
+        self.since_save += 1
+        if self.ckpt and self.since_save >= self.checkpoint_every:
+            self.checkpoint()
+
+    def _apply(self, recs: list[Record], count: int, h: str, source_batch: int,
+               log: bool) -> None:
+        t_check = time.perf_counter()
+        checked = self.check(recs)
+        batch = self.pos["batch"] + 1
+        if log and self.log is not None:
+            self.log.append({"batch": batch, "first": self.pos["offset"],
+                             "count": count, "chain": h, "source_batch": source_batch,
+                             "records": [r.raw for r in recs], "where": [r.where for r in recs]})
+            if _CRASH_LOGGED and batch >= _CRASH_LOGGED:
+                os._exit(87)  # fault injection: the batch is logged, not applied
+        t0 = time.perf_counter()
+        undo: list = []
         try:
-            for line in stream:
-                if line.strip():
-                    try:
-                        yield json.loads(line)
-                    except json.JSONDecodeError as e:
-                        yield {"__error__": f"not JSON: {e}"}
-        finally:
-            if f is not None:
-                stream.close()
+            ring = self._apply_ops([ops for _, ops in checked], undo)
+        except BaseException:
+            for step in reversed(undo):  # nothing of a batch is half-applied
+                step()
+            raise
+        self.pos = {"batch": batch, "offset": self.pos["offset"] + count, "ring": ring,
+                    "chain": h, "source_batch": max(source_batch, self.pos["source_batch"])}
+        self.stats["batches"] += 1
+        t1 = time.perf_counter()
+        self.stats["seconds"] = self.stats.get("seconds", 0.0) + t1 - t0
+        if self.out is not None:
+            self.out.write(self.views, batch, self.pos["offset"], len(recs), source_batch)
+        if self.timings is not None:  # benchmarks: where the time of a batch goes
+            self.timings.append({"records": len(recs), "check_log": t0 - t_check,
+                                 "trigger": t1 - t0, "output": time.perf_counter() - t1})
+
+    def _apply_ops(self, oplists: list[list], undo: list) -> int:
+        """Apply the ops of a batch: the changes between two scalings as one rank-k update
+        per input, each scaling as a scaling of the views (:mod:`linview.compiler.scaling`)."""
+        ring = self.pos["ring"]
+        builder = None
+        for ops in [*oplists, None]:
+            if ops is not None and ops[0].kind != "scale":
+                if builder is None:
+                    builder = BatchBuilder(lambda n: _readable(self.views._views[n]),
+                                           self.shapes, ring)
+                builder.add(ops)
+                continue
+            if builder is not None:
+                ring = builder.ring
+                for name, (U, V) in builder.updates().items():
+                    self.views.update(name, U, V)
+                    undo.append(lambda name=name, U=U, V=V: self.views.update(name, -U, V))
+                builder = None
+            if ops is not None:
+                factors = {op.input: op.values for op in ops}
+                scale_views(self.views, self.prog.program, factors)
+                undo.append(lambda f=factors: scale_views(
+                    self.views, self.prog.program, {k: 1 / v for k, v in f.items()}))
+        return ring
+
+    def checkpoint(self) -> None:
+        if self.ckpt is None:
+            return
+        self._save()
+        self.log.truncate()
+        self.since_save = 0
+
+    def close(self) -> dict:
+        if self.ckpt is not None:
+            self.checkpoint()
+            self.log.close()
+        return {**self.stats, "offset": self.pos["offset"], "batch": self.pos["batch"]}
+
+    # -------------------------------------------------------------- the NumPy source
+    def records_after_prefix(self, source: str) -> Iterator[Record]:
+        """The source's records after those already consumed, once the consumed prefix is
+        checked against the hash chain (else :class:`StateError` says where it differs)."""
+        h, seq, last = _START, 0, max(self.expected)
+        if self.expected.get(0, _START) != _START:
+            raise StateError("the checkpoint's hash chain does not start empty")
+        for rec in read_records(source):
+            if seq >= last:
+                yield rec
+                continue
+            h = chain(h, rec.raw)
+            seq += 1
+            if seq in self.expected and self.expected[seq] != h:
+                raise StateError(f"the update source {source} no longer holds the records "
+                                 f"this checkpoint applied: the first {seq} records differ "
+                                 f"(last checked: {rec.where})",
+                                 hint="give the same source, or --restart to start over")
+        if seq < last:
+            raise StateError(f"the update source {source} ends after {seq} records, but this "
+                             f"checkpoint applied {last}",
+                             hint="give the same source, or --restart to start over")
 
 
-def factors(rec: dict, shapes: dict[str, tuple[int, int]]):
-    """``(input, U, V)`` of one record (see the module docstring)."""
-    if "__error__" in rec:
-        raise UpdateError(rec["__error__"])
-    name = rec.get("input")
-    if name not in shapes:
-        raise UpdateError(f"unknown input {name!r}", hint="inputs: " + ", ".join(shapes))
-    rows, cols = shapes[name]
-    try:
-        if "u" in rec or "U" in rec:
-            U = np.asarray(rec.get("U", rec.get("u")), dtype=float)
-            V = np.asarray(rec.get("V", rec.get("v")), dtype=float)
-            if U.ndim == 2:  # given as k lists, one per rank-1 term
-                U, V = U.T, V.T
-            return name, U, V
-        if "row" in rec:
-            return (name, *row_update(int(rec["row"]), rec["delta"], rows))
-        if "col" in rec:
-            return (name, *column_update(int(rec["col"]), rec["delta"], cols))
-        if "cell" in rec:
-            i, j = rec["cell"]
-            return (name, *cell_update(int(i), int(j), float(rec["delta"]), (rows, cols)))
-    except (TypeError, ValueError, KeyError) as e:
-        raise UpdateError(f"malformed update record: {e}") from None
-    raise UpdateError("an update record needs u/v, row, col or cell")
+def _readable(v):
+    """Rows, columns and entries of a view for "set" records: a NumPy array as it is; a
+    distributed matrix through one product with a one-hot vector (one Spark job)."""
+    return v if isinstance(v, np.ndarray) else _OneHotReader(v)
 
 
-def _batches(records: Iterator[dict], start: int) -> Iterator[tuple[int, list[dict]]]:
-    """``(sequence number of the first record, records)`` per batch, from ``start``."""
-    batch: list[dict] = []
-    first = 0
-    for seq, rec in enumerate(records):
-        if seq < start:
-            continue
-        same = batch and "batch" in rec and rec.get("batch") == batch[-1].get("batch") \
-            and rec.get("input") == batch[-1].get("input")
-        if batch and not same:
-            yield first, batch
+class _OneHotReader:
+    def __init__(self, A):
+        self.A = A
+
+    def __getitem__(self, key):
+        i, j = key
+        m, n = self.A.shape
+        if isinstance(i, int):
+            e = np.zeros((m, 1))
+            e[i] = 1.0
+            row = np.asarray(self.A.dot(e, transpose=True)).ravel()
+            return row if not isinstance(j, int) else row[j]
+        e = np.zeros((n, 1))
+        e[j] = 1.0
+        return np.asarray(self.A.dot(e)).ravel()
+
+
+def batches(records: Iterator[Record], max_batch: int) -> Iterator[list[Record]]:
+    """Micro-batches: consecutive records with the same ``"batch"`` id, else up to
+    ``max_batch`` consecutive records without one."""
+    batch: list[Record] = []
+    key = None
+    for rec in records:
+        k = rec.data.get("batch", None) if isinstance(rec.data, dict) else None
+        if batch and (k != key or (k is None and len(batch) >= max_batch)):
+            yield batch
             batch = []
-        if not batch:
-            first = seq
+        key = k
         batch.append(rec)
     if batch:
-        yield first, batch
-
-
-def _load_input(spec: str):
-    name, eq, value = spec.partition("=")
-    if not eq:
-        raise InputError(f"bad --input '{spec}'", hint="write NAME=FILE.npy or NAME=NUMBER")
-    p = Path(value)
-    try:
-        if p.suffix == ".npy":
-            return name, np.load(p)
-        if p.suffix == ".csv":
-            return name, np.loadtxt(p, delimiter=",", ndmin=2)
-        return name, float(value)
-    except (OSError, ValueError) as e:
-        raise InputError(f"cannot read input {name} from {value}: {e}") from None
+        yield batch
 
 
 def run_stream(prog, *, inputs: list[str], updates: str, checkpoint: str | None = None,
-               out: str | None = None, checkpoint_every: int = 100,
+               out: str | None = None, checkpoint_every: int = 100, max_batch: int = 1,
+               on_error: str = "stop", restart: bool = False, progress=None, warn=None,
                load_options: dict | None = None) -> dict:
-    import linview
-
-    ckpt = Path(checkpoint) if checkpoint else None
-    state = ckpt / "state.npz" if ckpt else None
-    wal = ckpt / "wal.jsonl" if ckpt else None
-    if state is not None and state.exists():
-        views = linview.restore(state, program=prog, **(load_options or {}))
-        offset = int(views.saved_meta.get("extra", {}).get("offset", 0))
-    else:
-        views = prog.load(**dict(_load_input(s) for s in inputs), **(load_options or {}))
-        offset = 0
-    shapes = {n: views._views[n].shape for n in views.INPUTS}
-    outdir = Path(out) if out else None
-    if outdir:
-        outdir.mkdir(parents=True, exist_ok=True)
-    if ckpt:
-        ckpt.mkdir(parents=True, exist_ok=True)
-    stats = {"resumed_at": offset, "replayed": 0, "applied": 0, "batches": 0}
-
-    def apply(first: int, batch: list[dict]) -> None:
-        if "edge" in batch[0]:  # edge records of a stochastic input (linview.updates)
-            apply_edge_batch(views, first, batch)
-            _done(first, batch)
-            return
-        parsed = []
-        for i, rec in enumerate(batch):
-            try:
-                parsed.append(factors(rec, shapes))
-            except UpdateError as e:
-                raise UpdateError(f"update record {first + i}: {e.message}", hint=e.hint) \
-                    from None
-        name = parsed[0][0]
-        U, V = merge([(u, v) for _, u, v in parsed]) if len(parsed) > 1 else parsed[0][1:]
-        views.update(name, U, V)
-        _done(first, batch)
-
-    def _done(first: int, batch: list[dict]) -> None:
-        nonlocal offset
-        offset = first + len(batch)
-        stats["batches"] += 1
-        if outdir:
-            _write_outputs(views, outdir, offset)
-
-    # 1. records logged before a crash but not in the checkpoint
-    logged_until = offset
-    if wal is not None and wal.exists():
-        pending = []
-        for line in wal.read_text().splitlines():
-            entry = json.loads(line)
-            if entry["seq"] >= offset:
-                pending.append(entry)
-        for first, batch in _group(pending):
-            apply(first, batch)
-            stats["replayed"] += len(batch)
-        logged_until = max([offset] + [e["seq"] + 1 for e in pending])
-    # 2. the source, from the first record not yet logged
-    since_ckpt = 0
-    log = open(wal, "a") if wal is not None else None  # noqa: SIM115
+    """Apply the records of ``updates`` (a file, a directory or ``-``); return stats."""
+    s = Stream(prog, inputs=inputs, checkpoint=checkpoint, out=out, on_error=on_error,
+               checkpoint_every=checkpoint_every, restart=restart, load_options=load_options,
+               warn=warn)
     try:
-        for first, batch in _batches(_records(updates), logged_until):
-            if log is not None:
-                for i, rec in enumerate(batch):
-                    log.write(json.dumps({"seq": first + i, "rec": rec}) + "\n")
-                log.flush()
-                os.fsync(log.fileno())
-            apply(first, batch)
-            stats["applied"] += len(batch)
-            if _CRASH_AFTER and stats["applied"] >= _CRASH_AFTER:
-                os._exit(86)  # fault injection for the crash-recovery test
-            since_ckpt += 1
-            if ckpt and since_ckpt >= checkpoint_every:
-                views.save(state, extra={"offset": offset})
-                log.truncate(0)
-                since_ckpt = 0
+        for batch in batches(s.records_after_prefix(updates), max_batch):
+            s.apply_batch(batch)
+            if progress is not None:
+                progress(s)
     finally:
-        if ckpt:
-            views.save(state, extra={"offset": offset})
-            if log is not None:
-                log.truncate(0)
-                log.close()
-    stats["offset"] = offset
-    stats["verify"] = views.verify()
+        stats = s.close()
+    stats["verify"] = s.views.verify()
     return stats
-
-
-def _group(entries: list[dict]) -> Iterator[tuple[int, list[dict]]]:
-    recs = [e["rec"] for e in entries]
-    if not entries:
-        return
-    base = entries[0]["seq"]
-    for first, batch in _batches(iter(recs), 0):
-        yield base + first, batch
-
-
-def _write_outputs(views, outdir: Path, offset: int) -> None:
-    outs = views.outputs
-    tmp = outdir / "latest.npz.tmp"
-    with open(tmp, "wb") as f:
-        np.savez(f, **{k: np.asarray(v) for k, v in outs.items()})
-    os.replace(tmp, outdir / "latest.npz")
-    with open(outdir / "log.jsonl", "a") as f:
-        f.write(json.dumps({"offset": offset, "updates": views.updates,
-                            "norms": {k: float(np.linalg.norm(v)) for k, v in outs.items()}})
-                + "\n")

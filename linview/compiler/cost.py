@@ -1,10 +1,6 @@
-"""Cost model: flops, bytes and memory of re-evaluation and of each trigger strategy.
+"""Cost model decisions and reports: strategy per view, iterative model, ``linview cost``.
 
-Counts are sympy expressions in the program's sizes and the update rank ``k`` (symbolic
-formulas), evaluated numerically under bound sizes for decisions.  Conventions: a product
-(a×b)(b×c) costs 2abc flops, an inverse 2n³, elementwise work one flop per entry, and
-applying ``V += P Qᵀ`` costs 2·rows·cols·rank.  Bytes count 8 per float64 read or written
-by each operation (inputs read once, result written once).
+The counts come from :mod:`.counts`, the seconds from :mod:`.timemodel` (calibrated rates).
 
 The per-view strategy chooser (:func:`strategy_chooser`) is greedy in program order:
 
@@ -16,49 +12,26 @@ The per-view strategy chooser (:func:`strategy_chooser`) is greedy in program or
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import sympy as sp
 
 from linview.compiler import ir, passes
+from linview.compiler.counts import (  # noqa: F401 - part of this module's interface
+    SizeFn,
+    count,
+    node_counts,
+    plan_terms,
+    program_counts,
+    strategy_counts,
+    symbolic,
+    view_memory,
+)
 from linview.compiler.delta import Strategy, TriggerOptions, build_trigger
-from linview.compiler.ir import Node, Op
-from linview.compiler.lower import Options, lower
-from linview.compiler.ops import OPS, Term, sum_terms
-from linview.compiler.optimize import ChainPlanner, Sizes
+from linview.compiler.lower import Options, TooLarge, lower
+from linview.compiler.ops import Term
+from linview.compiler.optimize import Sizes
 from linview.errors import CompileError
 
-SizeFn = Callable[[sp.Expr], object]
-
-
-def count(n: Node, size: SizeFn, seen: set[int] | None = None) -> tuple[object, object]:
-    """``(flops, bytes)`` to evaluate ``n`` once; shared subexpressions count once.
-    ``size`` maps a size expression to a number (numeric) or itself (symbolic).  Flops are
-    each op's ``flops`` entry (:data:`.ops.OPS`); bytes are its operands read and its result
-    written (constants are free)."""
-    seen = set() if seen is None else seen
-    fl, by = 0, 0
-    for m in n.walk():
-        if id(m) in seen or m.op in ir.LEAVES:
-            continue
-        seen.add(id(m))
-        fl += OPS[m.op].flops(m, size)
-        ins = [size(x.rows) * size(x.cols) for x in m.children
-               if x.op not in ir.CONSTANT_LEAVES]
-        by += 8 * (sum(ins) + size(m.rows) * size(m.cols))
-    return fl, by
-
-
-def symbolic(e):
-    return sp.sympify(e)
-
-
 # ------------------------------------------------------------------ strategy choice
-def _plan_terms(terms, sizes: Sizes) -> list[Node]:
-    ctx = passes.Context(sizes, planner=ChainPlanner(sizes))
-    return [passes.simplify(x, ctx) for t in terms for x in (t.P, t.Q)]
-
-
 #: a rough machine model for decisions: sustained flop rate of BLAS-3 and memory bandwidth.
 #: Matrix-vector work is bound by bytes, matrix-matrix work by flops; the estimated time of
 #: an operation is ``flops / FLOP_RATE + bytes / BYTE_RATE``.
@@ -79,40 +52,12 @@ def strategy_costs(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
     REEVAL pays for forming the new value of each changed operand (``V + P Qᵀ``) and for
     evaluating the statement; INCR for its factor expressions and ``V += P Qᵀ``; HYBRID for
     summing the terms into one dense delta and ``V += D``."""
+    if size is None:  # numeric: the calibrated seconds model
+        from linview.compiler.timemodel import strategy_seconds
+
+        return strategy_seconds(st, terms, sizes, changed)
     return {s: seconds(*fb) for s, fb in strategy_counts(st, terms, sizes, changed,
                                                          size).items()}
-
-
-def strategy_counts(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
-                    changed: set[str] = frozenset(), size: SizeFn | None = None
-                    ) -> dict[Strategy, tuple[object, object]]:
-    """``{strategy: (flops, bytes)}`` for keeping ``st`` fresh (see :func:`strategy_costs`)."""
-    size = size or sizes.value
-    rows, cols = size(st.expr.rows), size(st.expr.cols)
-
-    def new_value(leaf: Node) -> Node | None:  # the operand's new value, as a trigger has it
-        if leaf.op not in (Op.VIEW, Op.INPUT) or leaf.attr not in changed:
-            return None
-        u = ir.factor(f"dU_{leaf.attr}", (leaf.rows, 1))
-        v = ir.factor(f"dV_{leaf.attr}", (leaf.cols, 1))
-        return ir.add(leaf, ir.matmul(u, ir.transpose(v)))
-
-    new = ir.map_leaves(st.expr, new_value)
-    fl, by = count(passes.simplify(new, passes.Context(sizes)), size, set())
-    out = {Strategy.REEVAL: (fl + rows * cols, by + 16 * rows * cols)}
-    if terms is None:
-        return out
-    seen: set[int] = set()
-    fl = by = 0
-    for n in _plan_terms(terms, sizes):
-        f, b = count(n, size, seen)
-        fl, by = fl + f, by + b
-    rank = sum((size(t.rank) for t in terms), 0)
-    out[Strategy.INCR] = (fl + 2 * rows * cols * rank, by + 16 * rows * cols)
-    dense = passes.simplify(sum_terms(list(terms)), passes.Context(sizes))
-    f, b = count(dense, size, set())
-    out[Strategy.HYBRID] = (f + rows * cols, b + 24 * rows * cols)
-    return out
 
 
 def strategy_chooser(bindings: dict[str, int], rank: int = 1):
@@ -136,32 +81,44 @@ def strategy_chooser(bindings: dict[str, int], rank: int = 1):
     return choose
 
 
-MODEL_CANDIDATES = (Options("exp"), Options("linear"), Options("skip", 2), Options("skip", 4),
-                    Options("skip", 8))
+MODEL_CANDIDATES = (Options("written"), Options("exp"), Options("linear"), Options("skip", 2),
+                    Options("skip", 4), Options("skip", 8))
+#: ``auto`` plans only the models whose lowered program has at most this many statements
+#: (or the fewest, if none is that small)
+AUTO_MAX_STATEMENTS = 200
 
 
 def choose_model(module_ast, source, filename, dims, rank) -> tuple[ir.Program, Options]:
-    """``--model auto``: lower once with each iterative model and keep the program with the
-    cheapest total trigger cost (the first, ``exp``, on ties).  Returns the lowered program
-    it chose, so the caller does not lower again."""
+    """``--model auto``: lower once with each iterative model (the program as written
+    first) and keep the cheapest total trigger cost, where a trigger costs the cheaper of
+    maintaining and re-evaluating (:func:`.timemodel.model_seconds`).  Returns the lowered
+    program it chose, so the caller does not lower again.  Models whose program is over the
+    size limit are skipped; if every one is, the default model's error is raised."""
+    from linview.compiler.timemodel import model_seconds
+
     sizes = Sizes(dict(dims), rank)
+    candidates = []
+    for opts in MODEL_CANDIDATES:
+        try:
+            candidates.append((opts, lower(module_ast, source, filename, opts)))
+        except TooLarge:
+            continue
+    if not candidates:  # every model is over the limit: say so for the default one
+        lower(module_ast, source, filename, Options("exp"))
+    smallest = min(len(p.statements) for _, p in candidates)
     best = None
     seen: set[tuple] = set()
-    for opts in MODEL_CANDIDATES:
-        lowered = lower(module_ast, source, filename, opts)
+    for opts, lowered in candidates:
+        if len(lowered.statements) > max(AUTO_MAX_STATEMENTS, smallest):
+            continue  # planning cost grows with the statements; never chosen for size
         program = passes.run_program(lowered, sizes)
         key = tuple((s.name, id(s.expr)) for s in program.statements)
         if key in seen:  # no powers or recurrences: every model gives this program
             continue
         seen.add(key)
-        chooser = strategy_chooser(dims, rank)
-        total = 0.0
-        for x in program.dynamic:
-            trig = build_trigger(program, x, TriggerOptions(choose=chooser))
-            for vd in trig.deltas[1:]:
-                st = program.statement(vd.name)
-                total += float(strategy_costs(st, list(vd.terms) if vd.terms else None,
-                                              sizes)[vd.strategy])
+        # per trigger the cheaper of maintaining and re-evaluating (seconds model)
+        total = model_seconds(program, TriggerOptions(choose=strategy_chooser(dims, rank)),
+                              sizes)
         if best is None or total < best[0]:
             best = (total, lowered, opts)
     return best[1], best[2]
@@ -170,36 +127,6 @@ def choose_model(module_ast, source, filename, dims, rank) -> tuple[ir.Program, 
 # ------------------------------------------------------------------ reports
 def _num(x) -> float:
     return float(x)
-
-
-def program_counts(program: ir.Program, size: SizeFn,
-                   sizes: Sizes | None = None) -> tuple[object, object]:
-    """``(flops, bytes)`` of evaluating every view of ``program`` once (products in the
-    order chosen for ``sizes``)."""
-    planner = ChainPlanner(sizes or Sizes())
-    seen: set[int] = set()
-    fl = by = 0
-    for st in program.statements:
-        f, b = count(planner.order(st.expr), size, seen)
-        fl, by = fl + f, by + b
-    return fl, by
-
-
-def view_memory(program: ir.Program, size: SizeFn, reeval: bool) -> object:
-    """Bytes held: inputs and every view (incremental strategies keep them all), or for
-    re-evaluation inputs, outputs and the two largest intermediates (thesis §6.4)."""
-    inputs = sum((size(d.shape[0]) * size(d.shape[1]) for d in program.inputs), 0)
-    views = [size(s.expr.rows) * size(s.expr.cols) for s in program.statements]
-    if not reeval:
-        return 8 * (inputs + sum(views, 0))
-    outs = {n.attr for _, n in program.outputs}
-    out_size = sum((size(s.expr.rows) * size(s.expr.cols) for s in program.statements
-                    if s.name in outs), 0)
-    inter = [size(s.expr.rows) * size(s.expr.cols) for s in program.statements
-             if s.name not in outs]
-    if size is symbolic:
-        return 8 * (inputs + out_size + sum(inter[-2:], 0))
-    return 8 * (inputs + out_size + sum(sorted(inter)[-2:], 0))
 
 
 def cost_report(compiled, formulas: bool = False) -> dict:
@@ -215,41 +142,95 @@ def cost_report(compiled, formulas: bool = False) -> dict:
     if missing:
         raise CompileError("cost needs a value for every size; missing: " + ", ".join(missing),
                            hint="give them with --dims " + ",".join(f"{m}=..." for m in missing))
-    re_fl, re_by = program_counts(prog, sizes.value, sizes)
+    from linview.compiler import timemodel
+    from linview.compiler.calibrate import rates
+
+    r = rates()
+    report["rates"] = r.as_dict()
+    written = written_program(compiled)
+    re_fl, re_by = program_counts(written, sizes.value, sizes)
     report["memory"] = {"reeval": view_memory(prog, sizes.value, True),
                         "incr": view_memory(prog, sizes.value, False)}
+    topts = compiled.options.get("trigger_options")
     for x, trig in plan.triggers.items():
         decl = prog.input(x)
         apply = 2 * sizes.value(decl.shape[0]) * sizes.value(decl.shape[1]) * sizes.rank
         rows = []
-        totals = {"chosen": [apply, 0.0]}
+        k_, cols_ = sizes.rank, _num(sizes.value(decl.shape[1]))
+        # X += U Vᵀ with a one-hot U (a row update) touches k rows of X
+        totals = {"chosen": [2.0 * k_ * cols_ * k_, 16.0 * k_ * cols_]}
         raw = build_trigger(prog, x, compiled.options.get("trigger_options"))
         changed = {x}
         for vd_raw, vd in zip(raw.deltas[1:], trig.deltas[1:], strict=True):
             st = prog.statement(vd.name)
             counts = strategy_counts(st, list(vd_raw.terms) if vd_raw.terms else None,
-                                     sizes, changed)
+                                     sizes, changed, one_hot=timemodel.ONE_HOT)
             changed.add(vd.name)
             row = {"view": vd.name, "shape": [_num(sizes.value(st.expr.rows)),
                                               _num(sizes.value(st.expr.cols))],
                    "chosen": vd.strategy.value,
                    "rank": _num(sizes.value(vd.rank)),
                    "reason": vd.reason}
+            secs = timemodel.strategy_seconds(st, list(vd_raw.terms) if vd_raw.terms else None,
+                                              sizes, changed - {vd.name}, r)
             for s_, (f, b) in counts.items():
-                row[s_.value] = {"flops": _num(f), "bytes": _num(b)}
+                row[s_.value] = {"flops": _num(f), "bytes": _num(b), "seconds": secs[s_]}
             rows.append(row)
             f, b = counts[vd.strategy]
             totals["chosen"][0] += _num(f)
             totals["chosen"][1] += _num(b)
         reeval_total = _num(re_fl) + apply
-        entry = {"input": x, "views": rows,
-                 "reeval": {"flops": reeval_total, "bytes": _num(re_by)},
-                 "trigger": {"flops": totals["chosen"][0], "bytes": totals["chosen"][1]},
-                 "predicted_speedup": reeval_total / max(totals["chosen"][0], 1.0)}
+        # the baseline: the program as written, re-run after X + U Vᵀ (in new memory)
+        base_s = timemodel.program_seconds(written, sizes, r) + \
+            timemodel.input_update_seconds(prog, x, sizes, r, False, in_place=False) + \
+            timemodel.evaluation_overhead(written, sizes, r, False)
+        choice = timemodel.trigger_choice(prog, x, topts, sizes, r) if topts and \
+            topts.choose else None
+        whole = {"strategy": "reeval" if trig.reevaluate else "maintain",
+                 "reason": trig.reevaluate, "blas_threads": trig.blas_threads}
+        if choice:
+            whole.update(maintain_s=choice["maintain_s"], reeval_s=choice["reeval_s"])
+        if choice:
+            trig_s = choice["seconds"]
+        elif trig.reevaluate:  # forced: the program re-runs after X += U Vᵀ in place
+            trig_s = timemodel.program_seconds(prog, sizes, r) + \
+                timemodel.input_update_seconds(prog, x, sizes, r, False) + \
+                timemodel.evaluation_overhead(prog, sizes, r, False)
+        else:
+            trig_s = sum(v[v["chosen"]]["seconds"] for v in rows)
+        if trig.reevaluate:  # the whole program runs: its flops and bytes
+            fl, by = program_counts(prog, sizes.value, sizes)
+            totals["chosen"] = [_num(fl), _num(by)]
+        entry = {"input": x, "views": rows, "whole_trigger": whole,
+                 "reeval": {"flops": reeval_total, "bytes": _num(re_by), "seconds": base_s,
+                            "model": "written"},
+                 "trigger": {"flops": totals["chosen"][0], "bytes": totals["chosen"][1],
+                             "seconds": trig_s},
+                 "predicted_speedup": base_s / max(trig_s, 1e-12),
+                 "predicted_speedup_flops": reeval_total / max(totals["chosen"][0], 1.0)}
+        if [st.name for st in prog.statements] != [st.name for st in written.statements]:
+            t_s = timemodel.program_seconds(prog, sizes, r)
+            if t_s < timemodel.program_seconds(written, sizes, r):
+                # a transformed re-evaluation is cheaper: shown, labelled as such
+                entry["reeval_transformed"] = {"seconds": t_s, "model": "as compiled"}
         if formulas:
             entry["formulas"] = symbolic_formulas(compiled, x)
         report["triggers"].append(entry)
     return report
+
+
+def written_program(compiled) -> ir.Program:
+    """The compiled program lowered as written (loops step by step, ``^`` by squaring,
+    products in the best chain order): the re-evaluation baseline of ``cost`` and
+    ``bench``."""
+    from linview.frontend.parser import parse
+
+    prog = compiled.plan.program
+    if compiled.options.get("model") == "written":
+        return prog
+    module_ast = parse(prog.source, prog.filename)
+    return passes.run_program(lower(module_ast, prog.source, prog.filename, Options("written")),
+                              compiled.plan.sizes)
 
 
 def symbolic_formulas(compiled, x: str) -> dict:

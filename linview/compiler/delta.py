@@ -91,6 +91,11 @@ class Trigger:
 
     input: str
     deltas: tuple[ViewDelta, ...]
+    #: why the whole trigger re-evaluates the program instead of maintaining the views
+    #: (the cost model found every maintenance slower); empty when it maintains them
+    reevaluate: str = ""
+    #: BLAS threads the trigger runs with (None: all of them)
+    blas_threads: int | None = 1
 
     def delta(self, name: str) -> ViewDelta:
         for d in self.deltas:

@@ -41,10 +41,13 @@ def _program(prog: ir.Program, symmetric=frozenset()) -> list[str]:
     return out
 
 
-def trigger_listing(trig: Trigger) -> list[str]:
+def trigger_listing(trig: Trigger, transient=frozenset()) -> list[str]:
     first = trig.deltas[0]
     out = [f"ON UPDATE {trig.input} BY (U, V):    "
            f"U: {printer.fmt_shape(first.left)}, V: {printer.fmt_shape(first.right)}"]
+    if trig.reevaluate:
+        return out + [f"  {trig.input} += U Vᵀ; re-evaluate every view    -- whole-trigger "
+                      f"re-evaluation: {trig.reevaluate}"]
     applies = [f"{trig.input} += U Vᵀ"]
     for vd in trig.deltas[1:]:
         if vd.strategy is Strategy.INCR:
@@ -53,7 +56,8 @@ def trigger_listing(trig: Trigger) -> list[str]:
             qs = ", ".join(printer.fmt(t.Q) for t in vd.terms)
             out.append(f"  {vd.left.attr} := [{ps}];    rank {vd.rank}{tag}")
             out.append(f"  {vd.right.attr} := [{qs}];")
-            applies.append(f"{vd.name} += {vd.left.attr} {vd.right.attr}ᵀ")
+            if vd.name not in transient:  # not kept: only its inverse reads it
+                applies.append(f"{vd.name} += {vd.left.attr} {vd.right.attr}ᵀ")
         elif vd.strategy is Strategy.HYBRID:
             out.append(f"  {vd.left.attr} := {printer.fmt(vd.dense)};    dense "
                        f"{printer.fmt_shape(vd.left)} (hybrid)")
@@ -84,7 +88,10 @@ def explain(compiled, after: str | None = None) -> str:
     elif after == "triggers":
         lines = _program(plan.program, plan.symmetric)
         for trig in plan.triggers.values():
-            lines += [""] + trigger_listing(trig)
+            lines += [""] + trigger_listing(trig, getattr(plan, "transient", frozenset()))
+        if getattr(plan, "transient", None):
+            lines += ["", "not kept (read only through their inverse): "
+                      + ", ".join(sorted(plan.transient))]
         if not plan.triggers:
             lines += ["", "no dynamic inputs: nothing to maintain"]
     else:

@@ -31,6 +31,13 @@ from linview.frontend import syntax
 from linview.solve_lowering import SolveLowering
 
 SUPPORTED_FUNCTIONS = ("eye", "zeros", "ones", "size", "inv", "transpose", "sum", "trace")
+#: a program that lowers (loops unrolled, powers expanded) to more statements is refused:
+#: planning costs tens of milliseconds per statement
+MAX_STATEMENTS = 500
+
+
+class TooLarge(CompileError):
+    """The lowered program exceeds :data:`MAX_STATEMENTS`."""
 
 
 class _Lowerer(SolveLowering):
@@ -42,6 +49,7 @@ class _Lowerer(SolveLowering):
         self.uni = Unifier()
         self.env: dict[str, Node] = {}
         self.statements: list[ir.Statement] = []
+        self.taken: set[str] = set()  # names of self.statements
         self.names: set[str] = set()
         self.version: dict[str, int] = {}
         self.total: dict[str, int] = {}
@@ -211,7 +219,7 @@ class _Lowerer(SolveLowering):
         if st.var in self.env and st.var not in self.loop_vars:
             raise self.parse_error(f"loop variable '{st.var}' shadows a variable", st.pos)
         self.loop_vars.add(st.var)
-        if self.options.model != "linear" and len(trips) > 1:
+        if self.options.model not in ("linear", "written") and len(trips) > 1:
             match = models.match_recurrence(st, self.env)
             if match is not None and models.recurrence(self, st, match, len(trips)):
                 return
@@ -242,7 +250,7 @@ class _Lowerer(SolveLowering):
 
     def unique(self, name: str) -> str:
         base, i = name, 1
-        taken = {s.name for s in self.statements}
+        taken = self.taken
         while name in taken or (name != base and name in self.names):
             i += 1
             name = f"{base}{i}"
@@ -252,7 +260,15 @@ class _Lowerer(SolveLowering):
         name = self.unique(name)
         text, line = self.origin(st if st is not None else self.current)
         value = self.fresh(value)
+        if len(self.statements) >= MAX_STATEMENTS:
+            where = f" (at {self.filename}:{line})" if line else ""
+            raise TooLarge(
+                f"the program unrolls to more than {MAX_STATEMENTS} statements{where} "
+                f"(model '{self.options.model}'); linview refuses programs this large",
+                hint="write powers as A^k and recurrences as T = A*T + B so that the 'exp' "
+                "or 'skip=S' models lower them in O(log k) steps, or use fewer iterations")
         self.statements.append(ir.Statement(name, value, text, line))
+        self.taken.add(name)
         return ir.view(name, value.shape)
 
     def materialize(self, value: Node, name: str) -> Node:
@@ -413,10 +429,15 @@ class _Lowerer(SolveLowering):
             return base
         if base.op is Op.CONST:
             return ir.const(base.attr ** k)
-        if base.is_scalar:
-            out = base
-            for _ in range(k - 1):
-                out = self.build(Op.EMUL, out, base, pos=e.pos)
+        if base.is_scalar:  # repeated squaring: depth and size O(log k)
+            out, square = None, base
+            while k:
+                if k & 1:
+                    out = square if out is None else self.build(Op.EMUL, out, square,
+                                                                pos=e.pos)
+                k >>= 1
+                if k:
+                    square = self.build(Op.EMUL, square, square, pos=e.pos)
             return out
         return models.power(self, self.materialize(base, f"{hint}_base"), k, e.pos)
 
@@ -491,5 +512,5 @@ def lower(module: syntax.Module, source: str = "", filename: str = "<string>",
     options = options or Options()
     if options.model not in MODELS:
         raise CompileError(f"unknown iterative model '{options.model}'",
-                           hint="valid models: exp, linear, skip=S, auto")
+                           hint="valid models: exp, linear, skip=S, written, auto")
     return _Lowerer(module, source, filename, options).run()

@@ -4,7 +4,10 @@
 * ``exp``: exponentiation by squaring, ``P_{2i} = P_i P_i``; a recurrence jumps by powers
   of two, ``T_{2i} = P_i T_i + S_i B`` with the sums of powers ``S_{2i} = P_i S_i + S_i``;
 * ``skip=s``: squaring up to ``P_s`` (and ``S_s``), then steps of ``s``:
-  ``T_{i+s} = P_s T_i + S_s B``.
+  ``T_{i+s} = P_s T_i + S_s B``;
+* ``written``: the program as the user wrote it and Octave runs it: loops step by step,
+  ``E^k`` by repeated squaring.  It is the re-evaluation baseline of ``bench`` and
+  ``cost``.
 
 Each function here builds IR through the lowering interface :class:`Lowering`
 (``materialize`` makes auxiliary views, ``build`` checks shapes), so the models are plain
@@ -13,6 +16,7 @@ SSA programs that the rest of the pipeline treats like any other.
 
 from __future__ import annotations
 
+import itertools
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -21,7 +25,7 @@ from linview.compiler import ir
 from linview.compiler.ir import Node, Op
 from linview.frontend import syntax
 
-MODELS = ("exp", "linear", "skip")
+MODELS = ("exp", "linear", "skip", "written")
 
 
 @dataclass(frozen=True)
@@ -91,10 +95,11 @@ def jumps(k: int, model: str, s: int) -> list[int]:
 def power(lw: Lowering, b: Node, k: int, pos) -> Node:
     """``b^k`` (``b`` a square leaf, k >= 2) under the lowering's model."""
     model, s = lw.options.model, lw.options.skip
+    model = "exp" if model == "written" else model  # as Octave computes it: by squaring
     prefix = str(b.attr)
     mul = lambda x, y: lw.build(Op.MUL, x, y, pos=pos)  # noqa: E731
 
-    def product(parts: list[Node], done: int) -> Node:
+    def product(parts, done: int) -> Node:
         out = None
         for part, size in parts:
             out = part if out is None else mul(out, part)
@@ -104,13 +109,13 @@ def power(lw: Lowering, b: Node, k: int, pos) -> Node:
         return out
 
     if model == "linear":
-        return product([(b, 1)] * k, 0)
+        return product(itertools.repeat((b, 1), k), 0)  # lazily: k may be huge
     if model == "skip" and s < k:
         sq = _squares(lw, b, s, prefix, mul)
         top = max(sq)
-        steps = [(sq[top], top)] * (k // top)
+        steps = itertools.repeat((sq[top], top), k // top)
         rest = k - top * (k // top)
-        return product(steps + [(sq[j], j) for j in _binary(rest)], 0)
+        return product(itertools.chain(steps, [(sq[j], j) for j in _binary(rest)]), 0)
     if k & (k - 1) == 0:  # a power of two: the last squaring is the statement itself
         sq = _squares(lw, b, k // 2, prefix, mul)
         return mul(sq[k // 2], sq[k // 2])

@@ -40,13 +40,20 @@ class Sizes:
     bindings: Mapping[str, int] = field(default_factory=dict)
     rank: int = DEFAULT_RANK
 
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+
     def value(self, e) -> float:
-        e = sp.sympify(e)
+        try:
+            return self._memo[e]
+        except (KeyError, TypeError):
+            pass
+        key, e = e, sp.sympify(e)
         if e.is_Number:
             return float(e)
         sub = {s: self.bindings.get(s.name, self.rank if s.name == "k" else DEFAULT_SIZE)
                for s in e.free_symbols}
-        return float(e.subs(sub))
+        out = self._memo[key] = float(e.subs(sub))
+        return out
 
 
 # ------------------------------------------------------------------ program passes

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from linview.compiler import ir, passes
-from linview.compiler.delta import Strategy, Trigger, TriggerOptions, build_trigger
-from linview.compiler.ir import Node
+from linview.compiler.delta import Strategy, Trigger, TriggerOptions, build_trigger, emitted_exprs
+from linview.compiler.ir import Node, Op
 from linview.compiler.optimize import Sizes, symmetric_views
 
 
@@ -28,6 +28,9 @@ class Plan:
     sizes: Sizes
     source_hash: str
     notes: tuple[str, ...] = field(default=())
+    #: views that no trigger keeps: read only through their inverse, which every trigger
+    #: maintains by Woodbury from the view's delta factors (see :func:`transient_views`)
+    transient: frozenset[str] = field(default=frozenset())
 
     @property
     def class_name(self) -> str:
@@ -52,6 +55,73 @@ def make_plan(program: ir.Program, *, bindings: dict[str, int] | None = None,
                   if vd.strategy is Strategy.REEVAL)
     return Plan(program, triggers, passes.evaluation_order(program, sizes), symmetric, sizes,
                 source_hash, notes)
+
+
+def transient_views(plan: Plan) -> frozenset[str]:
+    """Views needed only through another view: ``G`` (e.g. ``XᵀX``) read by no statement
+    except ``W := inv(G)``, not an output, with every trigger maintaining ``W`` by Woodbury
+    from ``G``'s delta factors and reading ``G`` itself nowhere.  Re-evaluation still
+    computes ``G`` (to invert it); no trigger updates it, so it is not kept.  Also the
+    :func:`solved_inverses`, which re-evaluation never forms."""
+    prog = plan.program
+    outputs = {n.attr for _, n in prog.outputs}
+    readers: dict[str, list[ir.Statement]] = {}
+    for st in prog.statements:
+        for n in st.expr.walk():
+            if n.op is Op.VIEW:
+                readers.setdefault(n.attr, []).append(st)
+    out = set()
+    for st in prog.statements:
+        g = st.name
+        users = readers.get(g, [])
+        if g in outputs or not users or not all(
+                u.expr.op is Op.INV and u.expr.children[0].op is Op.VIEW
+                and u.expr.children[0].attr == g for u in users):
+            continue
+        ok = True
+        for trig in plan.triggers.values():
+            names = {vd.name: vd for vd in trig.deltas}
+            if trig.reevaluate or g not in names:
+                continue
+            if names[g].strategy is not Strategy.INCR or any(
+                    u.name not in names or names[u.name].strategy is not Strategy.INCR
+                    or names[u.name].inverse_of != g for u in users):
+                ok = False
+                break
+            reads = {n.attr for vd in trig.deltas for e in emitted_exprs(vd) for n in e.walk()
+                     if n.op is Op.VIEW}
+            if g in reads:
+                ok = False
+                break
+        if ok:
+            out.add(g)
+    return frozenset(out) | solved_inverses(plan)
+
+
+def solved_inverses(plan: Plan) -> frozenset[str]:
+    """Inverse views ``W := inv(G)`` that re-evaluation can replace by a solve, as Octave
+    computes ``G \\ R``: not an output, read in the evaluation only as the left factor of
+    products ``W·R`` (each the whole statement), and read or changed by no maintaining
+    trigger."""
+    prog = plan.program
+    outputs = {n.attr for _, n in prog.outputs}
+    inverses = {st.name for st in prog.statements if st.expr.op is Op.INV}
+    ok = set(inverses - outputs)
+    for _, expr in plan.evaluation:
+        solved = expr.op is Op.MUL and expr.children[0].op is Op.VIEW \
+            and expr.children[0].attr in ok
+        skip = expr.children[0] if solved else None
+        for n in expr.walk() if not solved else expr.children[1].walk():
+            if n.op is Op.VIEW and n.attr in ok and n is not skip:
+                ok.discard(n.attr)
+    for trig in plan.triggers.values():
+        if trig.reevaluate:
+            continue
+        for vd in trig.deltas:
+            ok.discard(vd.name)
+            for e in emitted_exprs(vd):
+                ok -= {n.attr for n in e.walk() if n.op is Op.VIEW}
+    return frozenset(ok)
 
 
 def size_entry(e) -> str:

@@ -14,18 +14,18 @@ class Ols(rt.TriggerModule):
     """Views of `ols`: beta_arg, beta_inv, beta_p1, beta."""
 
     PROGRAM = 'ols'
-    SOURCE_HASH = '0549230c8d0966dd'
+    SOURCE_HASH = '966e68b761bb3df2'
     INPUTS = {
         'X': ('m', 'n'),
         'Y': ('m', 'p'),
     }
     DYNAMIC = ('X', 'Y')
     VIEWS = {
-        'beta_arg': ('n', 'n'),
         'beta_inv': ('n', 'n'),
         'beta_p1': ('n', 'p'),
         'beta': ('n', 'p'),
     }
+    TRANSIENT = ('beta_arg',)  # evaluated, not kept
     OUTPUTS = {'beta': 'beta'}
 
     def _evaluate(self, d, inputs):
@@ -35,7 +35,7 @@ class Ols(rt.TriggerModule):
         # beta_arg := Xᵀ X (ols.m:3)
         beta_arg = X.T @ X
         # beta_inv := inv(beta_arg) (ols.m:3)
-        beta_inv = rt.inv(beta_arg, "beta_inv")
+        beta_inv = rt.inv(beta_arg, "beta_inv", self.condition_limit)
         # beta_p1 := Xᵀ Y (ols.m:3)
         beta_p1 = X.T @ Y
         # beta := beta_inv beta_p1 (ols.m:3)
@@ -53,12 +53,11 @@ class Ols(rt.TriggerModule):
         beta_arg: incr, factored, rank 2*k
         beta_inv: incr, factored, rank 2*k (Woodbury)
         beta_p1: hybrid, dense delta
-        beta: reeval, re-evaluated
+        beta: hybrid, dense delta
         """
         k = U.shape[1]
         X = self._views['X']
         Y = self._views['Y']
-        beta_arg = self._views['beta_arg']
         beta_inv = self._views['beta_inv']
         beta_p1 = self._views['beta_p1']
         beta = self._views['beta']
@@ -69,28 +68,31 @@ class Ols(rt.TriggerModule):
         t0 = rt.dot(X.T, U)  # Xᵀ U
         U_beta_arg = np.hstack([V, t0 + V @ (U.T @ U)])
         V_beta_arg = np.hstack([t0, V])
+        # Δbeta_p1 = D_beta_p1 = V (Uᵀ Y)  (dense)
+        D_beta_p1 = V @ (U.T @ Y)
         # Δbeta_inv = U_beta_inv V_beta_invᵀ, rank 2*k  (Woodbury on Δbeta_arg)
         #   U_beta_inv = [-beta_inv U_beta_arg inv(I_2*k + V_beta_argᵀ (beta_inv U_beta_arg))]
         #   V_beta_inv = [beta_inv V_beta_arg]
-        # beta_inv U_beta_arg, beta_inv V_beta_arg: the products reading beta_inv, together
-        t1, t2 = rt.fused_dot(beta_inv, U_beta_arg, V_beta_arg, ops='NN')
+        # beta_inv U_beta_arg, beta_inv V_beta_arg, beta_inv D_beta_p1: the products reading
+        #   beta_inv, together
+        t1, t2, t3 = rt.fused_dot(beta_inv, U_beta_arg, V_beta_arg, D_beta_p1, ops='NNN')
         U_beta_inv = -(t1 @ rt.core_inv(np.eye(2*k) + V_beta_arg.T @ t1, "beta_inv"))
         V_beta_inv = t2
-        # Δbeta_p1 = D_beta_p1 = V (Uᵀ Y)  (dense)
-        D_beta_p1 = V @ (U.T @ Y)
-        # beta re-evaluated: beta' = beta_inv (beta_p1 + D_beta_p1) + (U_beta_inv (V_beta_invᵀ
-        #   beta_p1) + U_beta_inv (V_beta_invᵀ D_beta_p1))  (cheapest by the cost model)
-        new_beta = (beta_inv @ (beta_p1 + D_beta_p1)
-            + (U_beta_inv @ (V_beta_inv.T @ beta_p1) + U_beta_inv @ (V_beta_inv.T @ D_beta_p1)))
+        # Δbeta = D_beta = U_beta_inv (V_beta_invᵀ beta_p1) + (beta_inv D_beta_p1 + U_beta_inv
+        #   (V_beta_invᵀ D_beta_p1))  (dense)
+        D_beta = (U_beta_inv @ (V_beta_inv.T @ beta_p1)
+            + (t3 + U_beta_inv @ (V_beta_inv.T @ D_beta_p1)))
         rt.check_deltas('X',
-            {'beta_arg': (U_beta_arg, V_beta_arg), 'beta_inv': (U_beta_inv, V_beta_inv),
-                'beta_p1': (D_beta_p1,), 'beta': (new_beta,)})
+            {'beta_arg': (U_beta_arg, V_beta_arg), 'beta_p1': (D_beta_p1,),
+                'beta_inv': (U_beta_inv, V_beta_inv), 'beta': (D_beta,)})
+        self._probe('beta_inv', 'beta_arg', ('outer', U_beta_arg, V_beta_arg),
+            ('outer', U_beta_inv, V_beta_inv))
         # phase 2: apply
         rt.add_outer(X, U, V)
-        rt.add_outer(beta_arg, U_beta_arg, V_beta_arg)
+        # beta_arg is not kept (only its inverse reads it)
         rt.add_outer(beta_inv, U_beta_inv, V_beta_inv)
         rt.add_dense(beta_p1, D_beta_p1)
-        rt.assign(beta, new_beta)
+        rt.add_dense(beta, D_beta)
 
     def on_update_Y(self, U, V):
         """ON UPDATE Y BY (U, V): Y += U Vᵀ, U: m×k, V: p×k.

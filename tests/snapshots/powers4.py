@@ -14,7 +14,7 @@ class Powers4(rt.TriggerModule):
     """Views of `powers4`: B, C."""
 
     PROGRAM = 'powers4'
-    SOURCE_HASH = '908f275a007bf703'
+    SOURCE_HASH = 'e19f3f4a58c73195'
     INPUTS = {
         'A': ('n', 'n'),
     }

@@ -1,0 +1,100 @@
+"""Initial inputs of ``linview run`` from files: ``--input NAME=FILE[:KEY]`` or ``NAME=NUMBER``.
+
+Accepted: ``.npy``; ``.npz`` and ``.mat`` (``FILE:KEY`` picks an array; without a key, the
+array named like the input, else the only array); Parquet (columns ``row`` and ``values``,
+the layout :func:`linview.backends.spark.session.write_parquet` writes, rows 0..m-1 once each);
+``.csv`` (comma-separated numbers, one matrix row per line); or a number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from linview.errors import InputError
+
+SUFFIXES = (".npy", ".npz", ".mat", ".parquet", ".csv")
+_HINT = ("write NAME=FILE with FILE .npy, .npz[:KEY], .mat[:KEY], .parquet or .csv, "
+         "or NAME=NUMBER")
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    name, eq, value = spec.partition("=")
+    if not eq or not name.strip().isidentifier() or not value:
+        raise InputError(f"bad --input '{spec}'", hint=_HINT)
+    return name.strip(), value
+
+
+def load(spec: str):
+    """``(name, value)`` of one ``--input`` argument."""
+    name, value = parse_spec(spec)
+    try:
+        return name, float(value)
+    except ValueError:
+        pass
+    path, _, key = value.partition(":") if not Path(value).exists() else (value, "", "")
+    p = Path(path)
+    if p.suffix not in SUFFIXES:
+        raise InputError(f"input {name}: cannot read {value}: unsupported file type "
+                         f"'{p.suffix or 'none'}'", hint=_HINT)
+    if not p.exists():
+        raise InputError(f"input {name}: {p} does not exist")
+    try:
+        return name, _read(p, key, name)
+    except InputError:
+        raise
+    except Exception as e:  # noqa: BLE001 - numpy/scipy/pyarrow raise many types
+        raise InputError(f"input {name}: cannot read {value}: {e}") from None
+
+
+def _read(p: Path, key: str, name: str) -> np.ndarray:
+    if p.suffix == ".npy":
+        return np.load(p, allow_pickle=False)
+    if p.suffix == ".csv":
+        return np.loadtxt(p, delimiter=",", ndmin=2)
+    if p.suffix == ".npz":
+        with np.load(p, allow_pickle=False) as z:
+            return z[_pick(list(z.files), key, name, p)]
+    if p.suffix == ".mat":
+        import scipy.io
+
+        d = {k: v for k, v in scipy.io.loadmat(p).items() if not k.startswith("__")}
+        return np.asarray(d[_pick(list(d), key, name, p)], dtype=float)
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(p)
+    if not {"row", "values"} <= set(t.column_names):
+        raise InputError(f"input {name}: Parquet {p} needs columns 'row' and 'values', has "
+                         + ", ".join(t.column_names))
+    rows = t.column("row").to_numpy()
+    values = t.column("values").to_pylist()
+    if sorted(rows.tolist()) != list(range(len(rows))) or len({len(v) for v in values}) > 1:
+        raise InputError(f"input {name}: Parquet {p} must hold rows 0..m-1 exactly once, "
+                         "each with the same number of values")
+    out = np.empty((len(rows), len(values[0]) if values else 0))
+    out[rows] = np.array(values, dtype=float)
+    return out
+
+
+def _pick(keys: list[str], key: str, name: str, p: Path) -> str:
+    if key:
+        if key not in keys:
+            raise InputError(f"input {name}: {p} has no array {key!r}",
+                             hint="arrays: " + ", ".join(keys))
+        return key
+    if name in keys:
+        return name
+    if len(keys) == 1:
+        return keys[0]
+    raise InputError(f"input {name}: {p} holds several arrays; pick one with {p}:KEY",
+                     hint="arrays: " + ", ".join(keys))
+
+
+def digest(value) -> str:
+    """SHA-256 of an input's value (shape and float64 bytes), for checkpoint identity."""
+    a = np.ascontiguousarray(np.asarray(value, dtype=np.float64))
+    h = hashlib.sha256(repr(a.shape).encode())
+    h.update(a.tobytes())
+    return h.hexdigest()[:16]

@@ -1,0 +1,137 @@
+"""The ``linview run`` verb: its options, its help text and its live status line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+RECORDS_HELP = """\
+update records (JSON lines, or Parquet rows with the same fields; indices 1-based):
+  {"input": "X", "u": [...], "v": [...]}           X += u v'  ("U"/"V": k lists, rank k)
+  {"input": "X", "row": 17, "add": [...]}          row 17 += values ("delta" = "add")
+  {"input": "X", "row": 17, "set": [...]}          row 17 := values
+  {"input": "X", "col": 3, "add": [...]}           a column (also "set")
+  {"input": "X", "cell": [2, 5], "set": 0.5}       one entry (also "add")
+  {"observe": {"X": [...], "Y": [...]}}            next slot of a ring over the rows:
+                                                   a sliding window of the inputs' rows
+  {"observe": {"X": [...], "Y": [...]}, "row": 4}  observation into row 4
+  {"remove": 4}                                    zero row 4 of every dynamic input
+                                                   ("inputs": ["X", "Y"] to choose)
+  {"forget": 0.99}                                 forgetting factor: every earlier
+                                                   observation's weight times 0.99
+  {"scale": 2.0, "inputs": ["A"]}                  A := 2 A
+  any record + "batch": ID   consecutive records with one id form one micro-batch
+An index is a JSON integer (1.0, 1.7 and true are refused).  A bad record is reported
+with its file and line; --on-error stop (default) ends the run there, skip drops it.
+
+examples:
+  linview run ols.m --input X=X.npy --input Y=Y.npz:y --updates upd.jsonl --out out
+  linview run ols.m --input X=X.mat --updates DIR --checkpoint ck --out out --max-batch 64
+  tail -f upd.jsonl | linview run ols.m --input X=X.parquet --input Y=Y.csv --updates -
+  linview run ols.m --backend spark --input X=X.npy --updates DIR --checkpoint ck \\
+      --out out --once
+"""
+
+
+def add_run_arguments(r) -> None:
+    r.formatter_class = argparse.RawDescriptionHelpFormatter
+    r.epilog = RECORDS_HELP
+    r.add_argument("--input", action="append", default=[], metavar="X=FILE",
+                   help="initial value of an input: .npy, .npz[:KEY], .mat[:KEY], .parquet "
+                   "(columns row, values), .csv, or a number")
+    r.add_argument("--updates", required=True,
+                   help="a .jsonl/.parquet file, a directory of them, or - (stdin); "
+                   "with --backend spark, a directory watched by Structured Streaming")
+    r.add_argument("--checkpoint", default=None, metavar="DIR",
+                   help="state, write-ahead log (and Spark's query checkpoint): a rerun "
+                   "of the same command resumes where the last one stopped")
+    r.add_argument("--checkpoint-every", type=int, default=100, metavar="N",
+                   help="save the views every N batches (default 100)")
+    r.add_argument("--restart", action="store_true",
+                   help="discard the checkpoint and the outputs, start from the inputs")
+    r.add_argument("--out", default=None, metavar="DIR",
+                   help="results table OUT/results/*.parquet, OUT/latest.npz, OUT/log.jsonl")
+    r.add_argument("--max-batch", type=int, default=None, metavar="N",
+                   help="records without a batch id per micro-batch (numpy; default 1); "
+                   "files per micro-batch (spark: maxFilesPerTrigger; default 1)")
+    r.add_argument("--on-error", choices=["stop", "skip"], default="stop",
+                   help="a bad record stops the run (default) or is skipped with a warning")
+    r.add_argument("--once", action="store_true",
+                   help="spark: process the files there now and stop (default: run until "
+                   "Ctrl-C)")
+    r.add_argument("--quiet", action="store_true", help="no status line, no warnings")
+    r.add_argument("--spark-log-level", default="ERROR", metavar="LEVEL",
+                   help="Spark's log level (default ERROR; WARN, INFO, ...)")
+
+
+def cmd_run(args, compile_program, load_options) -> int:
+    from linview.errors import CompileError
+
+    for flag in ("checkpoint_every", "max_batch"):
+        v = getattr(args, flag)
+        if v is not None and v < 1:
+            raise CompileError(f"--{flag.replace('_', '-')} must be at least 1")
+    prog = compile_program(args)
+    status = Status(quiet=args.quiet)
+    try:
+        if args.backend == "spark":
+            from linview.app.spark_stream import run_structured
+
+            stats = run_structured(prog, args, load_options(args), status)
+        else:
+            from linview.app.stream import run_stream
+
+            stats = run_stream(prog, inputs=args.input, updates=args.updates,
+                               checkpoint=args.checkpoint, out=args.out,
+                               checkpoint_every=args.checkpoint_every,
+                               max_batch=args.max_batch or 1, on_error=args.on_error,
+                               restart=args.restart, progress=status.update,
+                               warn=status.warn)
+    finally:
+        status.stop()
+    print(json.dumps(stats))
+    return 0
+
+
+class Status:
+    """A live status line on a terminal (rich): updates/s, batches, lag, last check."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet
+        self.live = None
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+        if not quiet and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live("", console=Console(stderr=True), transient=True,
+                             refresh_per_second=4)
+            self.live.start()
+
+    def warn(self, msg: str) -> None:
+        if not self.quiet:
+            if self.live is not None:
+                self.live.console.print(f"warning: {msg}", markup=False)
+            else:
+                print(f"warning: {msg}", file=sys.stderr)
+
+    def update(self, stream, lag: float | None = None) -> None:
+        now = time.perf_counter()
+        if self.live is None or now - self.last < 0.25:
+            return
+        self.last = now
+        st = stream.stats
+        rate = st["applied"] / max(now - self.t0, 1e-9)
+        check = getattr(stream.views, "stats", {})
+        text = (f"{rate:,.0f} updates/s · {st['batches']} batches · record "
+                f"{stream.pos['offset']}" + (f" · lag {lag:.1f}s" if lag is not None else "")
+                + f" · skipped {st['skipped']} · refreshes {check.get('refreshes', 0)}")
+        self.live.update(text)
+
+    def stop(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None

@@ -1,0 +1,238 @@
+"""``linview run --backend spark``: a Structured Streaming query over a directory of update
+files, each micro-batch applied exactly once to the Spark trigger module.
+
+* **Source.**  Spark's file source in ``binaryFile`` format over ``--updates DIR``
+  (``*.jsonl``, ``*.json``, ``*.parquet``), ``maxFilesPerTrigger = --max-batch`` (default
+  1) for back-pressure.  Its schema is Spark's fixed one (``path``, ``modificationTime``,
+  ``length``, ``content``); every file of a micro-batch is parsed on the driver by the same
+  strict reader as the NumPy backend (:mod:`linview.app.records`), so a bad record is named by
+  file and line and typed exactly as documented.  Spark takes new files in the order of
+  their modification times (then names), within a micro-batch too; write a file elsewhere
+  and move it into DIR, so that Spark never sees half of it.
+* **Exactly once.**  The query's ``checkpointLocation`` is ``CK/query``; linview's state
+  (``CK/state.npz``, ``CK/wal.log``, :mod:`linview.app.stream`) records the last applied
+  ``batchId``.  A batch logged before a crash is re-applied from the log on restart; a
+  batch that Spark replays after a crash (its id at or below the last applied) is skipped.
+* **Outputs** per batch as on NumPy (:mod:`linview.app.stream_out`), with Spark's batchId in
+  the ``source_batch`` column.
+* ``once=True`` (``--once``) processes the files there now (``availableNow``) and stops;
+  otherwise the query runs until Ctrl-C, which stops it cleanly after the running batch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from linview.app.records import Record, read_text
+from linview.backends.spark.session import get_session, spark_errors
+from linview.errors import BackendError, InputError, LinviewError
+
+LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
+#: the driver's log4j2 configuration: the root logger at WARN (what Spark's shell check
+#: expects, so it prints no banner), the console filtered at the chosen level
+_LOG4J = """rootLogger.level = WARN
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark %p %c{{1}}: %m%n
+appender.console.filter.threshold.type = ThresholdFilter
+appender.console.filter.threshold.level = {level}
+logger.stream.name = org.apache.spark.sql.execution.streaming
+logger.stream.level = {stream_level}
+"""
+
+
+def session(args):
+    """The Spark session of ``linview run``: its JVM logs at ``--spark-log-level``
+    (default ERROR, from the first line on: a log4j2 configuration given to the driver),
+    linview shipped to its executors."""
+    level = args.spark_log_level.upper()
+    if level not in LEVELS:
+        raise InputError(f"--spark-log-level {args.spark_log_level}: expected one of "
+                         + ", ".join(LEVELS))
+    try:
+        from pyspark.sql import SparkSession
+
+        from linview.backends.spark.session import SESSION_CONF
+    except ImportError:
+        spark, _ = get_session(None, args.master)  # raises the install hint
+        return spark
+    conf = Path(tempfile.mkdtemp(prefix="linview-log4j-")) / "log4j2.properties"
+    quiet = LEVELS.index(level) >= LEVELS.index("WARN")
+    # linview reports a failed batch itself: the query's own report of it (with the
+    # Python traceback inside) is kept out unless a more verbose level is asked for
+    conf.write_text(_LOG4J.format(level=level if quiet else "ALL",
+                                  stream_level="OFF" if level in ("ERROR", "FATAL", "OFF")
+                                  else "ALL"))
+    if level in ("ERROR", "FATAL", "OFF"):
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    try:
+        b = SparkSession.builder
+        if args.master:  # else spark-submit's master, or local[*]
+            b = b.master(args.master)
+        b = (b.appName("linview run")
+             .config("spark.driver.extraJavaOptions",
+                     f"-Dlog4j2.configurationFile=file:{conf}")
+             .config("spark.ui.enabled", "false"))
+        for k, v in SESSION_CONF.items():
+            b = b.config(k, v)
+        spark = b.getOrCreate()
+        spark.sparkContext.setLogLevel(level)
+    except Exception as e:  # noqa: BLE001 - Py4J and launcher errors
+        raise BackendError(f"cannot start Spark ({args.master or 'local[*]'}): "
+                           f"{str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                           hint="the Spark backend needs PySpark and Java 17 or 21") from None
+    spark, _ = get_session(spark)  # checks it answers and ships linview
+    return spark
+
+
+def file_records(path: str, content: bytes) -> list[Record]:
+    """The records of one update file delivered by the binaryFile source."""
+    name = path.removeprefix("file:")
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        from linview.app.records import canonical
+
+        try:
+            rows = pq.read_table(io.BytesIO(content)).to_pylist()
+        except Exception as e:  # noqa: BLE001 - pyarrow raises several types
+            raise InputError(f"cannot read Parquet update file {name}: {e}") from None
+        out = []
+        for i, row in enumerate(rows, 1):
+            data = {k: v for k, v in row.items() if v is not None}
+            out.append(Record(data, f"{name}:row {i}", raw=canonical(data)))
+        return out
+    try:
+        text = content.decode()
+    except UnicodeDecodeError:
+        return [Record(None, f"{name}:1", "not UTF-8 text")]
+    return list(read_text(text, name))
+
+
+@contextlib.contextmanager
+def _interrupt_flag():
+    """Ctrl-C sets an event instead of raising (PySpark's own handler would call the JVM
+    from inside the signal handler, while the main thread waits on the JVM)."""
+    flag = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    old = signal.signal(signal.SIGINT, lambda *_: flag.set())
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def run_structured(prog, args, load_options: dict, status) -> dict:
+    from linview.app.stream import Stream
+
+    src = Path(args.updates)
+    if not src.is_dir():
+        raise InputError(f"--updates {args.updates}: the Spark backend reads a directory of "
+                         "update files with Structured Streaming",
+                         hint="put the .jsonl or .parquet files in a directory, or use "
+                         "--backend numpy for a single file or stdin")
+    spark = session(args)
+    tmp = None
+    if args.checkpoint:
+        ck = Path(args.checkpoint)
+    else:
+        tmp = ck = Path(tempfile.mkdtemp(prefix="linview-run-"))
+    query_dir = ck / "query"
+    if args.restart:
+        shutil.rmtree(query_dir, ignore_errors=True)
+    elif query_dir.exists() and not (ck / "state.npz").exists():
+        raise LinviewError(f"checkpoint {ck} holds a Spark query checkpoint but no "
+                           "state.npz", hint="run with --restart to start over")
+    stream = Stream(prog, inputs=args.input, checkpoint=ck, out=args.out,
+                    checkpoint_every=args.checkpoint_every, on_error=args.on_error,
+                    restart=args.restart, load_options={**load_options, "spark": spark},
+                    warn=status.warn)
+    stream.stats["replayed_batches_skipped"] = 0
+    failure: list[BaseException] = []
+    closed: list[bool] = []
+
+    lock = threading.Lock()  # a batch in foreachBatch finishes before the stream closes
+
+    def apply(df, batch_id: int) -> None:
+        with lock:
+            apply_locked(df, batch_id)
+
+    def apply_locked(df, batch_id: int) -> None:
+        if failure or closed:
+            return
+        if batch_id <= stream.pos["source_batch"]:
+            stream.stats["replayed_batches_skipped"] += 1  # applied before a crash
+            return
+        try:
+            t0 = time.time()
+            rows = sorted(df.select("modificationTime", "path", "content").collect(),
+                          key=lambda r: (r.modificationTime, r.path))
+            recs = [rec for r in rows for rec in file_records(r.path, bytes(r.content))]
+            stream.stats["collect_seconds"] = stream.stats.get("collect_seconds", 0.0) \
+                + time.time() - t0
+            stream.apply_batch(recs, source_batch=batch_id)
+            if rows:  # lag: from the newest file of the batch arriving to its outputs
+                newest = max(r.modificationTime for r in rows).timestamp()
+                stream.stats["lag_s"] = max(time.time() - newest, 0.0)
+            status.update(stream, stream.stats.get("lag_s"))
+        except BaseException as e:  # noqa: BLE001 - re-raised on the main thread
+            failure.append(e)
+            raise
+
+    try:
+        with spark_errors("the update stream"):
+            from pyspark.sql import types as T
+
+            schema = T.StructType([T.StructField("path", T.StringType()),
+                                   T.StructField("modificationTime", T.TimestampType()),
+                                   T.StructField("length", T.LongType()),
+                                   T.StructField("content", T.BinaryType())])
+            reader = (spark.readStream.format("binaryFile").schema(schema)
+                      .option("pathGlobFilter", "*.{jsonl,json,parquet}")
+                      .option("maxFilesPerTrigger", args.max_batch or 1))
+            writer = (reader.load(str(src)).writeStream.foreachBatch(apply)
+                      .option("checkpointLocation", str(query_dir)))
+            writer = writer.trigger(availableNow=True) if args.once else writer
+            query = writer.start()
+            try:
+                with _interrupt_flag() as interrupted:
+                    while query.isActive and not failure and not interrupted.is_set():
+                        query.awaitTermination(0.5)
+                        status.update(stream, stream.stats.get("lag_s"))
+                if interrupted.is_set():
+                    query.stop()
+                    status.warn("interrupted: stopped after the last complete batch")
+            except Exception:
+                if not failure:
+                    raise
+            if failure:
+                query.stop()
+                raise failure[0]
+    except LinviewError:
+        raise
+    except Exception as e:  # a failure in a task or in the query itself
+        raise BackendError(f"the update stream failed: {type(e).__name__}: "
+                           f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    finally:
+        with lock:
+            closed.append(True)
+            stats = stream.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return stats

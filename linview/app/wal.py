@@ -1,0 +1,114 @@
+"""The write-ahead log of ``linview run``: one checksummed entry per micro-batch.
+
+Each entry is one line ``LLLLLLLL CCCCCCCC PAYLOAD`` + newline: the payload's length in
+bytes and its CRC32, both 8 hex digits, then the payload, canonical JSON
+``{"batch": B, "first": S, "count": C, "records": [...], "where": [...]}`` (batch number,
+sequence number of the batch's first source record, records consumed, the applied records
+as their source text and where each came from).  An entry is written with one ``write`` and
+fsynced before its batch is applied: one fsync per micro-batch.
+
+Reading it back (resume):
+
+* an entry cut short at the end of the file (a crash mid-write: fewer bytes than its
+  header announces and no newline after its start, since the newline is written last)
+  is *torn*: it is discarded with a warning naming
+  its byte offset, and the file is truncated there.  Its batch was never applied, and the
+  source still holds its records, so nothing is lost;
+* any other damage (a bad header, a checksum mismatch, a batch or sequence number out of
+  order) is *corruption*: :class:`~linview.errors.StateError` names the byte offset and
+  the resume stops.  Nothing is applied from a log that cannot be trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from linview.errors import StateError
+
+_HEADER = re.compile(rb"([0-9a-f]{8}) ([0-9a-f]{8}) ")
+HEADER_BYTES = 18
+
+
+def encode(payload: dict) -> bytes:
+    body = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    return b"%08x %08x " % (len(body), zlib.crc32(body)) + body + b"\n"
+
+
+@dataclass
+class Scan:
+    """What :func:`scan` found: the good entries, where they end, and a torn tail."""
+
+    entries: list[dict]
+    good_bytes: int
+    torn_at: int | None = None
+
+
+def scan(path: Path) -> Scan:
+    """Read and check every entry (see the module docstring)."""
+    data = path.read_bytes() if path.exists() else b""
+    entries: list[dict] = []
+    pos = 0
+    while pos < len(data):
+        m = _HEADER.match(data, pos, pos + HEADER_BYTES)
+        if m is None:
+            if b"\n" not in data[pos:]:  # a header cut short by a crash
+                return Scan(entries, pos, pos)
+            raise StateError(f"write-ahead log {path} is corrupt at byte {pos}: bad entry "
+                             "header", hint=_HINT)
+        length, crc = int(m.group(1), 16), int(m.group(2), 16)
+        start, end = pos + HEADER_BYTES, pos + HEADER_BYTES + length
+        if end + 1 > len(data):
+            if b"\n" in data[pos:]:  # a torn write never reaches its final newline
+                raise StateError(f"write-ahead log {path} is corrupt at byte {pos}: the "
+                                 "entry's length runs past its end", hint=_HINT)
+            return Scan(entries, pos, pos)
+        body = data[start:end]
+        if data[end:end + 1] != b"\n" or zlib.crc32(body) != crc:
+            raise StateError(f"write-ahead log {path} is corrupt at byte {pos}: checksum "
+                             "mismatch", hint=_HINT)
+        try:
+            entry = json.loads(body)
+        except ValueError:
+            raise StateError(f"write-ahead log {path} is corrupt at byte {pos}: not JSON",
+                             hint=_HINT) from None
+        if entries and (entry.get("batch") != entries[-1]["batch"] + 1
+                        or entry.get("first") != entries[-1]["first"] + entries[-1]["count"]):
+            raise StateError(f"write-ahead log {path} is corrupt at byte {pos}: batch or "
+                             "sequence number out of order", hint=_HINT)
+        entry["offset"] = pos
+        entries.append(entry)
+        pos = end + 1
+    return Scan(entries, pos)
+
+
+_HINT = ("the checkpoint cannot be trusted; run again with --restart to start over from "
+         "the initial inputs")
+
+
+class Writer:
+    """Appends entries to the log; ``truncate()`` empties it after a checkpoint."""
+
+    def __init__(self, path: Path, good_bytes: int):
+        self.path = path
+        self.f = open(path, "ab")  # noqa: SIM115 - closed by close()
+        if self.f.tell() != good_bytes:
+            self.f.truncate(good_bytes)
+            os.fsync(self.f.fileno())
+
+    def append(self, payload: dict) -> None:
+        self.f.write(encode(payload))
+        self.f.flush()
+        os.fsync(self.f.fileno())
+
+    def truncate(self) -> None:
+        self.f.truncate(0)
+        self.f.seek(0)
+        os.fsync(self.f.fileno())
+
+    def close(self) -> None:
+        self.f.close()

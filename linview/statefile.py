@@ -1,0 +1,127 @@
+"""State files: what ``views.save(path)`` writes and ``linview.restore(path)`` reads.
+
+A state file is data, never code.  It is an ``.npz`` archive (NumPy's zip of ``.npy``
+arrays, read with ``allow_pickle=False``) holding
+
+* ``view:NAME`` for every input and view, float64;
+* ``__manifest__``: one JSON document with ``format`` (``"linview-state"``),
+  ``version`` (:data:`FORMAT_VERSION`), the linview version that wrote it, the program's
+  ``.m`` source text, its name and file name, the compile options (``dims``, ``model``,
+  ``strategy``, ``rank``, ``backend``), the source hash of the compiled program, the
+  update count, the bound sizes, the caller's ``extra`` data, and the SHA-256 of every
+  array's bytes.
+
+Restoring parses the manifest with :func:`json.loads`, checks every hash, and compiles
+the stored ``.m`` source again with the stored options; the generated module is never
+stored, so nothing in the file can run.  Every way of failing is a
+:class:`~linview.errors.StateError` that says why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import zipfile
+import zlib
+
+import numpy as np
+
+from linview.errors import StateError
+from linview.version import __version__
+
+FORMAT = "linview-state"
+FORMAT_VERSION = 2
+#: program and file names that may come back from a state file into generated code
+_SAFE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SAFE_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def _digest(a: np.ndarray) -> str:
+    a = np.ascontiguousarray(a)
+    h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
+    h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def write(path, views: dict[str, np.ndarray], manifest: dict) -> None:
+    """Write ``views`` and ``manifest`` (plus format fields and hashes) to ``path``
+    atomically: a temporary file, fsynced, renamed over ``path``."""
+
+    arrays = {f"view:{k}": np.asarray(v, dtype=np.float64) for k, v in views.items()}
+    doc = {"format": FORMAT, "version": FORMAT_VERSION, "linview": __version__,
+           **manifest, "hashes": {k: _digest(a) for k, a in arrays.items()}}
+    try:
+        text = json.dumps(doc)
+    except (TypeError, ValueError) as e:
+        raise StateError(f"cannot save {path}: extra= must hold JSON values ({e})") from None
+    buf = io.BytesIO()
+    np.savez(buf, __manifest__=np.array(text), **arrays)
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(buf.getvalue())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read(path) -> tuple[dict, dict[str, np.ndarray]]:
+    """``(manifest, {view name: array})`` from a state file, every array checked against
+    its hash; a :class:`StateError` naming the reason for anything else."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            files = set(z.files)
+            if "__manifest__" not in files:
+                if "__meta__" in files:
+                    raise StateError(
+                        f"{path} was written by an older linview (state format 1, which "
+                        "stored generated code); it cannot be restored safely",
+                        hint="load the inputs again and save with this version")
+                raise StateError(f"{path} is not a linview state file (no manifest)")
+            doc = json.loads(str(z["__manifest__"]))
+            arrays = {k: z[k] for k in z.files if k.startswith("view:")}
+    except StateError:
+        raise
+    except FileNotFoundError:
+        raise StateError(f"saved state {path} does not exist") from None
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error,
+            UnicodeDecodeError) as e:
+        raise StateError(f"cannot read saved state {path}: the file is truncated or "
+                         f"corrupt ({type(e).__name__}: {e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise StateError(f"{path} is not a linview state file (unknown format)")
+    if doc.get("version") != FORMAT_VERSION:
+        raise StateError(f"{path} has state format {doc.get('version')!r}; this linview "
+                         f"reads format {FORMAT_VERSION}",
+                         hint=f"it was written by linview {doc.get('linview')}; restore it "
+                         "with that version")
+    hashes = doc.get("hashes")
+    if not isinstance(hashes, dict) or set(hashes) != set(arrays):
+        raise StateError(f"{path} is corrupt: its arrays do not match its manifest")
+    for k, a in arrays.items():
+        if a.dtype != np.float64 or _digest(a) != hashes[k]:
+            raise StateError(f"{path} is corrupt: array {k[5:]} does not match its "
+                             "checksum")
+    _check_fields(path, doc)
+    return doc, {k[5:]: a for k, a in arrays.items()}
+
+
+def _check_fields(path, doc: dict) -> None:
+    """The manifest fields that reach the compiler have the types and forms it expects
+    (a module compiled ahead of time stores no program: then none of them)."""
+    program = all(k not in doc for k in ("source", "name", "filename", "options")) or (
+        isinstance(doc.get("source"), str)
+        and isinstance(doc.get("name"), str) and _SAFE_NAME.fullmatch(doc["name"])
+        and isinstance(doc.get("filename"), str) and _SAFE_FILE.fullmatch(doc["filename"])
+        and isinstance(doc.get("options"), dict))
+    ok = (program
+          and isinstance(doc.get("updates"), int)
+          and isinstance(doc.get("dims"), dict)
+          and all(isinstance(v, int) for v in doc["dims"].values()))
+    if not ok:
+        raise StateError(f"{path} is corrupt: its manifest is malformed")
+
+
+__all__ = ["write", "read", "FORMAT_VERSION"]

@@ -1,0 +1,169 @@
+"""``linview run --backend spark``: Structured Streaming, exactly once across kill -9."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from linview.app.stream_out import read_results
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.spark
+
+SRC = "function beta = ols(X, Y)\n %#linview dims X(m,n) Y(m,p)\n" \
+      " beta = (X' * X) \\ (X' * Y);\nend\n"
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory):
+    """An OLS stream of 8 files (one micro-batch each, one of them Parquet): row adds, row
+    sets, observations."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tmp = tmp_path_factory.mktemp("sstream")
+    rng = np.random.default_rng(3)
+    m, n = 300, 12
+    X, Y = rng.standard_normal((m, n)), rng.standard_normal((m, 1))
+    np.save(tmp / "X.npy", X)
+    np.save(tmp / "Y.npy", Y)
+    (tmp / "ols.m").write_text(SRC)
+    (tmp / "upd").mkdir()
+    for f in range(8):
+        lines = []
+        for _ in range(6):
+            r = int(rng.integers(m))
+            d = (0.1 * rng.standard_normal(n)).tolist()
+            lines.append({"input": "X", "row": r + 1, "add": d})
+            X[r] += d
+            y = float(rng.standard_normal())
+            lines.append({"input": "Y", "row": r + 1, "set": [y]})
+            Y[r] = y
+        x, y = rng.standard_normal(n), float(rng.standard_normal())
+        lines.append({"observe": {"X": x.tolist(), "Y": [y]}, "row": f + 1})
+        X[f], Y[f] = x, y
+        if f == 3:  # one file of Parquet rows with the same fields
+            path = tmp / "upd" / f"u{f:03d}.parquet"
+            keys = sorted({k for x in lines for k in x})  # missing fields are nulls
+            pq.write_table(pa.Table.from_pylist([{k: x.get(k) for k in keys}
+                                                 for x in lines]), path)
+        else:
+            path = tmp / "upd" / f"u{f:03d}.jsonl"
+            path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+        os.utime(path, (1e9 + f, 1e9 + f))  # Spark takes files by modification time
+    return tmp, np.linalg.solve(X.T @ X, X.T @ Y)
+
+
+def command(tmp, name):
+    return [sys.executable, "-m", "linview.app.cli", "run", str(tmp / "ols.m"), "--backend",
+            "spark", "--master", "local[2]", "--partitions", "2", "--input",
+            f"X={tmp / 'X.npy'}", "--input", f"Y={tmp / 'Y.npy'}", "--updates",
+            str(tmp / "upd"), "--checkpoint", str(tmp / name / "ck"), "--out",
+            str(tmp / name / "out"), "--once", "--checkpoint-every", "3"]
+
+
+def run(tmp, name, env=None):
+    return subprocess.run(command(tmp, name), capture_output=True, text=True, check=False,
+                          env={**os.environ, **(env or {})})
+
+
+def final(tmp, name):
+    return np.load(tmp / name / "out" / "latest.npz")["beta"]
+
+
+def log_batches(tmp, name):
+    text = (tmp / name / "out" / "log.jsonl").read_text()
+    return [json.loads(x)["source_batch"] for x in text.splitlines()]
+
+
+def test_uninterrupted_run(case):
+    tmp, expect = case
+    p = run(tmp, "plain")
+    assert p.returncode == 0, p.stderr
+    stats = json.loads(p.stdout)
+    assert stats["batches"] == 8 and stats["applied"] == 8 * 13
+    np.testing.assert_allclose(final(tmp, "plain"), expect, rtol=1e-10)
+    assert log_batches(tmp, "plain") == list(range(8))
+    results = read_results(tmp / "plain" / "out")
+    assert sorted(results) == list(range(1, 9))
+    np.testing.assert_allclose(results[8]["beta"], expect, rtol=1e-10)
+    assert " WARN " not in p.stderr and "Traceback" not in p.stderr
+
+
+def test_crashes_mid_batch_and_between_batches_then_kill_9(case):
+    """Died after logging batch 3 before applying it; died after applying batch 5 before
+    Spark committed it (Spark replays it: skipped); kill -9 at a moment; then the same
+    command finishes with the uninterrupted result and one log line per batch."""
+    tmp, expect = case
+    p = run(tmp, "crash", env={"LINVIEW_TEST_CRASH_LOGGED": "3"})
+    assert p.returncode == 87, p.stderr
+    p = run(tmp, "crash", env={"LINVIEW_TEST_CRASH_AFTER": "5"})
+    assert p.returncode == 86, p.stderr
+    proc = subprocess.Popen(command(tmp, "crash"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE,
+                            env={**os.environ, "LINVIEW_TEST_BATCH_DELAY": "0.3"})
+    log = tmp / "crash" / "out" / "log.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and log.read_text().count("\n") < 6 \
+            and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    p = run(tmp, "crash")
+    assert p.returncode == 0, p.stderr
+    stats = json.loads(p.stdout)
+    assert stats["batch"] == 8
+    np.testing.assert_allclose(final(tmp, "crash"), expect, rtol=1e-10)
+    assert log_batches(tmp, "crash") == list(range(8))
+
+
+def test_replayed_batch_is_skipped(case):
+    tmp, expect = case
+    p = run(tmp, "replay", env={"LINVIEW_TEST_CRASH_AFTER": "2"})
+    assert p.returncode == 86, p.stderr
+    p = run(tmp, "replay")
+    assert p.returncode == 0, p.stderr
+    stats = json.loads(p.stdout)
+    assert stats["replayed"] == 26  # batches 1, 2 re-applied from the log ...
+    assert stats["replayed_batches_skipped"] == 1  # ... so Spark's replay of it is skipped
+    np.testing.assert_allclose(final(tmp, "replay"), expect, rtol=1e-10)
+
+
+def test_bad_record_is_named_and_nothing_is_half_applied(case):
+    tmp, _ = case
+    bad = tmp / "bad"
+    shutil.copytree(tmp / "upd", bad / "upd")
+    (bad / "upd" / "u005.jsonl").write_text('{"input": "X", "row": 2.0, "add": []}\n')
+    os.utime(bad / "upd" / "u005.jsonl", (1e9 + 5, 1e9 + 5))  # in its place in the stream
+    cmd = command(tmp, "bad")
+    cmd[cmd.index(str(tmp / "upd"))] = str(bad / "upd")
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert p.returncode == 2, p.stderr
+    assert "u005.jsonl:1: row must be an integer, not 2.0" in p.stderr
+    assert "Traceback" not in p.stderr
+    assert log_batches(tmp, "bad") == list(range(5))
+
+
+def test_without_once_the_query_runs_until_ctrl_c(case):
+    tmp, expect = case
+    cmd = [c for c in command(tmp, "live") if c != "--once"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp / "live" / "out" / "log.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None and not (
+            log.exists() and log.read_text().count("\n") == 8):
+        time.sleep(0.1)
+    time.sleep(1.0)
+    assert proc.poll() is None  # still waiting for files
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert json.loads(out)["batch"] == 8 and "Traceback" not in err
+    assert (tmp / "live" / "ck" / "wal.log").read_bytes() == b""  # saved on the way out
+    np.testing.assert_allclose(final(tmp, "live"), expect, rtol=1e-10)
