@@ -2,23 +2,19 @@
 
 A generated module defines one subclass of :class:`TriggerModule`; this base class holds
 everything that is the same for every program: input validation, the two-phase update
-protocol, verification against re-evaluation, drift policy, and save/restore.  The
-helpers below are the in-place BLAS kernels and numerical guards the generated code calls.
+protocol, verification against re-evaluation, drift policy, and save/restore.  It also
+re-exports the in-place BLAS kernels (:mod:`.kernels`) and numerical guards (:mod:`.guards`)
+the generated code calls as ``rt.<name>``.
 
 The generated code only ever imports numpy, scipy and this module.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import os
 import time
-from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from collections.abc import Mapping
 
 import numpy as np
-import scipy.linalg.blas as blas
 import scipy.sparse as sps
 
 from linview.backends.numpy import probe as _probe
@@ -33,163 +29,27 @@ from linview.backends.numpy.guards import (  # noqa: F401 - part of the runtime'
     real_dtype_problem,
     solve,
 )
+from linview.backends.numpy.kernels import (  # noqa: F401 - part of the runtime's interface
+    THREAD_ENV,
+    TRIGGER_THREADS,
+    Size,
+    add_dense,
+    add_outer,
+    as_matrix,
+    assign,
+    blas_limit,
+    blas_threads,
+    dot,
+    fused_dot,
+    one_hot,
+    owned,
+    size_text,
+    source_hash,
+    user_threads,
+)
 from linview.errors import InputError, NumericalError, StateError, UpdateError
 
 
-class Size(NamedTuple):
-    """A compound size in a generated module's ``INPUTS``/``VIEWS``: its text (for messages)
-    and its value as code over the bound sizes ``d``.  A bare size is just its name, a
-    literal size an int."""
-
-    text: str
-    value: Callable[[Mapping[str, int]], int]
-
-
-def size_text(size) -> str:
-    return size.text if isinstance(size, Size) else str(size)
-
-
-# ------------------------------------------------------------------ kernels
-def add_outer(A: np.ndarray, P: np.ndarray, Q: np.ndarray) -> None:
-    """``A += P Qᵀ`` in place through BLAS ``dgemm`` with beta = 1, allocating nothing of
-    A's size.  (``dgemm`` also for rank 1: OpenBLAS's ``dger`` measured 40× slower here.)
-    A one-hot ``P`` (or ``Q``), as a row (column) update has, touches only those rows
-    (columns) of A."""
-    if P.shape[1] == 0:
-        return
-    rows = one_hot(P)
-    if rows is not None:  # a row update touches only its rows: O(n·k), not a pass over A
-        A[rows, :] += P[rows] @ Q.T
-        return
-    cols = one_hot(Q)
-    if cols is not None:  # a column update touches only its columns
-        A[:, cols] += P @ Q[cols].T
-        return
-    if A.flags.f_contiguous and A.dtype == np.float64 and A.size > 64:
-        out = blas.dgemm(1.0, P, Q, beta=1.0, c=A, trans_b=True, overwrite_c=True)
-        if out is A:
-            return
-        A[...] = out  # BLAS had to copy (not expected for Fortran float64)
-        return
-    A += P @ Q.T
-
-
-#: environment variables through which a user sets BLAS threads; any of them set means the
-#: triggers leave BLAS threads alone (the user's explicit setting wins)
-THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-              "BLIS_NUM_THREADS")
-#: BLAS threads of a maintaining trigger: its products are thin (gemv-like) and memory
-#: bound, where threads only add synchronisation (and spin on a loaded machine)
-TRIGGER_THREADS = 1
-_CONTROLLER = None
-
-
-def user_threads() -> bool:
-    """True when the user set BLAS threads through the environment."""
-    return any(os.environ.get(v) for v in THREAD_ENV)
-
-
-def blas_limit(threads: int | None):
-    """A context limiting BLAS (threadpoolctl) to ``threads``; ``None`` changes nothing."""
-    global _CONTROLLER
-    if threads is None:
-        return contextlib.nullcontext()
-    if _CONTROLLER is None:
-        from threadpoolctl import ThreadpoolController
-
-        _CONTROLLER = ThreadpoolController()
-    return _CONTROLLER.limit(limits=threads, user_api="blas")
-
-
-def blas_threads() -> int | None:
-    """BLAS threads in effect now (the largest over the loaded BLAS libraries)."""
-    from threadpoolctl import threadpool_info
-
-    counts = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
-    return max(counts) if counts else None
-
-
-def add_dense(A: np.ndarray, D: np.ndarray) -> None:
-    """``A += D`` in place."""
-    A += D
-
-
-def assign(A: np.ndarray, value: np.ndarray) -> None:
-    """``A[...] = value`` in place (keeps A's memory and Fortran order)."""
-    A[...] = value
-
-
-def owned(A: np.ndarray) -> np.ndarray:
-    """A copy of ``A`` (a view used as a delta factor must not change when phase 2 updates
-    the view in place)."""
-    return np.array(A, order="F")
-
-
-def one_hot(X: np.ndarray) -> np.ndarray | None:
-    """The non-zero rows of an update factor when they are few (a row, column or cell
-    update), else None."""
-    rows = np.flatnonzero(X.any(axis=1))
-    return rows if rows.size * 4 <= X.shape[0] else None
-
-
-def dot(A, X: np.ndarray) -> np.ndarray:
-    """``A @ X`` for an update factor ``X``: when ``X`` has few non-zero rows (a row, column
-    or cell update is one-hot) only those columns of ``A`` are read: O(n·nnz) not O(n²)."""
-    rows = one_hot(X)
-    if rows is not None:
-        return A[:, rows] @ X[rows]
-    return A @ X
-
-
-def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray]:
-    """``[op1(A) @ B1, op2(A) @ B2, ...]`` with ``ops[i]`` "N" (A) or "T" (Aᵀ): the products
-    of one view at one trigger level.  Blocks of each kind are stacked into one gemm
-    (``A [B1, B3]``, ``Aᵀ [B2]``), which reads A once per kind instead of once per
-    product: for thin factors a product is bound by memory, not flops.  One-hot blocks
-    read only their columns of A (see :func:`dot`)."""
-    ops = ops or "N" * len(blocks)
-    out: list = [None] * len(blocks)
-    kinds: dict[str, list[int]] = {}
-    for i, (B, o) in enumerate(zip(blocks, ops, strict=True)):
-        if one_hot(B) is not None:
-            out[i] = dot(A.T if o == "T" else A, B)
-        else:
-            kinds.setdefault(o, []).append(i)
-    for o, idx in kinds.items():
-        res = (A.T if o == "T" else A) @ np.hstack([blocks[i] for i in idx])
-        cuts = np.cumsum([blocks[i].shape[1] for i in idx])[:-1]
-        for i, part in zip(idx, np.hsplit(res, cuts), strict=True):
-            out[i] = part
-    return out
-
-
-def as_matrix(x, what: str, rows=None, cols=None) -> np.ndarray:
-    """A 2-D Fortran float64 copy of ``x`` (1-D arrays are columns, numbers are 1x1)."""
-    if sps.issparse(x):
-        x = x.toarray()
-    why = real_dtype_problem(x)
-    if why:
-        raise InputError(f"{what} is not a real numeric array: {why}")
-    try:
-        a = np.array(x, dtype=np.float64, order="F", copy=True)
-    except (TypeError, ValueError) as e:
-        raise InputError(f"{what} is not a numeric array: {e}") from None
-    if a.ndim == 0:
-        a = a.reshape(1, 1)
-    elif a.ndim == 1:
-        a = a.reshape(-1, 1, order="F")
-    elif a.ndim != 2:
-        raise InputError(f"{what} must be a matrix (2-D), got {a.ndim} dimensions")
-    if not np.all(np.isfinite(a)):
-        raise InputError(f"{what} contains NaN or Inf")
-    return np.asfortranarray(a)
-
-
-def source_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-# ------------------------------------------------------------------ base class
 class TriggerModule:
     """Keeps every view of one compiled program fresh.  Generated subclasses define:
 
