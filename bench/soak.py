@@ -80,21 +80,22 @@ def main() -> None:
         row[r] += 0.6
         return row
 
-    results = [
-        soak("ols", ols, {"X": rng.standard_normal((m, n)), "Y": rng.standard_normal((m, 1))},
-             "X", lambda g, r: g.standard_normal(n), args.updates, args.check_every,
-             args.seed),
-        soak("A^8", powers, {"A": A}, "A", power_row, args.updates,
-             args.check_every, args.seed),
+    runs = [
+        ("ols", ols, {"X": rng.standard_normal((m, n)), "Y": rng.standard_normal((m, 1))},
+         "X", lambda g, r: g.standard_normal(n)),
+        ("A^8", powers, {"A": A}, "A", power_row),
     ]
-    for r in results:
+    results = []
+    for name, prog, inputs, x, new_row in runs:
+        r = soak(name, prog, inputs, x, new_row, args.updates, args.check_every, args.seed)
+        results.append(r)
         dims = ", ".join(f"{k}={v}" for k, v in r["dims"].items())
         print(f"{r['program']} ({dims}): {r['updates']} updates, max error "
               f"{r['max_rel_error']:.1e} over {r['checks']} checks, final "
               f"{r['final_rel_error']:.1e}; fallbacks {r['fallbacks']}, probe failures "
               f"{r['probe_failures']}, refreshes {r['refreshes']}; update median "
               f"{r['median_s'] * 1e3:.2f} ms (p10–p90 {r['p10_s'] * 1e3:.2f}–"
-              f"{r['p90_s'] * 1e3:.2f} ms), probe {r['probe_share']:.1%} of it")
+              f"{r['p90_s'] * 1e3:.2f} ms), probe {r['probe_share']:.1%} of it", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine(), "results": results},
                                               indent=1))

@@ -71,6 +71,11 @@ def read(path) -> tuple[dict, dict[str, np.ndarray]]:
     """``(manifest, {view name: array})`` from a state file, every array checked against
     its hash; a :class:`StateError` naming the reason for anything else."""
     try:
+        if not os.path.exists(path):
+            raise FileNotFoundError(path)
+        if not zipfile.is_zipfile(path):
+            raise StateError(f"cannot read saved state {path}: the file is truncated or "
+                             "corrupt (not a zip archive of arrays)")
         with np.load(path, allow_pickle=False) as z:
             files = set(z.files)
             if "__manifest__" not in files:

@@ -115,6 +115,20 @@ def test_huge_updates_are_correct_or_refused_with_nothing_changed(inv_sum, scale
     assert scale < 1e12
 
 
+def test_a_huge_update_cannot_hide_from_the_probe_vector(inv_sum):
+    """The condition estimate bounds ‖A'‖ ‖W'‖ from below with the columns the update
+    changes most, so a probe vector nearly orthogonal to a huge rank-1 update (a chance
+    event for one draw) does not let it through: 60 draws, every one refused."""
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        A = rng.standard_normal((10, 10)) + 8 * np.eye(10)
+        v = inv_sum.load(A=A, B=rng.standard_normal((10, 10)))
+        v._prober.rng = np.random.default_rng(1000 + seed)
+        with pytest.raises(linview.NumericalError, match="condition estimate"):
+            v.update("A", 1e12 * rng.standard_normal(10), rng.standard_normal(10))
+        np.testing.assert_array_equal(v["A"], A)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(0, 2), st.floats(-2, 14), st.integers(0, 2**31)),
                 min_size=1, max_size=6))
@@ -144,6 +158,33 @@ def test_update_sequences_are_accurate_or_refused(updates):
         assert np.abs(v["Z"] - T).max() / np.abs(T).max() < bound
 
 
+INV2 = "function [W, Z] = g(A, B)\n  W = inv(A);\n  Z = inv(A' * A + B) * W;\nend\n"
+
+
+@pytest.mark.parametrize("strategy", [None, "incr", "hybrid", "reeval"])
+@pytest.mark.parametrize("src", [OLS, INV_SUM, INV2], ids=["ols", "inv_sum", "inv2"])
+def test_probe_raises_no_false_alarms_under_every_strategy(src, strategy):
+    """Every delta form of an inverse and its argument (factored, dense, new value) is
+    probed: on well-conditioned streams the residual stays at rounding level, no update
+    falls back, and the views match re-evaluation."""
+    prog = linview.compile(src, name="p", strategy=strategy)
+    rng = np.random.default_rng(3)
+    shapes = {"X": (40, 8), "Y": (40, 2), "A": (8, 8), "B": (8, 8)}
+    v = prog.load(**{n: rng.standard_normal(shapes[n]) + (5 * np.eye(8) if n in "AB" else 0)
+                     for n in prog.module_class.INPUTS})
+    for i in range(12):
+        x = v.DYNAMIC[i % len(v.DYNAMIC)]
+        r, c = shapes[x]
+        k = 1 + i % 3
+        v.update(x, 0.05 * rng.standard_normal((r, k)), 0.05 * rng.standard_normal((c, k)))
+    assert v.stats["probe_failures"] == 0 and v.stats["fallbacks"] == 0
+    maintained = any(vd.inverse_of and vd.strategy.value != "reeval" and not t.reevaluate
+                     for t in prog.plan.triggers.values() for vd in t.deltas)
+    assert bool(v.probes) == maintained  # a trigger that re-evaluates has nothing to probe
+    assert all(p["residual"] < 1e-13 for p in v.probes.values())
+    assert v.verify() < 1e-12
+
+
 def test_probe_catches_a_corrupted_inverse_and_refreshes(ols):
     rng = np.random.default_rng(1)
     v = ols.load(X=rng.standard_normal((30, 6)), Y=rng.standard_normal((30, 1)))
@@ -152,7 +193,10 @@ def test_probe_catches_a_corrupted_inverse_and_refreshes(ols):
     v.update("X", np.eye(30)[5], rng.standard_normal(6))
     assert v.stats["probe_failures"] == 1 and v.stats["fallbacks"] == 1
     assert v.verify() < 1e-12
-    assert "residual" in v._prober.last["beta_inv"]
+    seen = v.probes["beta_inv"]  # the failed probe: its residual, over the allowance
+    assert seen["residual"] > seen["allowed"] and seen["residual"] > 1e-8
+    v.update("X", np.eye(30)[7], rng.standard_normal(6))  # Woodbury again, on the fresh W
+    assert v.probes["beta_inv"]["residual"] < 1e-13 and v.stats["fallbacks"] == 1
 
 
 def test_inv_refuses_condition_over_the_limit():

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.linalg
 
@@ -38,7 +40,9 @@ def lu(A: np.ndarray, what: str, limit: float | None = None):
     if not np.all(np.isfinite(A)):
         raise NumericalError(f"cannot invert {what}: it has non-finite entries")
     try:
-        lu_, piv = scipy.linalg.lu_factor(A, check_finite=False)
+        with warnings.catch_warnings():  # a singular matrix is reported below instead
+            warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
+            lu_, piv = scipy.linalg.lu_factor(A, check_finite=False)
     except (ValueError, np.linalg.LinAlgError) as e:
         raise NumericalError(f"cannot invert {what}: {e}") from None
     d = np.abs(np.diag(lu_))

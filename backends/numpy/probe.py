@@ -11,7 +11,10 @@ phase 1 of that trigger, before any view changes, at the cost of one pass over `
   in O(n·k) more;
 * the relative residual ``ρ = ‖W' a' − z‖ / ‖z‖`` of the updated inverse bounds its
   normwise relative error, since ``W − A⁻¹ = A⁻¹ (A W − I)``;
-* ``κ = √n ‖a'‖ ‖w'‖ / ‖z‖²`` estimates the condition number of ``A'``.
+* ``κ = max(√n ‖a'‖ ‖w'‖ / ‖z‖², ‖A'[:, i]‖ ‖W'[:, j]‖)`` estimates the condition
+  number of ``A'``: the first term is the randomized estimate, the second a lower bound
+  of ``‖A'‖ ‖W'‖`` from the columns the update changes most (O(n·k)), so that a huge
+  low-rank update cannot hide from a probe vector nearly orthogonal to it.
 
 The probe fails when ``κ`` exceeds the module's ``condition_limit`` or when ``ρ``
 exceeds ``max(probe_tolerance, PROBE_GROWTH · ε · κ)`` (a fresh inversion is accurate
@@ -52,6 +55,23 @@ def _image(delta, old: np.ndarray, vec: np.ndarray) -> np.ndarray:
     if kind == "dense":
         return old + delta[1] @ vec
     return np.asarray(delta[1]) @ vec
+
+
+def _column_norm(M: np.ndarray, delta) -> float:
+    """``‖(M + ΔM)[:, j]‖`` for the column ``j`` the delta changes most (the row of
+    largest norm of ``Q`` in ``ΔM = P Qᵀ``, else column 0): a lower bound of ``‖M + ΔM‖₂``
+    that a huge low-rank update cannot escape, in O(n·k)."""
+    kind = delta[0] if delta is not None else None
+    if M is None and kind != "new":  # a view that is not kept: only the randomized estimate
+        return 0.0
+    if kind == "outer":
+        j = int(np.argmax(np.abs(delta[2]).sum(axis=1))) if delta[2].size else 0
+        return _norm(M[:, j:j + 1] + delta[1] @ delta[2][j:j + 1].T)
+    if kind == "dense":
+        return _norm(M[:, :1] + delta[1][:, :1])
+    if kind == "new":
+        return _norm(np.asarray(delta[1])[:, :1])
+    return _norm(M[:, :1])
 
 
 def _norm(x: np.ndarray) -> float:
@@ -114,7 +134,9 @@ class Prober:
                 wa_new = _image(dW, Wm @ a_new, a_new)
         nz = _norm(z)
         rho = _norm(wa_new - z) / nz
-        kappa = math.sqrt(n) * _norm(a_new) * _norm(w_new) / nz ** 2
+        with np.errstate(over="ignore", invalid="ignore"):
+            kappa = max(math.sqrt(n) * _norm(a_new) * _norm(w_new) / nz ** 2,
+                        _column_norm(Am, dA) * _column_norm(Wm, dW))
         allowed = max(tolerance, PROBE_GROWTH * EPS * kappa)
         self.last[W_name] = {"residual": rho, "condition": kappa, "allowed": allowed}
         if not kappa <= condition_limit:

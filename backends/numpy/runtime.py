@@ -215,6 +215,12 @@ class TriggerModule:
         return {name: self[name] for name in self.OUTPUTS}
 
     @property
+    def probes(self) -> dict[str, dict[str, float]]:
+        """The last probe of each maintained inverse (the running error estimate):
+        ``{view: {"residual", "condition", "allowed"}}`` (see ``probe.py``)."""
+        return {k: dict(v) for k, v in self._prober.last.items()}
+
+    @property
     def inputs(self) -> dict[str, np.ndarray]:
         return {name: self[name] for name in self.INPUTS}
 
