@@ -137,7 +137,8 @@ def edge_records(records, base: int = 0) -> list[tuple]:
 
 
 def apply_edge_batch(views, first: int, batch: list[dict]) -> None:
-    """``linview run``: a micro-batch of edge records ``{"input": "M", "edge": [from, to],
+    """For a stream runner (``linview run`` has no ``edge`` record kind yet): a micro-batch
+    of edge records ``{"input": "M", "edge": [from, to],
     "op": "insert"|"delete"[, "weight": w][, "base": 0|1]}`` applied as one residual
     update (``views.update_edges``).  Node ids are 0-based unless the record says
     ``"base": 1``.  A bad record raises :class:`UpdateError` naming its position in the
