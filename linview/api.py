@@ -20,14 +20,16 @@ import types
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from linview import specialize
 from linview.backends.numpy import runtime
 from linview.compiler.cost import choose_model, strategy_chooser
 from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
 from linview.compiler.ir import Op
 from linview.compiler.lower import Options, lower
+from linview.compiler.lower_language import NeedsData
 from linview.compiler.plan import Plan, make_plan, transient_views
 from linview.compiler.timemodel import decide_triggers
-from linview.errors import CompileError, LinviewError, StateError
+from linview.errors import CompileError, InputError, LinviewError, ShapeError, StateError
 from linview.frontend.parser import parse
 
 BACKENDS = ("numpy", "spark")
@@ -96,8 +98,37 @@ class CompiledProgram:
         return getattr(self.module, self.plan.class_name)
 
     def load(self, /, **inputs) -> runtime.TriggerModule:
-        """Evaluate every view from ``inputs`` and return the live views object."""
-        return self.module_class(**inputs)
+        """Evaluate every view from ``inputs`` and return the live views object.
+
+        When the data does not fit the program as compiled without it (a 1x1 input the
+        program took for a matrix, a size assumed not to be 1), and sizes were left open,
+        the program is specialised to the data's shapes (see :meth:`specialize`)."""
+        scalars = [d.name for d in self.program.inputs if not d.scalar and d.name in inputs
+                   and specialize.is_number(inputs[d.name])]
+        if scalars and not self.options.get("shapes"):  # a 1x1 input is a scalar
+            return self.specialize(**inputs).load(**inputs)
+        try:
+            return self.module_class(**inputs)
+        except InputError as first:
+            if not self.program.dim_symbols or self.options.get("shapes") or not all(
+                    specialize.has_shape(inputs.get(n)) for n in self.options["inputs"]):
+                raise
+            try:
+                special = self.specialize(**inputs)
+            except ShapeError as e:
+                raise InputError(f"the inputs' shapes do not fit the program: {e.message}",
+                                 e.location, e.hint) from None
+            except (InputError, CompileError):
+                raise
+            except LinviewError:
+                raise first from None
+            return special.load(**inputs)
+
+    def specialize(self, /, **inputs) -> CompiledProgram:
+        """This program compiled for the shapes of ``inputs`` (arrays, numbers, or
+        ``(rows, cols)`` tuples): every size is bound, 1x1 inputs are scalars.  Cached by
+        shape signature, so repeated loads with the same shapes reuse one module."""
+        return specialize.specialize(self.options["text"], self.options, inputs)
 
     def explain(self, after: str | None = None) -> str:
         from linview.compiler.explain import explain
@@ -122,14 +153,18 @@ def load_module(source: str, name: str) -> types.ModuleType:
 
 def compile(source: str, name: str | None = None, *, filename: str | None = None,  # noqa: A001
             dims: dict[str, int] | None = None, backend: str = "numpy",
-            model: str = "auto", strategy=None, rank: int = 1) -> CompiledProgram:
+            model: str = "auto", strategy=None, rank: int = 1,
+            shapes: tuple | None = None) -> CompiledProgram | specialize.DeferredProgram:
     """Compile linview source text to a trigger module (see the module docstring).
 
     ``dims`` binds symbolic sizes for planning (chain order, strategy choice); ``model``
     picks the iterative model of ``E^k`` and of recurrences ``T = A*T + B`` in loops
     (``exp``, ``linear``, ``skip=S``, or ``auto``: the cheapest by the cost model);
     ``strategy`` forces INCR/HYBRID/REEVAL for every view (a string) or per view (a dict);
-    ``rank`` is the expected update rank.
+    ``rank`` is the expected update rank.  ``shapes`` (``((input, rows, cols), ...)``)
+    specialises the program to the shapes of the data, as ``load()`` does when sizes
+    are left open; without it, a program whose sizes only the data can decide is returned
+    as a :class:`~linview.specialize.DeferredProgram`, compiled at ``load()``.
     """
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend '{backend}'", hint="backends: numpy, spark")
@@ -137,11 +172,27 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     source = source.removeprefix("\ufeff")  # a byte-order mark is not part of the program
     module_ast = parse(source, filename)
     dims = dict(dims or {})
-    if model == "auto":  # lowers once per candidate model and keeps the cheapest
-        program, options = choose_model(module_ast, source, filename, dims, rank)
-    else:
-        options = parse_model(model)
-        program = lower(module_ast, source, filename, options)
+    base = Options(shapes=tuple(shapes or ()), dims=tuple(sorted(dims.items())))
+    params = module_ast.params if hasattr(module_ast, "params") else tuple(
+        s.name for p in module_ast.pragmas if p.kind == "input" for s in p.specs) + tuple(
+        sorted({n for p in module_ast.pragmas if p.kind == "scalar" for n in p.names}))
+    kept = {"text": source, "name": name, "filename": filename, "dims": dims,
+            "backend": backend, "model": model, "strategy": strategy, "rank": rank,
+            "inputs": tuple(params), "shapes": shapes, "compiler": compile}
+    if shapes:
+        dims = {}  # every size is bound by the data
+    try:
+        if model == "auto":  # lowers once per candidate model and keeps the cheapest
+            program, options = choose_model(module_ast, source, filename, dims, rank, base)
+        else:
+            options = replace(parse_model(model), shapes=base.shapes, dims=base.dims)
+            program = lower(module_ast, source, filename, options)
+    except (NeedsData, ShapeError) as e:
+        if shapes or not (isinstance(e, NeedsData) or _open_inputs(module_ast)):
+            raise
+        reason = str(e) if isinstance(e, NeedsData) else "its sizes depend on the data"
+        return specialize.DeferredProgram(name or module_ast_name(module_ast, filename),
+                                          reason, kept)
     known = {s.name for s in program.dim_symbols}
     unknown = sorted(set(dims) - known - {"k"})
     if unknown:
@@ -158,8 +209,11 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     if trig_opts.default is None and not trig_opts.strategies:
         trig_opts.choose = strategy_chooser(dims, rank)
     key = repr((source, options, sorted(dims.items()), repr(strategy), rank, backend))
+    kept["dims"] = dims if not shapes else kept["dims"]
     plan = make_plan(program, bindings=dims, rank=rank, trigger_options=trig_opts,
                      source_hash=runtime.source_hash(key))
+    if backend == "spark":
+        specialize.refuse_on_spark(plan)
     if trig_opts.choose is not None and backend == "numpy":
         # cost-based: whole triggers may re-evaluate (the seconds model is NumPy's)
         plan = decide_triggers(plan, trig_opts)
@@ -180,14 +234,28 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
             "options": {"dims": {k: int(v) for k, v in dims.items()}, "model": model,
                         "rank": int(rank), "backend": backend,
                         "strategy": _plain_strategy(strategy)}}
+    if shapes:  # a program specialised to its data's shapes (linview.specialize)
+        info["options"]["shapes"] = [[str(n), int(r), int(c)] for n, r, c in shapes]
     getattr(module, plan.class_name).PROGRAM_INFO = info
     out = CompiledProgram(program.name, plan, backend, text, module,
-                          {"dims": dims, "model": model, "strategy": strategy, "rank": rank,
-                           "trigger_options": trig_opts}, lowered=program)
+                          {**kept, "trigger_options": trig_opts}, lowered=program)
     if backend == "numpy" and any(st.expr.op is Op.SOLVE for st in program.statements):
         out = SolveProgram(**{k: getattr(out, k) for k in out.__dataclass_fields__})
     return out
 
+
+def module_ast_name(module_ast, filename: str) -> str:
+    return getattr(module_ast, "name", None) or \
+        filename.rsplit("/", 1)[-1].removesuffix(".m") or "script"
+
+
+def _open_inputs(module_ast) -> bool:
+    """Whether some input's sizes are left to the data (no pragma gives them)."""
+    given = {s.name for p in module_ast.pragmas if p.kind in ("dims", "input")
+             for s in p.specs}
+    given |= {n for p in module_ast.pragmas if p.kind == "scalar" for n in p.names}
+    params = getattr(module_ast, "params", ())
+    return any(p not in given for p in params)
 
 @dataclass
 class SolveProgram(CompiledProgram):
@@ -203,6 +271,7 @@ class SolveProgram(CompiledProgram):
         from linview.solve_program import explain_solves
 
         return super().explain(after) + explain_solves(self.lowered)
+
 
 
 def _shown_path(p: Path) -> str:
@@ -265,7 +334,8 @@ def restore(path, program: CompiledProgram | None = None, **options):
             program = compile(meta["source"], name=meta["name"], filename=meta["filename"],
                               dims=opts.get("dims"), backend=opts.get("backend", "numpy"),
                               model=opts.get("model", "auto"), strategy=opts.get("strategy"),
-                              rank=opts.get("rank", 1))
+                              rank=opts.get("rank", 1),
+                              shapes=tuple(tuple(s) for s in opts.get("shapes") or ()) or None)
         except (LinviewError, TypeError, ValueError, AttributeError) as e:
             raise StateError(f"the program stored in {path} does not compile with this "
                              f"linview: {e}") from None

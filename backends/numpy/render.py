@@ -8,6 +8,7 @@ from __future__ import annotations
 import sympy as sp
 
 from linview.backends.common import Namer
+from linview.backends.numpy import octave
 from linview.compiler import printer
 from linview.compiler.ir import Node, Op
 from linview.compiler.plan import size_code
@@ -181,6 +182,7 @@ RENDER = {
     # re-solved through the guarded inverse; prog.load() keeps solve views with a residual
     Op.SOLVE: lambda e, n: (f'rt.inv({e.code(n.children[0])}, "{e.label}") @ '
                             f'{e._wrap(n.children[1], _MUL + 1)}', _MUL),
+    **octave.RENDER,  # the wider Octave language (backends/numpy/octave.py)
 }
 
 

@@ -39,11 +39,14 @@ def parse_dims(values: list[str] | None) -> dict[str, int]:
 
 def _compile(args, **extra):
     import linview
+    from linview.specialize import parse_shapes
 
-    return linview.compile_file(args.program, dims=parse_dims(args.dims),
+    prog = linview.compile_file(args.program, dims=parse_dims(args.dims),
                                 backend=getattr(args, "backend", "numpy"),
                                 model=args.model, strategy=args.strategy,
                                 rank=getattr(args, "rank", 1), **extra)
+    shapes = parse_shapes(getattr(args, "shapes", None))
+    return prog.specialize(**shapes) if shapes else prog
 
 
 def load_options(args) -> dict:
@@ -173,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("program", help="the .m file")
         sp.add_argument("--dims", action="append", metavar="n=..,m=..",
                         help="bind symbolic sizes (for planning, cost and bench)")
+        sp.add_argument("--shapes", action="append", metavar="X=RxC,..",
+                        help="compile for these input shapes, as load() does for data")
         sp.add_argument("--model", default="auto",
                         help="iterative model of E^k and of loops T = A*T + B: exp, linear, "
                         "skip=S, written (as written: loops step by step, ^ by squaring), "

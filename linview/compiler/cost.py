@@ -12,6 +12,8 @@ The per-view strategy chooser (:func:`strategy_chooser`) is greedy in program or
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import sympy as sp
 
 from linview.compiler import ir, passes
@@ -88,23 +90,30 @@ MODEL_CANDIDATES = (Options("written"), Options("exp"), Options("linear"), Optio
 AUTO_MAX_STATEMENTS = 200
 
 
-def choose_model(module_ast, source, filename, dims, rank) -> tuple[ir.Program, Options]:
+def choose_model(module_ast, source, filename, dims, rank,
+                 base: Options | None = None) -> tuple[ir.Program, Options]:
     """``--model auto``: lower once with each iterative model (the program as written
     first) and keep the cheapest total trigger cost, where a trigger costs the cheaper of
     maintaining and re-evaluating (:func:`.timemodel.model_seconds`).  Returns the lowered
     program it chose, so the caller does not lower again.  Models whose program is over the
-    size limit are skipped; if every one is, the default model's error is raised."""
+    size limit are skipped; if every one is, the default model's error is raised.  ``base``
+    carries the data's shapes and ``dims=`` of a specialised program
+    (:mod:`linview.specialize`)."""
     from linview.compiler.timemodel import model_seconds
 
     sizes = Sizes(dict(dims), rank)
     candidates = []
     for opts in MODEL_CANDIDATES:
+        if base is not None:  # the data's shapes and dims= (linview.specialize)
+            opts = replace(opts, shapes=base.shapes, dims=base.dims)
         try:
             candidates.append((opts, lower(module_ast, source, filename, opts)))
         except TooLarge:
             continue
     if not candidates:  # every model is over the limit: say so for the default one
-        lower(module_ast, source, filename, Options("exp"))
+        first = Options("exp")
+        lower(module_ast, source, filename, first if base is None else
+              replace(first, shapes=base.shapes, dims=base.dims))
     smallest = min(len(p.statements) for _, p in candidates)
     best = None
     seen: set[tuple] = set()

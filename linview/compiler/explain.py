@@ -13,7 +13,7 @@ Listing 6.4 (``ON UPDATE A BY (U, V): U_B := [...]; ...; A += U Vᵀ; ...``).
 
 from __future__ import annotations
 
-from linview.compiler import ir, passes, printer
+from linview.compiler import ir, maintenance, passes, printer
 from linview.compiler.delta import Strategy, Trigger, build_trigger
 from linview.errors import CompileError
 
@@ -94,6 +94,8 @@ def explain(compiled, after: str | None = None) -> str:
                       + ", ".join(sorted(plan.transient))]
         if not plan.triggers:
             lines += ["", "no dynamic inputs: nothing to maintain"]
+        else:  # which statements each update maintains or re-evaluates
+            lines += [""] + maintenance.listing(plan)
     else:
         raise CompileError(f"unknown pass '{after}'", hint="passes: " + ", ".join(PASSES))
     if plan.notes and after in ("delta", "triggers"):

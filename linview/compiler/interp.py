@@ -45,10 +45,23 @@ def eval_node(root: Node, env: Mapping[str, object], bindings: Mapping[str, int]
             r, c = size_value(n.rows, bindings), size_value(n.cols, bindings)
             val = np.eye(r, c) if n.op is Op.EYE else \
                 (np.zeros if n.op is Op.ZEROS else np.ones)((r, c))
+        elif n.op is Op.LOOP:
+            val = _run_loop(n, [memo[id(c)] for c in n.children], bindings)
         else:
             val = OPS[n.op].evaluate(n, *(memo[id(c)] for c in n.children))
         memo[id(n)] = val
     return memo[id(root)]
+
+
+def _run_loop(n: Node, values: list, bindings: Mapping[str, int]) -> np.ndarray:
+    """A ``while`` loop (``ops_octave.LoopSpec``): iterate its body while the condition
+    holds (every entry nonzero, as in Octave)."""
+    spec = n.attr
+    env = dict(zip(spec.placeholders, values, strict=True))
+    while np.all(eval_node(spec.cond, env, bindings) != 0):
+        new = [eval_node(u, env, bindings) for u in spec.updates]
+        env.update({f"@{v}": x for v, x in zip(spec.carried, new, strict=True)})
+    return env[f"@{spec.result}"]
 
 
 def evaluate(program: ir.Program, inputs: Mapping[str, object],

@@ -48,6 +48,17 @@ class Op(enum.Enum):
     TRACE = "trace"
     CONCAT = "concat"  # attr: tuple of block-row lengths; children row-major
     SOLVE = "solve"  # children (A, B): A \ B kept as a solve view; attr: (method, tolerance)
+    # the wider Octave language (linview/compiler/ops_octave.py)
+    MAP = "map"  # elementwise function, attr (name, parameter)
+    EBIN = "ebin"  # elementwise binary function with 1x1 broadcasting, attr name
+    REDUCE = "reduce"  # attr (max|min, dimension)
+    NORM = "norm"  # attr (p, is_vector)
+    DIAG = "diag"  # attr tomat | tovec
+    KRON = "kron"
+    CHOL = "chol"
+    PINV = "pinv"
+    INDEX = "index"  # attr (rows, cols): (start, stop) zero-based half-open, or None
+    LOOP = "loop"  # a while loop evaluated as a whole; attr a LoopSpec
 
 
 LEAVES = frozenset({Op.INPUT, Op.VIEW, Op.FACTOR, Op.CONST, Op.EYE, Op.ZEROS, Op.ONES})
@@ -407,7 +418,12 @@ class Program:
                         attr = sp.sympify(attr).subs(mapping)
                     memo[id(n)] = Node(n.op, (), attr, fix_shape(n.shape))
                 else:
-                    memo[id(n)] = n.replace(children=tuple(memo[id(c)] for c in n.children))
+                    attr = n.attr
+                    if n.op is Op.INDEX:  # slice bounds are sizes
+                        attr = tuple(None if sl is None else tuple(
+                            sp.expand(sp.sympify(b).subs(mapping)) for b in sl) for sl in attr)
+                    memo[id(n)] = n.replace(children=tuple(memo[id(c)] for c in n.children),
+                                            attr=attr)
             return memo[id(root)]
 
         return replace(

@@ -22,7 +22,7 @@ import contextlib
 
 import sympy as sp
 
-from linview.compiler import ir, models
+from linview.compiler import ir, lower_control, lower_language, models
 from linview.compiler.ir import Node, Op
 from linview.compiler.models import MODELS, Options  # noqa: F401 - part of this interface
 from linview.compiler.shapes import Conflict, Unifier, dim
@@ -30,7 +30,8 @@ from linview.errors import CompileError, ParseError, ShapeError, locate
 from linview.frontend import syntax
 from linview.solve_lowering import SolveLowering
 
-SUPPORTED_FUNCTIONS = ("eye", "zeros", "ones", "size", "inv", "transpose", "sum", "trace")
+SUPPORTED_FUNCTIONS = ("eye", "zeros", "ones", "size", "inv", "transpose", "sum", "trace",
+                       *lower_language.FUNCTIONS)
 #: a program that lowers (loops unrolled, powers expanded) to more statements is refused:
 #: planning costs tens of milliseconds per statement
 MAX_STATEMENTS = 500
@@ -58,6 +59,8 @@ class _Lowerer(SolveLowering):
         self.not_one: list[tuple] = []
         self.solve: tuple[str, float] | None = None  # (method, tolerance) of solve views
         self.storage: dict[str, str] = {}  # inputs declared sparse or stochastic
+        self.end_stack: list = []  # extents that 'end' stands for, innermost last
+        self.in_loop = False  # inside a while loop: values stay expressions, no views
 
     # ----------------------------------------------------------------- errors
     def where(self, pos: syntax.Pos):
@@ -94,7 +97,14 @@ class _Lowerer(SolveLowering):
             if leaf.op is Op.CONST:
                 attr = self.uni.resolve(attr)
             return Node(leaf.op, (), attr, shape)
-        return ir.map_leaves(n, fix)
+        if not any(m.op is Op.INDEX for m in n.walk()):
+            return ir.map_leaves(n, fix)
+
+        def fix_all(m: Node) -> Node:
+            if m.op in ir.LEAVES:
+                return fix(m)
+            return m.replace(attr=lower_language.map_attr(m, self.uni.resolve))
+        return ir.rebuild(n, fix_all)
 
     def build(self, op: Op, *children: Node, pos=(0, 0), attr=None) -> Node:
         kids = tuple(self.fresh(c) for c in children)
@@ -149,7 +159,12 @@ class _Lowerer(SolveLowering):
                 shape = (dim(sizes[0]), dim(sizes[1]))
                 self.uni.rigid |= {x for x in shape if isinstance(x, sp.Symbol)}
             else:
-                shape = (dim(f"rows_{pname}"), dim(f"cols_{pname}"))
+                declared = {str(x) for sp_ in specs.values() for x in sp_.sizes}
+                shape = tuple(dim(lower_language.fresh_size(f"{w}_{pname}", declared))
+                              for w in ("rows", "cols"))
+            if self.options.shapes:
+                shape = lower_language.input_shape(self, pname, shape, pname in scalars,
+                                                specs.get(pname))
             is_scalar = shape == (1, 1)
             dynamic = (pname in dynamic_names) if dynamic_names else not is_scalar
             dynamic = dynamic and pname not in static_names
@@ -182,6 +197,12 @@ class _Lowerer(SolveLowering):
         for st in body:
             if isinstance(st, syntax.Assign):
                 self.total[st.target] = self.total.get(st.target, 0) + times
+            elif isinstance(st, syntax.If):
+                for _, branch in st.branches:
+                    self.count_assignments(branch, times)
+                self.count_assignments(st.orelse, times)
+            elif isinstance(st, syntax.While):
+                self.count_assignments(st.body, times)
             else:
                 trips = 1
                 try:
@@ -194,6 +215,15 @@ class _Lowerer(SolveLowering):
         for st in body:
             if isinstance(st, syntax.Assign):
                 self.assign(st)
+            elif isinstance(st, syntax.If):
+                for cond, branch in st.branches:
+                    if lower_control.decide(self, cond):
+                        self.block(branch)
+                        break
+                else:
+                    self.block(st.orelse)
+            elif isinstance(st, syntax.While):
+                lower_control.while_loop(self, st)
             else:
                 self.loop(st)
 
@@ -234,6 +264,10 @@ class _Lowerer(SolveLowering):
         self.version[st.target] = j + 1
         name = st.target if self.total.get(st.target, 1) == 1 else f"{st.target}_{j}"
         value = self.expr(st.value, name)
+        if self.in_loop:
+            self.env[st.target] = value
+            self.current = None
+            return
         if value.op in ir.LEAVES:
             self.env[st.target] = value  # copy propagation
         else:
@@ -273,7 +307,7 @@ class _Lowerer(SolveLowering):
 
     def materialize(self, value: Node, name: str) -> Node:
         """``value`` as a leaf: itself if already one, else a new auxiliary view."""
-        if value.op in ir.LEAVES:
+        if value.op in ir.LEAVES or self.in_loop:
             return value
         return self.emit(name, value)
 
@@ -297,7 +331,10 @@ class _Lowerer(SolveLowering):
 
     # ----------------------------------------------------------------- expressions
     def expr(self, e: syntax.Expr, hint: str) -> Node:
-        method = getattr(self, "x_" + type(e).__name__.lower())
+        kind = "x_" + type(e).__name__.lower()
+        method = getattr(self, kind, None)
+        if method is None:  # subscripts and strings: linview/lower_language.py
+            return self.fresh(getattr(lower_language, kind)(self, e, hint))
         return self.fresh(method(e, hint))
 
     def x_num(self, e: syntax.Num, hint: str) -> Node:
@@ -316,21 +353,32 @@ class _Lowerer(SolveLowering):
 
     def x_unary(self, e: syntax.Unary, hint: str) -> Node:
         v = self.expr(e.operand, hint)
+        if e.op == "!":
+            return lower_language.logical_not(self, v, e.pos)
         return ir.neg(v) if e.op == "-" else v
 
     def x_transpose(self, e: syntax.Transpose, hint: str) -> Node:
         return ir.transpose(self.expr(e.operand, hint))
 
     def x_matrix(self, e: syntax.Matrix, hint: str) -> Node:
+        if not e.rows:
+            raise self.parse_error("the empty matrix [] is not supported", e.pos,
+                                   "use zeros(r, c) for a matrix of zeros")
         rows = [[self.expr(x, hint) for x in row] for row in e.rows]
-        for row in rows:
-            for blk in row[1:]:
-                self.unify(row[0].rows, blk.rows, e.pos, "blocks in one block row must have "
-                           "the same number of rows", row[0].shape, blk.shape)
+        src = lower_language.show(e)
+        for i, row in enumerate(rows):
+            for j, blk in enumerate(row[1:], 1):
+                first, this = e.rows[i][0], e.rows[i][j]
+                self.unify(row[0].rows, blk.rows, e.pos,
+                           f"{src}: block row {i + 1} has {lower_language.show(first)} "
+                           f"({self.show(row[0].shape)}) and {lower_language.show(this)} "
+                           f"({self.show(blk.shape)}), which must have the same number of "
+                           "rows")
         widths = [sp.Add(*[self.uni.resolve(b.cols) for b in row]) for row in rows]
-        for w, row in zip(widths[1:], rows[1:], strict=True):
-            self.unify(widths[0], w, e.pos, "block rows must have the same total number of "
-                       "columns", (rows[0][0].rows, widths[0]), (row[0].rows, w))
+        for i, w in enumerate(widths[1:], 2):
+            self.unify(widths[0], w, e.pos,
+                       f"{src}: block row 1 is {self.uni.resolve(widths[0])} columns wide "
+                       f"but block row {i} is {self.uni.resolve(w)}")
         flat = [b for row in rows for b in row]
         if len(flat) == 1:
             return flat[0]
@@ -339,17 +387,19 @@ class _Lowerer(SolveLowering):
     def x_binary(self, e: syntax.Binary, hint: str) -> Node:
         if e.op == "^":
             return self.power(e, hint)
+        if e.op == ".^":
+            return lower_language.elementwise_power(self, e, hint)
+        if e.op in lower_language.OPERATORS:
+            return lower_language.compare(self, e, hint)
         a = self.expr(e.left, hint)
         b = self.expr(e.right, hint)
         op = e.op
         if op in ("+", "-"):
             if a.is_scalar != b.is_scalar:
-                raise self.shape_error(
-                    f"'{op}' between a scalar and a matrix is not supported; write "
-                    "s*ones(r,c) for a constant matrix, or declare 1x1 inputs with "
-                    "'%#linview scalar NAME'", e.pos, a.shape, b.shape)
+                return lower_language.broadcast(self, op, a, b, e.pos)
             if a.op is Op.CONST and b.op is Op.CONST:
                 return ir.const(a.attr + b.attr if op == "+" else a.attr - b.attr)
+            a, b = lower_language.expand_vectors(self, a, b, e.pos)
             self.unify(a.rows, b.rows, e.pos, f"operands of '{op}' must have the same size",
                        a.shape, b.shape)
             self.unify(a.cols, b.cols, e.pos, f"operands of '{op}' must have the same size",
@@ -397,6 +447,7 @@ class _Lowerer(SolveLowering):
 
     def elementwise(self, op: Op, a: Node, b: Node, e: syntax.Binary) -> Node:
         if not (a.is_scalar or b.is_scalar):
+            a, b = lower_language.expand_vectors(self, a, b, e.pos)
             what = f"operands of '{e.op}' must have the same size"
             self.unify(a.rows, b.rows, e.pos, what, a.shape, b.shape)
             self.unify(a.cols, b.cols, e.pos, what, a.shape, b.shape)
@@ -416,6 +467,10 @@ class _Lowerer(SolveLowering):
 
     def power(self, e: syntax.Binary, hint: str) -> Node:
         k_expr = e.right
+        if not (isinstance(k_expr, syntax.Num) and float(k_expr.value).is_integer()
+                and k_expr.value >= 1) and lower_language.literal(k_expr) is not None \
+                and self.expr(e.left, hint).is_scalar:
+            return lower_language.elementwise_power(self, e, hint)
         if not (isinstance(k_expr, syntax.Num) and float(k_expr.value).is_integer()
                 and k_expr.value >= 1):
             raise self.parse_error("the exponent of '^' must be an integer literal >= 1",
@@ -443,9 +498,13 @@ class _Lowerer(SolveLowering):
 
     def x_call(self, e: syntax.Call, hint: str) -> Node:
         f, args = e.func, e.args
-        if f in self.env or f in self.loop_vars:
-            raise self.parse_error(f"indexing '{f}(...)' is not supported", e.pos,
-                                   "linview works on whole matrices")
+        if f in self.loop_vars:
+            raise self.parse_error(f"indexing '{f}(...)' with a loop variable is not "
+                                   "supported", e.pos, "loops are unrolled")
+        if f in self.env:
+            return lower_language.index(self, e, hint)
+        if f in lower_language.FUNCTIONS:
+            return lower_language.call(self, e, hint)
         arity = {"eye": (1, 2), "zeros": (1, 2), "ones": (1, 2), "size": (2, 2),
                  "inv": (1, 1), "transpose": (1, 1), "sum": (1, 2), "trace": (1, 1)}
         if f not in arity:

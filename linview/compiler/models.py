@@ -35,6 +35,14 @@ class Options:
 
     model: str = "exp"
     skip: int = 4
+    #: the data's shapes ``((input, rows, cols), ...)``: the program is specialised to them
+    shapes: tuple = ()
+    #: sizes given by ``dims=`` that the data's shapes must agree with
+    dims: tuple = ()
+
+    def __repr__(self) -> str:  # as before the data's shapes existed: hashes stay stable
+        extra = f", shapes={self.shapes!r}, dims={self.dims!r}" if self.shapes else ""
+        return f"Options(model={self.model!r}, skip={self.skip!r}{extra})"
 
 
 class Lowering(Protocol):
@@ -203,6 +211,8 @@ def _recurrence_steps(lw: Lowering, assign: syntax.Assign, target: str, a: Node,
     if Y is not None:
         b = lw.expr(Y, target)
         b = ir.neg(b) if neg else b
+        if b.is_scalar and not t0.is_scalar:  # T = A*T + s: s broadcast (Octave)
+            b = lw.fresh(ir.scale(b, ir.ones(t0.rows, t0.cols)))
         b = lw.materialize(b, f"{target}_B")
         for x, y in ((b.rows, t0.rows), (b.cols, t0.cols)):
             lw.unify(x, y, assign.pos, "operands of '+' must have the same size",

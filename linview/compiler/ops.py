@@ -35,7 +35,7 @@ import scipy.linalg
 import scipy.sparse as sps
 import sympy as sp
 
-from linview.compiler import ir
+from linview.compiler import ir, ops_octave
 from linview.compiler.ir import ONE, Node, Op, ShapeMismatch, same_dim
 from linview.errors import NumericalError
 from linview.solve import direct_solve, solve_shape
@@ -440,6 +440,8 @@ OPS: dict[Op, OpDef] = {
         shape=solve_shape, evaluate=lambda n, a, b: direct_solve(a, b), prec=ATOM, delta=None,
         text=lambda n, w: f"solve({w(0, 0)}, {w(1, 0)})",
         flops=lambda n, size: 2 * size(n.rows) ** 3 / 3 + 2 * size(n.rows) ** 2 * size(n.cols)),
+    # the wider Octave language: indexing, elementwise functions, reductions, while loops
+    **{op: OpDef(**fields) for op, fields in ops_octave.ENTRIES.items()},
 }
 
 if any(op not in OPS for op in Op if op not in ir.LEAVES):  # a new op needs its entry here

@@ -67,7 +67,25 @@ class Unifier:
                 if len(sol) == 1 and (sol[0].is_Integer is False or sol[0] > 0):
                     self._bind(free[0], sol[0])
                     return
+            elif free and self._solve_linear(sp.expand(a - b), free):
+                return
             raise Conflict(a, b)
+
+    def _solve_linear(self, diff: sp.Expr, free: list[sp.Symbol]) -> bool:
+        """``diff = 0`` with several open sizes (``cols_A + cols_B = rows_A + cols_C``
+        from a block matrix): bind the last open size whose coefficient is ±1 to the
+        rest, which is the general solution; the data's sizes are checked at load."""
+        if not diff.is_polynomial(*free) or sp.Poly(diff, *free).total_degree() != 1:
+            return False
+        for sym in reversed(free):
+            coeff = diff.coeff(sym)
+            if coeff in (1, -1) and sym not in (diff - coeff * sym).free_symbols:
+                value = sp.expand(-(diff - coeff * sym) / coeff)
+                if value.is_Number and value <= 0:
+                    continue
+                self._bind(sym, value)
+                return True
+        return False
 
     def _bind(self, sym: sp.Symbol, value: sp.Expr) -> None:
         if value.is_Number and (not value.is_Integer or value <= 0):

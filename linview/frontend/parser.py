@@ -31,11 +31,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, v_args
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from linview.errors import ParseError, SourceLocation, locate
 from linview.frontend import syntax
+from linview.frontend.octave_rules import OctaveRules
 from linview.solve_lowering import PragmaProblem, pragma_value
 
 __all__ = ["PRAGMA_KINDS", "parse"]
@@ -57,27 +58,31 @@ PRAGMA_KINDS: dict[str, str] = {
 _SUPPORTED = (
     "linview programs are assignments 'name = expr' and 'for' loops with literal bounds"
 )
-_OPERATORS_HINT = "supported operators: + - * / \\ .* ./ ^ ' .'"
+_OPERATORS_HINT = ("supported operators: + - * / \\ .* ./ ^ .^ ' .', comparisons and "
+                   "&& || in conditions")
 
 # Octave's reserved words that linview does not support (iskeyword() in Octave 8, minus
-# function/for/end/endfor/endfunction, which the grammar knows).
+# function/for/if/elseif/else/while and their ends, which the grammar knows).
 _OCTAVE_KEYWORDS = frozenset("""
-    __FILE__ __LINE__ break case catch classdef continue do else elseif end_try_catch
-    end_unwind_protect endarguments endclassdef endenumeration endevents endif endmethods
-    endparfor endproperties endspmd endswitch endwhile global if otherwise parfor persistent
-    return spmd switch try until unwind_protect unwind_protect_cleanup while
+    __FILE__ __LINE__ break case catch classdef continue do end_try_catch
+    end_unwind_protect endarguments endclassdef endenumeration endevents endmethods
+    endparfor endproperties endspmd endswitch global otherwise parfor persistent
+    return spmd switch try until unwind_protect unwind_protect_cleanup
 """.split())
 
 # Tokens after which Octave, inside [ ], starts a new element when whitespace follows.
-_OPERAND_END = frozenset({"NAME", "NUMBER", "_RPAR", "_RSQB", "QUOTE", "DOTQUOTE"})
+_OPERAND_END = frozenset({"NAME", "NUMBER", "_RPAR", "_RSQB", "QUOTE", "DOTQUOTE",
+                          "END_INDEX"})
 _OPERAND_START = frozenset({"NAME", "NUMBER", "LSQB", "_LPAR"})
-_END_TOKENS = frozenset({"_END", "_ENDFOR", "_ENDFUNCTION"})
+_END_TOKENS = frozenset({"_END", "_ENDFOR", "_ENDFUNCTION", "_ENDIF", "_ENDWHILE"})
+_BLOCK_OPENERS = ("FOR", "FUNCTION", "IF", "WHILE")
+# The only strings of the dialect: option words of norm(X, 'fro') (STRING tokens).
+_WORDS = frozenset({"fro", "inf", "Inf"})
 _SEPARATORS = frozenset({"_NL", "_SEMI", "_COMMA"})
 
 _UNSUPPORTED_OP_HINTS = {
     "**": "write '^' for the matrix power",
     ".**": "elementwise power is not supported",
-    ".^": "elementwise power is not supported; '^' takes an integer literal exponent",
     ".\\": "elementwise left division is not supported; use './'",
     "++": "Octave reads '++' as an increment operator; write 'a + +b' with spaces",
     "--": "Octave reads '--' as a decrement operator; write 'a - -b' with spaces",
@@ -131,6 +136,20 @@ class _PostLexer:
             _reject_foreign(tok)
             if kind == "_NL" and brackets and brackets[-1] == "(":
                 continue
+            if (kind == "QUOTE" and brackets and brackets[-1] == "(" and prev is not None
+                    and prev.type in ("_COMMA", "_LPAR")):
+                word = next(tokens, None)
+                close = next(tokens, None) if word is not None else None
+                if (word is not None and close is not None and word.value in _WORDS
+                        and close.type == "QUOTE" and word.start_pos == tok.end_pos
+                        and close.start_pos == word.end_pos):
+                    tok = Token.new_borrow_pos("STRING", str(word), tok)
+                    kind = tok.type
+                else:
+                    pending += [t for t in (close, word) if t is not None]
+            if kind == "_END" and brackets and brackets[-1] == "(":
+                tok = Token.new_borrow_pos("END_INDEX", tok.value, tok)
+                kind = tok.type
             if (brackets and brackets[-1] == "[" and not header and prev is not None
                     and prev.type in _OPERAND_END and prev.end_pos != tok.start_pos):
                 nxt = None
@@ -213,7 +232,7 @@ def _leftmost(e: syntax.Expr) -> syntax.Pos:
 
 
 @v_args(inline=True)
-class _ToAst(Transformer):
+class _ToAst(OctaveRules):
     """Builds :mod:`.syntax` nodes; method names are the grammar's rules and aliases.
 
     Positions come from tokens: a binary or unary node sits at its operator, a transpose at
@@ -310,10 +329,11 @@ class _ToAst(Transformer):
 
     # ----------------------------------------------------------- expressions
     def binary(self, left: syntax.Expr, op: Token, right: syntax.Expr) -> syntax.Binary:
-        return syntax.Binary(str(op), left, right, pos=_pos(op))
+        text = "~=" if op.type == "NE" else str(op)
+        return syntax.Binary(text, left, right, pos=_pos(op))
 
     def unary(self, op: Token, operand: syntax.Expr) -> syntax.Unary:
-        return syntax.Unary(str(op), operand, pos=_pos(op))
+        return syntax.Unary("!" if op.type == "NOT" else str(op), operand, pos=_pos(op))
 
     def transpose(self, operand: syntax.Expr, op: Token) -> syntax.Transpose:
         return syntax.Transpose(operand, conjugate=op.type == "QUOTE", pos=_pos(op))
@@ -330,9 +350,9 @@ class _ToAst(Transformer):
     def matrix(self, bracket: Token, *rows: tuple[syntax.Expr, ...]) -> syntax.Matrix:
         return syntax.Matrix(tuple(rows), pos=_pos(bracket))
 
-    def empty_matrix(self, bracket: Token):
-        raise _at(bracket, "the empty matrix [] is not supported",
-                  "use zeros(r, c) for a matrix of zeros")
+    def empty_matrix(self, bracket: Token) -> syntax.Matrix:
+        # only max(X, [], d) and min(X, [], d) take one; lowering rejects the others
+        return syntax.Matrix((), pos=_pos(bracket))
 
     def row(self, *elements: syntax.Expr) -> tuple[syntax.Expr, ...]:
         return tuple(elements)
@@ -443,11 +463,14 @@ _TOKEN_WORDS = {
     "DOTSTAR": "'.*'", "DOTSLASH": "'./'", "CARET": "'^'", "QUOTE": '"\'"',
     "DOTQUOTE": "\".'\"", "FOR": "'for'", "FUNCTION": "'function'", "_END": "'end'",
     "_ENDFOR": "'endfor'", "_ENDFUNCTION": "'endfunction'", "PRAGMA": "a '%#linview' pragma",
+    "IF": "'if'", "ELSEIF": "'elseif'", "ELSE": "'else'", "WHILE": "'while'",
+    "_ENDIF": "'endif'", "_ENDWHILE": "'endwhile'", "END_INDEX": "'end'",
 }
 _OPERATORS = frozenset({"PLUS", "MINUS", "STAR", "SLASH", "BACKSLASH", "DOTSTAR",
-                        "DOTSLASH", "CARET", "QUOTE", "DOTQUOTE"})
+                        "DOTSLASH", "CARET", "QUOTE", "DOTQUOTE", "DOTCARET", "EQ", "NE",
+                        "LT", "LE", "GT", "GE", "ANDAND", "OROR"})
 _STATEMENT_START = frozenset({"NAME", "NUMBER", "LSQB", "_LPAR", "PLUS", "MINUS", "FOR",
-                              "PRAGMA"})
+                              "PRAGMA", "IF", "WHILE", "NOT"})
 # The order in which expected things are listed: closers first, separators last.
 _ORDER = ["_RPAR", "_RSQB", "_EQUAL", "_COLON", "_COMMA", "_SEMI", "an operator",
           "an expression", "a statement", "NAME", "_LPAR", "_END", "_ENDFOR", "_ENDFUNCTION",
@@ -474,7 +497,7 @@ def _expected_words(expected: set[str]) -> str:
         left -= _STATEMENT_START
     elif {"NAME", "NUMBER"} <= left:
         groups.append("an expression")
-        left -= {"NAME", "NUMBER", "LSQB", "_LPAR", "PLUS", "MINUS"}
+        left -= {"NAME", "NUMBER", "LSQB", "_LPAR", "PLUS", "MINUS", "NOT", "END_INDEX"}
     if len(left & _OPERATORS) >= 3:
         groups.append("an operator")
         left -= _OPERATORS | {"_LPAR"}  # '(' after a name (a call) is not worth listing
@@ -502,7 +525,7 @@ def _context(source: str, upto: int) -> _Context:
         for tok in _parser().lex(source):
             if tok.start_pos is None or tok.start_pos >= upto:
                 break
-            if tok.type in ("FOR", "FUNCTION"):
+            if tok.type in _BLOCK_OPENERS:
                 blocks.append(tok)
             elif tok.type in _END_TOKENS and blocks:
                 closed = closed or blocks.pop().type == "FUNCTION"
@@ -556,9 +579,12 @@ def _unexpected_token(e: UnexpectedToken, source: str) -> _Problem:
             closer = ")" if b.value == "(" else "]"
             return _at(b, f"this '{b.value}' is never closed",
                        f"the input ended where '{closer}' was expected")
-        if ctx.blocks and ctx.blocks[-1].type == "FOR":
-            return _at(ctx.blocks[-1], "this 'for' loop has no 'end'",
-                       "close the loop with 'end' or 'endfor'")
+        if ctx.blocks and ctx.blocks[-1].type in ("FOR", "IF", "WHILE"):
+            b = ctx.blocks[-1]
+            what = {"FOR": "'for' loop", "IF": "'if'", "WHILE": "'while' loop"}[b.type]
+            closer = {"FOR": "endfor", "IF": "endif", "WHILE": "endwhile"}[b.type]
+            return _at(b, f"this {what} has no 'end'",
+                       f"close it with 'end' or '{closer}'")
         # Lark's end token borrows the position of the last token the parser saw.
         end = (tok.end_line, tok.end_column)
         line, column = end if all(isinstance(v, int) for v in end) else _end_of_input(source)
@@ -578,20 +604,21 @@ def _unexpected_token(e: UnexpectedToken, source: str) -> _Problem:
                        "there is no open 'for' loop or function here")
         opener = ctx.blocks[-1]
         return _at(tok, f"'{tok}' cannot close the '{opener}' of line {opener.line}",
-                   "close a 'for' loop with 'end' or 'endfor', a function with 'end' or "
+                   "close a 'for' loop with 'end' or 'endfor', an 'if' with 'end' or "
+                   "'endif', a 'while' with 'end' or 'endwhile', a function with 'end' or "
                    "'endfunction'")
     if kind == "FUNCTION":
         return _at(tok, "'function' may only start the file",
                    "a file holds one function, and a script cannot define functions")
     if kind == "_COLON":
-        return _at(tok, "':' is only supported in a 'for' loop range",
-                   "write 'for i = 1:n'; ranges and slices like A(:, 1) are not supported")
+        return _at(tok, "':' is only supported in a 'for' loop range or an index",
+                   "write 'for i = 1:n', or index with X(:, 1) or X(2:end, :)")
     if ctx.function_closed and not ctx.blocks and expected <= _SEPARATORS | {"$END"}:
         return _at(tok, f"found {_describe(tok)} after the end of the function",
                    "a function file holds one function, and only comments may follow its "
                    "'end'")
     hint = None
-    if "_COLON" in expected:
+    if "_COLON" in expected and not ctx.brackets:
         hint = "a 'for' loop runs over a range: 'for i = a:b' or 'for i = a:step:b'"
     if ctx.brackets and ctx.brackets[-1].line < tok.line:
         b = ctx.brackets[-1]

@@ -33,16 +33,17 @@ class Name:
 
 @dataclass(frozen=True)
 class Unary:
-    """``-E`` or ``+E``."""
+    """``-E``, ``+E`` or ``!E`` (``~E`` is read as ``!E``)."""
 
-    op: str  # "-" | "+"
+    op: str  # "-" | "+" | "!"
     operand: Expr
     pos: Pos = field(default=(0, 0), compare=False)
 
 
 @dataclass(frozen=True)
 class Binary:
-    """A binary operator.  ``op`` is one of ``+ - * / \\ .* ./ ^``."""
+    """A binary operator: ``+ - * / \\ .* ./ ^ .^``, a comparison ``== ~= < <= > >=``
+    (``!=`` is read as ``~=``) or ``&& ||``."""
 
     op: str
     left: Expr
@@ -76,7 +77,39 @@ class Matrix:
     pos: Pos = field(default=(0, 0), compare=False)
 
 
-Expr = Num | Name | Unary | Binary | Transpose | Call | Matrix
+@dataclass(frozen=True)
+class Colon:
+    """A lone ``:`` as an index: every row or every column (``X(:, j)``)."""
+
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+@dataclass(frozen=True)
+class Span:
+    """A range ``start:stop`` or ``start:step:stop`` as an index (``X(2:end, :)``)."""
+
+    start: Expr
+    stop: Expr
+    step: Expr | None = None
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+@dataclass(frozen=True)
+class End:
+    """``end`` inside an index: the last row or column of the matrix being indexed."""
+
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+@dataclass(frozen=True)
+class Str:
+    """A quoted word as a function argument: ``norm(X, 'fro')``."""
+
+    value: str
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+Expr = Num | Name | Unary | Binary | Transpose | Call | Matrix | Colon | Span | End | Str
 
 
 # ---------------------------------------------------------------- statements
@@ -102,7 +135,26 @@ class For:
     pos: Pos = field(default=(0, 0), compare=False)
 
 
-Stmt = Assign | For
+@dataclass(frozen=True)
+class If:
+    """``if c1 ... elseif c2 ... else ... end``: ``branches`` holds ``(condition, body)``
+    pairs in order, ``orelse`` the ``else`` body (empty when there is none)."""
+
+    branches: tuple[tuple[Expr, tuple[Stmt, ...]], ...]
+    orelse: tuple[Stmt, ...] = ()
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+@dataclass(frozen=True)
+class While:
+    """``while cond ... end``."""
+
+    cond: Expr
+    body: tuple[Stmt, ...]
+    pos: Pos = field(default=(0, 0), compare=False)
+
+
+Stmt = Assign | For | If | While
 
 
 # ---------------------------------------------------------------- pragmas
