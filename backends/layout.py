@@ -114,6 +114,25 @@ def wrap_line(line: str) -> list[str]:
     return _split(body, indent, indent + "    ")
 
 
+def _wrap_text(line: str) -> list[str]:
+    """A line of a docstring, wrapped as text at its own indentation."""
+    indent = line[: len(line) - len(line.lstrip())]
+    return textwrap.wrap(line.strip(), WIDTH, initial_indent=indent, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False) or [line]
+
+
 def wrap_module(text: str) -> str:
-    """Every line of a generated module within :data:`WIDTH` columns."""
-    return "\n".join(out for line in text.split("\n") for out in wrap_line(line))
+    """Every line of a generated module within :data:`WIDTH` columns (docstring lines are
+    wrapped as text, code lines by :func:`wrap_line`)."""
+    out: list[str] = []
+    in_doc = False
+    for line in text.split("\n"):
+        quotes = line.count('"""')
+        if len(line) <= WIDTH:
+            out.append(line)
+        elif in_doc or (quotes == 1 and line.lstrip().startswith('"""')):
+            out += _wrap_text(line)
+        else:
+            out += wrap_line(line)
+        in_doc = in_doc != (quotes % 2 == 1)
+    return "\n".join(out)

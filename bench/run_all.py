@@ -142,15 +142,32 @@ def main() -> int:
     if not args.quick and results:
         readme = HERE / "README.md"
         old = readme.read_text() if readme.exists() else ""
-        text = render(results, load)
+        text = render(_with_earlier(results, out), load, fresh=[r["name"] for r in results])
         if spark_bench.BEGIN in old and spark_bench.END in old:  # keep the Spark section
-            text += "\n" + old[old.index(spark_bench.BEGIN):old.index(spark_bench.END)] \
-                + spark_bench.END + "\n"
+            end = old.index(spark_bench.END) + len(spark_bench.END)
+            text += "\n" + old[old.index(spark_bench.BEGIN):end] + "\n"
+            rest = old[end:].lstrip("\n")  # sections written by the other bench scripts
+            if rest:
+                text += "\n" + rest
         readme.write_text(text)
     return 0
 
 
-def render(results: list[dict], load: tuple[float, ...] | None = None) -> str:
+def _with_earlier(results: list[dict], out) -> list[dict]:
+    """Every configuration of the suite, in its order: this run's result, else the last one
+    recorded in ``results/NAME.json`` (each row carries its own load and threads)."""
+    fresh = {r["name"]: r for r in results}
+    table = []
+    for name, *_ in SUITE:
+        if name in fresh:
+            table.append(fresh[name])
+        elif (out / f"{name}.json").exists():
+            table.append(json.loads((out / f"{name}.json").read_text()))
+    return table
+
+
+def render(results: list[dict], load: tuple[float, ...] | None = None,
+           fresh: list[str] | None = None) -> str:
     m = results[0]["machine"] if results else {}
     rates = m.get("rates", {})
     lines = [
@@ -168,8 +185,11 @@ def render(results: list[dict], load: tuple[float, ...] | None = None) -> str:
            f"on one thread), memory stream {rates['stream_bytes'] / 1e9:.1f} GB/s "
            f"({rates['stream1_bytes'] / 1e9:.1f}), call {rates['call_s'] * 1e6:.1f} µs."
            if rates else "—"),
-        f"This run measured {len(results)} of the {len(SUITE)} configurations "
-        f"({', '.join(r['name'] for r in results)}).",
+        (f"The last run measured {len(fresh)} of the {len(SUITE)} configurations "
+         f"({', '.join(fresh)}); the other rows come from earlier runs recorded in "
+         "`results/` (each row's load average is in its last column)."
+         if fresh is not None and len(fresh) < len(results) else
+         f"This run measured all {len(results)} configurations."),
         "Absolute times hold for this machine only; the ratios were taken in one run on the",
         "same inputs and updates."
         + (f"  Load average when the suite started: {load[0]:.1f}, {load[1]:.1f}, "

@@ -24,6 +24,7 @@ from linview import specialize
 from linview.backends.numpy import runtime
 from linview.compiler.cost import choose_model, strategy_chooser
 from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
+from linview.compiler.ir import Op
 from linview.compiler.lower import Options, lower
 from linview.compiler.lower_language import NeedsData
 from linview.compiler.plan import Plan, make_plan, transient_views
@@ -200,6 +201,10 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
                                                              "none (all literal)"))
     if name:
         program = replace(program, name=name)
+    if backend != "numpy" and any(st.expr.op is Op.SOLVE for st in program.statements):
+        raise CompileError("solve views run on the NumPy backend only",
+                           hint="drop the solve/tolerance/sparse/stochastic pragmas to keep "
+                           "inv(A) on Spark")
     trig_opts = parse_strategy(strategy)
     if trig_opts.default is None and not trig_opts.strategies:
         trig_opts.choose = strategy_chooser(dims, rank)
@@ -211,8 +216,10 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     text, module = _emit(plan, backend, program.name)
     getattr(module, plan.class_name).PROGRAM_INFO = _program_info(
         source, program.name, filename, dims, model, rank, backend, strategy, shapes)
-    return CompiledProgram(program.name, plan, backend, text, module,
-                           {**kept, "trigger_options": trig_opts}, lowered=program)
+    cls = SolveProgram if any(st.expr.op is Op.SOLVE for st in program.statements) \
+        else CompiledProgram  # solve views load as linview.solve.views.SolveViews
+    return cls(program.name, plan, backend, text, module,
+               {**kept, "trigger_options": trig_opts}, lowered=program)
 
 
 def _decide(plan: Plan, trig_opts: TriggerOptions, strategy, backend: str) -> Plan:
@@ -266,6 +273,22 @@ def _open_inputs(module_ast) -> bool:
     params = getattr(module_ast, "params", ())
     return any(p not in given for p in params)
 
+@dataclass
+class SolveProgram(CompiledProgram):
+    """A program with solve views: ``load`` returns :class:`linview.solve.views.SolveViews`
+    (residuals, push/Krylov/Cholesky maintenance) instead of the generated module."""
+
+    def load(self, /, **inputs):
+        from linview.solve.views import SolveViews
+
+        return SolveViews(self.lowered, dict(self.options.get("dims") or {}), **inputs)
+
+    def explain(self, after: str | None = None) -> str:
+        from linview.solve.views import explain_solves
+
+        return super().explain(after) + explain_solves(self.lowered)
+
+
 
 def _shown_path(p: Path) -> str:
     """How messages and generated modules name a source file: relative to the working
@@ -305,7 +328,17 @@ def restore(path, program: CompiledProgram | None = None, **options):
     ``program``, that program is used instead and a state written by a different program
     (or different compile options) is refused.  Failures are :class:`StateError`."""
     from linview import statefile
+    from linview.solve.state import solve_state_meta
 
+    solve_meta = solve_state_meta(path)
+    if solve_meta is not None:  # a program with solve views (linview/solve_state.py)
+        from linview.solve.state import restore_state
+        from linview.solve.views import SolveViews
+
+        if program is None:
+            program = compile(solve_meta["source"], name=solve_meta["program"],
+                              filename=solve_meta["filename"])
+        return restore_state(path, program, SolveViews, **options)
     meta, views = statefile.read(path)
     if program is None:
         if "source" not in meta:

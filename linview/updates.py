@@ -95,3 +95,70 @@ def apply(views, name: str, update) -> None:
             views.update(k, U, V)
     else:
         views.update(name, *update)
+
+
+# ------------------------------------------------------------------ edge streams
+def link_matrix(src, dst, n: int, weights=None):
+    """The column-stochastic link matrix of a directed graph (edge ``src[e] → dst[e]`` is
+    entry ``M[dst, src]``, columns renormalised by out-degree, a node without out-links a
+    uniform column), kept sparse as a :class:`linview.solve.stochastic.StochasticMatrix`."""
+    from linview.solve.stochastic import StochasticMatrix
+
+    return StochasticMatrix(n, src, dst, weights)
+
+
+def edge_records(records, base: int = 0) -> list[tuple]:
+    """Edge records as users send them, ``{"edge": [from, to], "op": "insert"|"delete"
+    [, "weight": w]}`` (or tuples ``(op, from, to[, w])``), as 0-based tuples for
+    ``views.update_edges(name, ...)``.  ``base`` is the index of the first node (0 as in
+    NumPy, 1 as in Octave).  A malformed record raises :class:`UpdateError` with its
+    position.  A micro-batch of records is one residual update of each solve view."""
+    out = []
+    for pos, rec in enumerate(records):
+        if isinstance(rec, dict):
+            edge, op = rec.get("edge"), rec.get("op", "insert")
+            if not isinstance(edge, (list, tuple)) or len(edge) != 2:
+                raise UpdateError(f"edge record {pos}: 'edge' must be [from, to], got "
+                                  f"{edge!r}")
+            rec = (op, edge[0], edge[1]) + ((rec["weight"],) if "weight" in rec else ())
+        try:
+            op, a, b, *rest = rec
+            a_i, b_i = int(a), int(b)
+            if a_i != a or b_i != b:
+                raise ValueError
+        except (TypeError, ValueError):
+            raise UpdateError(f"edge record {pos}: expected (op, from, to) with integer node "
+                              f"ids, got {rec!r}") from None
+        if min(a_i, b_i) < base:
+            raise UpdateError(f"edge record {pos}: node ids start at {base}, got "
+                              f"{a_i} -> {b_i}")
+        out.append((op, a_i - base, b_i - base, *rest))
+    return out
+
+
+def apply_edge_batch(views, first: int, batch: list[dict]) -> None:
+    """For a stream runner (``linview run`` has no ``edge`` record kind yet): a micro-batch
+    of edge records ``{"input": "M", "edge": [from, to],
+    "op": "insert"|"delete"[, "weight": w][, "base": 0|1]}`` applied as one residual
+    update (``views.update_edges``).  Node ids are 0-based unless the record says
+    ``"base": 1``.  A bad record raises :class:`UpdateError` naming its position in the
+    stream, and nothing of the batch is applied."""
+    name = batch[0].get("input")
+    base = int(batch[0].get("base", 0))
+    if not hasattr(views, "update_edges"):
+        raise UpdateError(f"update record {first}: edge records need a program with a "
+                          f"solve view over a stochastic input ('%#linview stochastic "
+                          f"{name}')")
+    for i, rec in enumerate(batch):
+        if rec.get("input") != name or "edge" not in rec or int(rec.get("base", 0)) != base:
+            raise UpdateError(f"update record {first + i}: a batch of edge records must "
+                              "name one input and one index base")
+    try:
+        records = edge_records(batch, base=base)
+        views.update_edges(name, records, base=0)
+    except UpdateError as e:
+        import re
+
+        m = re.match(r"edge record (\d+): (.*)", e.message, re.S)
+        msg = f"update record {first + int(m.group(1))}: {m.group(2)}" if m else e.message
+        raise UpdateError(msg, hint=e.hint) from None

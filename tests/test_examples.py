@@ -175,6 +175,25 @@ def _markov_ref(x):
     return {"p": mpow(x["P"].T, 8) @ col(x["p0"])}
 
 
+def _pagerank_solve_inputs(rng):
+    return {"M": column_stochastic(rng, 10), "d": 0.85}
+
+
+def _pagerank_solve_ref(x):
+    n = x["M"].shape[0]
+    return {"r": np.linalg.solve(np.eye(n) - x["d"] * x["M"], np.full((n, 1), 0.15 / n))}
+
+
+def _personalised_inputs(rng):
+    S = rng.random((10, 3))
+    return {"M": column_stochastic(rng, 10), "S": S / S.sum(axis=0), "d": 0.85}
+
+
+def _personalised_ref(x):
+    n = x["M"].shape[0]
+    return {"R": np.linalg.solve(np.eye(n) - x["d"] * x["M"], (1 - x["d"]) * x["S"])}
+
+
 EXAMPLES_UNDER_TEST = [
     Example("powers", lambda rng: {"A": contraction(rng, 10)}, _powers_ref),
     Example("ols", _ols_inputs, _ols_ref),
@@ -184,6 +203,11 @@ EXAMPLES_UNDER_TEST = [
     Example("gradient_descent", _gd_inputs, _gd_ref),
     Example("pagerank", _pagerank_inputs, _pagerank_ref, zero_sum={"M": "U"}),
     Example("markov", _markov_inputs, _markov_ref, zero_sum={"P": "V"}),
+    Example("ols_stable", _ols_inputs, _ols_ref),
+    Example("pagerank_solve", _pagerank_solve_inputs, _pagerank_solve_ref,
+            zero_sum={"M": "U"}),
+    Example("pagerank_personalised", _personalised_inputs, _personalised_ref,
+            zero_sum={"M": "U"}),
 ]
 BY_NAME = {e.name: e for e in EXAMPLES_UNDER_TEST}
 NAMES = list(BY_NAME)

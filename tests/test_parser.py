@@ -324,7 +324,8 @@ def test_pragma_lookalikes_are_comments():
 
 
 def test_pragma_kinds_are_documented():
-    assert set(PRAGMA_KINDS) == {"dynamic", "static", "scalar", "output", "dims", "input"}
+    assert set(PRAGMA_KINDS) == {"dynamic", "static", "scalar", "output", "dims", "input",
+                                 "sparse", "stochastic", "solve", "tolerance"}
 
 
 # ---------------------------------------------------------------- positions

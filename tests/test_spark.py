@@ -72,7 +72,13 @@ def test_partitioning_of_powers_and_ols():
     assert imports == ["import numpy as np", "from linview.backends.spark import runtime as rt"]
 
 
-@pytest.mark.parametrize("name", list(BY_NAME))
+#: examples with solve views (``%#linview solve/tolerance/stochastic/sparse``): NumPy only
+SOLVE_EXAMPLES = [n for n, e in BY_NAME.items() if re.search(
+    r"%#linview\s+(solve|tolerance|stochastic|sparse)\b", e.path.read_text())]
+SPARK_EXAMPLES = [n for n in BY_NAME if n not in SOLVE_EXAMPLES]
+
+
+@pytest.mark.parametrize("name", SPARK_EXAMPLES)
 def test_trigger_code_is_the_numpy_backends(name):
     """Same expressions as the NumPy module; every ``rt.`` helper that either module
     calls exists in the Spark runtime (fused products included, should the generator emit them)."""
@@ -105,7 +111,14 @@ def test_package_zip_holds_the_subpackages(tmp_path):
 
 
 # ------------------------------------------------------------------ examples
-@pytest.mark.parametrize("name", list(BY_NAME))
+@pytest.mark.parametrize("name", SOLVE_EXAMPLES)
+def test_solve_views_are_refused_on_spark(name):
+    """Solve views run on the NumPy backend only (docs/solve_views.md): a clear error."""
+    with pytest.raises(linview.CompileError, match="NumPy backend only"):
+        compiled(name, "spark")
+
+
+@pytest.mark.parametrize("name", SPARK_EXAMPLES)
 def test_example_matches_numpy_and_reevaluation(name, spark):
     ex = BY_NAME[name]
     sc = make_scenario(ex, list(compiled(name, "numpy").program.dynamic))

@@ -179,6 +179,9 @@ RENDER = {
                           "keepdims=True)", _ATOM),
     Op.TRACE: lambda e, n: (f"np.full((1, 1), np.trace({e.code(n.children[0])}))", _ATOM),
     Op.CONCAT: _concat,
+    # re-solved through the guarded inverse; prog.load() keeps solve views with a residual
+    Op.SOLVE: lambda e, n: (f'rt.inv({e.code(n.children[0])}, "{e.label}") @ '
+                            f'{e._wrap(n.children[1], _MUL + 1)}', _MUL),
     **octave.RENDER,  # the wider Octave language (backends/numpy/octave.py)
 }
 

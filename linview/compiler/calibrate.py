@@ -104,7 +104,7 @@ def _best(fn, repeat: int) -> float:
 
 def measure(scale: float = 1.0) -> Rates:
     """Measure the rates here (``scale`` < 1 shrinks the operands, for tests)."""
-    from linview.backends.numpy.runtime import blas_limit
+    from threadpoolctl import threadpool_limits
 
     rng = np.random.default_rng(0)
     n = max(64, int(1000 * scale))
@@ -116,7 +116,7 @@ def measure(scale: float = 1.0) -> Rates:
     s = rng.standard_normal((4, 4))
     gemm = 2 * n ** 3 / _best(lambda: A @ B, 3)
     stream = 8 * m * m / _best(lambda: M @ x, 5)
-    with blas_limit(1):
+    with threadpool_limits(limits=1, user_api="blas"):
         gemm1 = 2 * n ** 3 / _best(lambda: A @ B, 2)
         stream1 = 8 * m * m / _best(lambda: M @ x, 5)
         v = rng.standard_normal((256, 1))

@@ -47,6 +47,7 @@ class Op(enum.Enum):
     SUM = "sum"  # attr: 1 (column sums) or 2 (row sums)
     TRACE = "trace"
     CONCAT = "concat"  # attr: tuple of block-row lengths; children row-major
+    SOLVE = "solve"  # children (A, B): A \ B kept as a solve view; attr: (method, tolerance)
     # the wider Octave language (linview/compiler/ops_octave.py)
     MAP = "map"  # elementwise function, attr (name, parameter)
     EBIN = "ebin"  # elementwise binary function with 1x1 broadcasting, attr name
@@ -328,6 +329,7 @@ class InputDecl:
     shape: Shape
     dynamic: bool
     scalar: bool = False
+    storage: str = "dense"  # "sparse" or "stochastic" when declared by a pragma
 
     @property
     def ref(self) -> Node:

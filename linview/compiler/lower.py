@@ -27,6 +27,7 @@ from linview.compiler.ir import Node, Op
 from linview.compiler.lower_expr import ExpressionLowering
 from linview.compiler.models import MODELS, Options  # noqa: F401 - part of this interface
 from linview.compiler.shapes import Conflict, Unifier, dim
+from linview.compiler.solve_lowering import SolveLowering
 from linview.errors import CompileError, ParseError, ShapeError, locate
 from linview.frontend import syntax
 
@@ -39,7 +40,7 @@ class TooLarge(CompileError):
     """The lowered program exceeds :data:`MAX_STATEMENTS`."""
 
 
-class _Lowerer(ExpressionLowering):
+class _Lowerer(ExpressionLowering, SolveLowering):
     def __init__(self, module: syntax.Module, source: str, filename: str, options: Options):
         self.module = module
         self.source = source
@@ -55,6 +56,8 @@ class _Lowerer(ExpressionLowering):
         self.loop_vars: set[str] = set()
         self.current: syntax.Assign | None = None
         self.not_one: list[tuple] = []
+        self.solve: tuple[str, float] | None = None  # (method, tolerance) of solve views
+        self.storage: dict[str, str] = {}  # inputs declared sparse or stochastic
         self.end_stack: list = []  # extents that 'end' stands for, innermost last
         self.in_loop = False  # inside a while loop: values stay expressions, no views
 
@@ -133,9 +136,10 @@ class _Lowerer(ExpressionLowering):
                                        "'%#linview input X(n,n) ...'", m.pos)
         if len(set(params)) != len(params):
             raise self.parse_error("an input is named twice", m.pos)
+        self.solve_options(pragmas)
         for p in pragmas:
             for nm in list(p.names) + [s.name for s in p.specs]:
-                if p.kind != "output" and nm not in params:
+                if p.kind not in ("output", "solve", "tolerance") and nm not in params:
                     raise self.parse_error(f"pragma '{p.kind}' names '{nm}', which is not an "
                                            f"input (inputs: {', '.join(params)})", p.pos)
         dynamic_names = {n for p in pragmas if p.kind == "dynamic" for n in p.names}
@@ -165,7 +169,8 @@ class _Lowerer(ExpressionLowering):
             is_scalar = shape == (1, 1)
             dynamic = (pname in dynamic_names) if dynamic_names else not is_scalar
             dynamic = dynamic and pname not in static_names
-            decls.append(ir.InputDecl(pname, shape, dynamic, is_scalar))
+            decls.append(ir.InputDecl(pname, shape, dynamic, is_scalar,
+                                      self.storage.get(pname, "dense")))
             self.env[pname] = decls[-1].ref
             self.names.add(pname)
         self.count_assignments(m.body, 1)

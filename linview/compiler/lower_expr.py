@@ -120,12 +120,17 @@ class ExpressionLowering:
             # B / A = B * inv(A)
             self.unify(a.cols, b.cols, e.pos, "in 'B / A', B and A must have the same number "
                        "of columns", a.shape, b.shape)
+            if self.solve_view(b):  # B / A = (Aᵀ \ Bᵀ)ᵀ
+                return ir.transpose(self.solve_statement(ir.transpose(b), ir.transpose(a), e,
+                                                         hint))
             return self.build(Op.MUL, a, self.inverse(b, e, hint), pos=e.pos)
         if op == "\\":
             if a.is_scalar:
                 return self.x_binary(syntax.Binary("/", e.right, e.left, e.pos), hint)
             self.unify(a.rows, b.rows, e.pos, "in 'A \\ B', A and B must have the same number "
                        "of rows", a.shape, b.shape)
+            if self.solve_view(a):
+                return self.solve_statement(a, b, e, hint)
             return self.build(Op.MUL, self.inverse(a, e, hint), b, pos=e.pos)
         raise self.parse_error(f"operator '{op}' is not supported", e.pos)
 

@@ -35,7 +35,7 @@ import scipy.linalg
 import scipy.sparse as sps
 import sympy as sp
 
-from linview.compiler import ir, ops_octave
+from linview.compiler import ir, ops_octave, ops_solve
 from linview.compiler.ir import ONE, Node, Op, ShapeMismatch, same_dim
 from linview.errors import NumericalError
 
@@ -435,6 +435,8 @@ OPS: dict[Op, OpDef] = {
     Op.SUM: SUM,
     Op.TRACE: TRACE,
     Op.CONCAT: CONCAT,
+    # A \ B kept as a solve view (linview/solve/); its reference meaning is a direct solve
+    **{op: OpDef(**fields) for op, fields in ops_solve.ENTRIES.items()},
     # the wider Octave language: indexing, elementwise functions, reductions, while loops
     **{op: OpDef(**fields) for op, fields in ops_octave.ENTRIES.items()},
 }

@@ -110,9 +110,9 @@ def solved_inverses(plan: Plan) -> frozenset[str]:
     for _, expr in plan.evaluation:
         solved = expr.op is Op.MUL and expr.children[0].op is Op.VIEW \
             and expr.children[0].attr in ok
-        skip = expr.children[0] if solved else None
+        # the right operand of W·R may read W too (W·W: the same interned leaf)
         for n in expr.walk() if not solved else expr.children[1].walk():
-            if n.op is Op.VIEW and n.attr in ok and n is not skip:
+            if n.op is Op.VIEW and n.attr in ok:
                 ok.discard(n.attr)
     for trig in plan.triggers.values():
         if trig.reevaluate:

@@ -18,7 +18,46 @@ PRAGMA_KINDS: dict[str, str] = {
     "output": "names",
     "dims": "specs",
     "input": "specs",
+    "sparse": "names",  # inputs kept as scipy.sparse (solve views: linview/solve/)
+    "stochastic": "names",  # column-stochastic inputs kept as links (linview/solve/)
+    "solve": "word",  # how solve views are maintained: auto, push, krylov, cholesky
+    "tolerance": "number",  # the error bound solve views keep
 }
+
+
+#: maintenance methods of solve views (``%#linview solve METHOD``)
+SOLVE_METHODS = ("auto", "push", "krylov", "cholesky")
+
+
+class PragmaProblem(Exception):
+    """A bad value pragma; ``index`` is the offending item (0: the first after the kind)."""
+
+    def __init__(self, message: str, index: int, hint: str | None = None):
+        super().__init__(message)
+        self.message, self.index, self.hint = message, index, hint
+
+
+def pragma_value(kind: str, items: list[tuple[str, str]]) -> str:
+    """The one value of ``%#linview solve METHOD`` or ``%#linview tolerance 1e-10``;
+    ``items`` are the (token kind, text) pairs after the pragma's kind."""
+    want = "a method (" + ", ".join(SOLVE_METHODS) + ")" if kind == "solve" else \
+        "a positive number"
+    if len(items) != 1:
+        raise PragmaProblem(f"'%#linview {kind}' takes exactly one value, {want}",
+                            1 if items else 0)
+    group, word = items[0]
+    if kind == "solve" and (group != "name" or word not in SOLVE_METHODS):
+        raise PragmaProblem(f"unknown solve method '{word}'", 0,
+                            "valid methods: " + ", ".join(SOLVE_METHODS))
+    if kind == "tolerance":
+        try:
+            ok = float(word) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise PragmaProblem(f"'%#linview tolerance' needs {want}, found '{word}'", 0,
+                                "write e.g. '%#linview tolerance 1e-10'")
+    return word
 
 
 _PRAGMA_PREFIX = "%#linview"
@@ -57,6 +96,13 @@ def parse_pragma(tok: Token) -> syntax.Pragma:
     if kind not in PRAGMA_KINDS:
         raise Problem(f"unknown pragma kind '{kind}'", line, kind_col,
                        f"valid kinds: {_KINDS_TEXT}")
+    if PRAGMA_KINDS[kind] in ("word", "number"):
+        try:  # one value
+            value = pragma_value(kind, [(g, w) for g, w, _ in words[1:]])
+        except PragmaProblem as e:
+            col = words[1 + e.index][2] if 1 + e.index < len(words) else end_col
+            raise Problem(e.message, line, col, e.hint) from None
+        return syntax.Pragma(kind, (value,), (), pos=pos)
     names: list[str] = []
     specs: list[syntax.DimSpec] = []
     i = 1

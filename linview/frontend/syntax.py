@@ -172,7 +172,8 @@ class Pragma:
     """A ``%#linview KIND ...`` line.
 
     kinds: ``dynamic NAMES``, ``static NAMES``, ``scalar NAMES``,
-    ``dims X(m,n) ...``, ``input X(n,n) ...`` (scripts only).
+    ``dims X(m,n) ...``, ``input X(n,n) ...`` (scripts only), ``sparse NAMES``,
+    ``stochastic NAMES``, ``solve METHOD``, ``tolerance VALUE`` (one value in ``names``).
     ``names`` holds bare names, ``specs`` holds ``X(m,n)`` items.
     """
 

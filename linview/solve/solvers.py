@@ -1,0 +1,397 @@
+"""Solve views: ``X = A \\ B`` kept with its residual ``R = B - A·X`` instead of an inverse.
+
+A low-rank change of A (``ΔA = P Qᵀ``) or of B changes the residual by ``-P (Qᵀ X)`` or
+``ΔB``: a local update when the factors are sparse.  An iterative method then drives the
+residual below a target that certifies the error bound the user asked for:
+
+``push``    for ``A = I - s·M`` with M column-stochastic (:class:`~linview.solve.stochastic.
+            StochasticMatrix`) and ``0 ≤ s < 1``, an M-matrix: residual-driven local push
+            (Gauss–Southwell, frontier by frontier).  Since ``‖A⁻¹‖₁ ≤ 1/(1 - s)``, the
+            L1 error of every column is certified: ``‖X - X*‖₁ ≤ ‖R‖₁ / (1 - s)``.
+``krylov``  any nonsingular A (dense or scipy.sparse): GMRES on the correction
+            ``A·δ = R``, warm-started from the current X.  The 2-norm error is bounded by
+            ``‖R‖₂ / σ`` with σ a lower bound of the smallest singular value of A, computed
+            at load and lowered by ``‖P‖_F ‖Q‖_F`` after every change (Weyl), recomputed
+            when it has fallen to half.
+
+``cholesky`` regression ``(Fᵀ F) \\ (Fᵀ Y)``: the triangular factor of ``F = Q R`` kept by
+            rank-1 QR updates (:class:`CholeskySolver`), stable for near-singular F.
+
+``tol`` is the bound kept on the error of every column (L1 for push, 2-norm for krylov).
+Dangling columns and the uniform part of a residual are kept as rank-1 terms (an offset
+``g`` with true residual ``R + g·1``), so no step of push costs n.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sps
+import scipy.sparse.linalg as spla
+
+from linview.compiler.ops_solve import direct_solve, solve_shape  # noqa: F401 - interface
+from linview.errors import InputError, NumericalError
+from linview.solve.stochastic import ColumnChange, StochasticMatrix
+
+
+def _as_dense_2d(B) -> np.ndarray:
+    B = B.toarray() if sps.issparse(B) else np.asarray(B, dtype=float)
+    return B.reshape(-1, 1) if B.ndim == 1 else np.array(B, dtype=float)
+
+
+def _coo(P) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """rows, cols, values of the non-zeros of P (dense or sparse)."""
+    if sps.issparse(P):
+        c = P.tocoo()
+        return c.row.astype(np.int64), c.col.astype(np.int64), c.data
+    P = np.asarray(P, dtype=float)
+    P = P.reshape(-1, 1) if P.ndim == 1 else P
+    r, c = np.nonzero(P)
+    return r, c, P[r, c]
+
+
+class PushSolver:
+    """``X = (I - s·M) \\ B`` by residual push (see the module docstring)."""
+
+    method = "push"
+
+    def __init__(self, M: StochasticMatrix, s: float, B, tol: float, x0=None):
+        if not 0 <= s < 1:
+            raise InputError(f"push needs 0 <= s < 1 in (I - s*M), got s = {s}",
+                             hint="use '%#linview solve krylov' for other matrices")
+        self.M, self.s, self.tol = M, float(s), float(tol)
+        B = _as_dense_2d(B)
+        self.n, self.p = B.shape
+        self.B = np.asfortranarray(B)
+        self.X = np.zeros_like(self.B, order="F")
+        self.R = np.array(B, order="F")
+        self.g = np.zeros(self.p)  # uniform residual offset per column
+        self.S = np.abs(self.R).sum(axis=0)  # ‖R[:, c]‖₁, kept incrementally
+        self.theta = np.full(self.p, self.target / 64)
+        self.cand: list[np.ndarray] = [np.zeros(0, np.int64)] * self.p
+        self.stats = {"pushes": 0, "rounds": 0, "sweeps": 0, "rescans": 0}
+        if x0 is None:
+            self._sweep_all()
+        else:  # warm start (a restored state): exact residual, then push
+            self.X[:] = _as_dense_2d(x0)
+            self.refresh()
+
+    # ------------------------------------------------------------------ bound
+    @property
+    def target(self) -> float:
+        """The residual L1 norm that certifies ``tol``, with a margin for rounding."""
+        return 0.5 * self.tol * (1 - self.s)
+
+    def residual_bound(self) -> np.ndarray:
+        return self.S + self.n * np.abs(self.g)
+
+    def error_bound(self) -> float:
+        """Certified bound on ``max_c ‖X[:, c] - X*[:, c]‖₁``."""
+        return float(self.residual_bound().max() / (1 - self.s))
+
+    # ------------------------------------------------------------------ changes
+    def change_columns(self, changes: list[ColumnChange]) -> None:
+        """M's columns changed (already applied to M): ``R += s·(new - old)·x_j``."""
+        s = self.s
+        for c in range(self.p):
+            x = self.X[:, c]
+            rows, vals, g = [], [], 0.0
+            for ch in changes:
+                xj = x[ch.j]
+                if xj == 0:
+                    continue
+                rows += [ch.new_rows, ch.old_rows]
+                vals += [s * xj * ch.new_vals, -s * xj * ch.old_vals]
+                g += s * xj * (float(ch.new_dangling) - float(ch.old_dangling)) / self.n
+            self.g[c] += g
+            if rows:
+                self._add_residual(c, np.concatenate(rows), np.concatenate(vals))
+        self.drive()
+
+    def change_rhs(self, P, Q) -> None:
+        """``B += P Qᵀ`` (dense or sparse factors)."""
+        r, k, v = _coo(P)
+        Qd = _as_dense_2d(Q)
+        for c in range(self.p):
+            vals = v * Qd[c, k]
+            np.add.at(self.B[:, c], r, vals)
+            self._add_residual(c, r, vals)
+        self.drive()
+
+    def _add_residual(self, c: int, rows: np.ndarray, vals: np.ndarray) -> None:
+        R = self.R[:, c]
+        touched = np.unique(rows)
+        before = np.abs(R[touched]).sum()
+        np.add.at(R, rows, vals)
+        self.S[c] += np.abs(R[touched]).sum() - before
+        self.cand[c] = np.union1d(self.cand[c], touched)
+
+    # ------------------------------------------------------------------ iteration
+    def drive(self) -> None:
+        """Push until every column's residual certifies the tolerance."""
+        for c in range(self.p):
+            guard = 0
+            while self.residual_bound()[c] > self.target:
+                guard += 1
+                if guard > 10_000:
+                    raise NumericalError("push did not converge", hint="is s < 1?")
+                if self.n * abs(self.g[c]) > self.target / 4:
+                    self._flush_uniform(c)
+                    continue
+                R = self.R[:, c]
+                cand = self.cand[c]
+                F = cand[np.abs(R[cand]) > self.theta[c]] if cand.size else cand
+                if F.size > self.n // 32:
+                    self._dense_round(c)
+                    continue
+                if F.size == 0:
+                    self.theta[c] /= 8
+                    self.S[c] = np.abs(R).sum()  # exact again (drift)
+                    self.cand[c] = np.flatnonzero(np.abs(R) > self.theta[c])
+                    self.stats["rescans"] += 1
+                    continue
+                self._push(c, F)
+            self.cand[c] = np.zeros(0, np.int64)
+            self.theta[c] = min(2 * self.theta[c], self.target / 64)
+
+    def _dense_round(self, c: int) -> None:
+        """A push from every node at once (one sparse product), for wide frontiers."""
+        v = self.R[:, c] + self.g[c]
+        self.g[c] = 0.0
+        self.X[:, c] += v
+        self.R[:, c] = self.s * self.M.matvec(v)
+        self.S[c] = np.abs(self.R[:, c]).sum()
+        self.cand[c] = np.flatnonzero(np.abs(self.R[:, c]) > self.theta[c])
+        self.stats["sweeps"] += 1
+        self.stats["pushes"] += self.n
+
+    def _push(self, c: int, F: np.ndarray) -> None:
+        R = self.R[:, c]
+        v = R[F].copy()
+        rows, vals = self.M.gather(F, self.s * v)
+        dang = self.M.length[F] == 0
+        touched = np.union1d(F, rows)
+        before = np.abs(R[touched]).sum()
+        self.X[F, c] += v
+        R[F] = 0.0
+        np.add.at(R, rows, vals)
+        if dang.any():
+            self.g[c] += self.s * v[dang].sum() / self.n
+        self.S[c] += np.abs(R[touched]).sum() - before
+        self.cand[c] = np.unique(rows)
+        self.stats["pushes"] += F.size
+        self.stats["rounds"] += 1
+
+    def _flush_uniform(self, c: int) -> None:
+        self.R[:, c] += self.g[c]
+        self.g[c] = 0.0
+        self.S[c] = np.abs(self.R[:, c]).sum()
+        self.cand[c] = np.flatnonzero(np.abs(self.R[:, c]) > self.theta[c])
+
+    def _sweep_all(self, c: int | None = None) -> None:
+        """Jacobi sweeps over the whole graph (a push from every node at once) until the
+        target is met, then the residual is recomputed exactly from B, M and X."""
+        cols = range(self.p) if c is None else [c]
+        for c in cols:
+            r = self.R[:, c] + self.g[c]
+            self.g[c] = 0.0
+            x = self.X[:, c]
+            for _ in range(10_000):
+                if np.abs(r).sum() <= self.target / 4:
+                    break
+                x += r
+                r = self.s * self.M.matvec(r)
+                self.stats["sweeps"] += 1
+            self.R[:, c] = self.B[:, c] - x + self.s * self.M.matvec(x)
+            self.S[c] = np.abs(self.R[:, c]).sum()
+            self.cand[c] = np.flatnonzero(np.abs(self.R[:, c]) > self.theta[c])
+
+    def refresh(self) -> None:
+        """Recompute the residual exactly and drive it below the target again."""
+        for c in range(self.p):
+            self.g[c] = 0.0
+            self.R[:, c] = self.B[:, c] - self.X[:, c] + self.s * self.M.matvec(self.X[:, c])
+            self.S[c] = np.abs(self.R[:, c]).sum()
+            self.cand[c] = np.flatnonzero(np.abs(self.R[:, c]) > self.theta[c])
+        self.drive()
+
+    def memory_bytes(self) -> int:
+        return int(self.X.nbytes + self.R.nbytes + self.B.nbytes)
+
+
+class KrylovSolver:
+    """``X = A \\ B`` for a dense or sparse A, by warm-started GMRES on the residual."""
+
+    method = "krylov"
+
+    def __init__(self, A, B, tol: float, x0=None):
+        self.sparse = sps.issparse(A)
+        self.A = sps.csr_matrix(A, dtype=float) if self.sparse else np.array(A, dtype=float)
+        n = self.A.shape[0]
+        if self.A.shape != (n, n):
+            raise InputError(f"a solve needs a square matrix, not {self.A.shape}")
+        self.B = _as_dense_2d(B)
+        self.n, self.p = self.B.shape
+        self.tol = float(tol)
+        self.X = np.zeros_like(self.B)
+        self.sigma = self._sigma_min()
+        self.sigma0 = self.sigma
+        self.R = self.B.copy()
+        self.stats = {"iterations": 0, "direct": 0, "sigma_recomputed": 0}
+        if x0 is not None:  # warm start (a restored state)
+            self.X[:] = _as_dense_2d(x0)
+            self.R = self.B - np.asarray(self.A @ self.X)
+        self.drive()
+
+    def _sigma_min(self) -> float:
+        """Smallest singular value of A (dense SVD; for sparse A up to n = 3000 densely,
+        beyond that an ARPACK estimate: not certified)."""
+        if self.sparse and self.n > 3000:
+            try:
+                v = spla.svds(self.A, k=1, which="SM", return_singular_vectors=False)
+                return float(v[0])
+            except Exception as e:  # noqa: BLE001 - ARPACK failures vary
+                raise NumericalError(f"cannot estimate the conditioning of the solve: {e}",
+                                     hint="use a smaller tolerance-free program or a dense "
+                                     "A") from None
+        A = self.A.toarray() if self.sparse else self.A
+        s = scipy.linalg.svdvals(A)
+        return float(s.min()) if s.size else 0.0
+
+    def _matvec(self, x):
+        return self.A @ x
+
+    @property
+    def target(self) -> float:
+        return 0.5 * self.tol * self.sigma
+
+    def residual_bound(self) -> np.ndarray:
+        return np.linalg.norm(self.R, axis=0)
+
+    def error_bound(self) -> float:
+        if self.sigma <= 0:
+            return float("inf")
+        return float(self.residual_bound().max() / self.sigma)
+
+    def change_matrix(self, P, Q) -> None:
+        """``A += P Qᵀ``: ``R -= P (Qᵀ X)``; σ lowered by ``‖P‖_F ‖Q‖_F``."""
+        Pm = sps.csr_matrix(P) if sps.issparse(P) else _as_dense_2d(P)
+        Qm = sps.csr_matrix(Q) if sps.issparse(Q) else _as_dense_2d(Q)
+        self.R -= np.asarray(Pm @ np.asarray(Qm.T @ self.X))
+        if self.sparse:
+            self.A = (self.A + sps.csr_matrix(Pm) @ sps.csr_matrix(Qm).T).tocsr()
+        else:
+            Pd = Pm.toarray() if sps.issparse(Pm) else Pm
+            Qd = Qm.toarray() if sps.issparse(Qm) else Qm
+            self.A += Pd @ Qd.T
+        norm = sps.linalg.norm if sps.issparse(Pm) else np.linalg.norm
+        normq = sps.linalg.norm if sps.issparse(Qm) else np.linalg.norm
+        self.sigma -= float(norm(Pm)) * float(normq(Qm))
+        if self.sigma < self.sigma0 / 2:
+            self.sigma = self.sigma0 = self._sigma_min()
+            self.stats["sigma_recomputed"] += 1
+        if self.sigma <= 0:
+            raise NumericalError("the solve's matrix became singular",
+                                 hint="the system has no unique solution after this update")
+        self.drive()
+
+    def change_rhs(self, P, Q) -> None:
+        D = P @ (Q.T if not sps.issparse(Q) else Q.T)
+        D = D.toarray() if sps.issparse(D) else np.asarray(D).reshape(self.n, self.p)
+        self.B += D
+        self.R += D
+        self.drive()
+
+    def drive(self) -> None:
+        for c in range(self.p):
+            r = self.R[:, c]
+            norm = np.linalg.norm(r)
+            if norm <= self.target:
+                continue
+            for _ in range(5):
+                delta, _ = spla.gmres(self.A, r, rtol=0.25 * self.target / norm, atol=0.0,
+                                      restart=min(self.n, 50), maxiter=200)
+                self.stats["iterations"] += 1
+                self.X[:, c] += delta
+                r = self.B[:, c] - self._matvec(self.X[:, c])
+                norm = np.linalg.norm(r)
+                if norm <= self.target:
+                    break
+            else:  # Krylov stalled: a direct solve
+                A = self.A.tocsc() if self.sparse else self.A
+                x = spla.spsolve(A, self.B[:, c]) if self.sparse else \
+                    np.linalg.solve(A, self.B[:, c])
+                self.X[:, c] = x
+                r = self.B[:, c] - self._matvec(x)
+                self.stats["direct"] += 1
+            self.R[:, c] = r
+
+    def refresh(self) -> None:
+        self.R = self.B - np.asarray(self.A @ self.X)
+        self.drive()
+
+    def memory_bytes(self) -> int:
+        a = self.A.data.nbytes + self.A.indices.nbytes if self.sparse else self.A.nbytes
+        return int(a + self.X.nbytes + self.R.nbytes + self.B.nbytes)
+
+
+class CholeskySolver:
+    """``X = (Fᵀ F) \\ (Fᵀ Y)`` (regression's normal equations) kept through the triangular
+    factor R of ``F = Q R`` (R is the Cholesky factor of the Gram matrix ``Fᵀ F``), never
+    through ``inv(Fᵀ F)`` nor by forming the Gram matrix: ``F += u vᵀ`` is a rank-1 QR
+    update (:func:`scipy.linalg.qr_update`, Givens rotations on the economic factors), and
+    the solution is ``R \\ (Qᵀ Y)``.  Backward stable like ``lstsq``: a near-singular F
+    (two columns ε apart) gives the least-squares fit of a QR solve, where the inverse
+    path loses ``cond(F)²·eps``.  The bound is ``‖Fᵀ(Y - F X)‖₂ / σ_min(R)²``."""
+
+    method = "cholesky"
+
+    def __init__(self, F, Y, tol: float):
+        self.F = np.array(_as_dense_2d(F), order="F")
+        self.Y = _as_dense_2d(Y)
+        m, n = self.F.shape
+        if m < n:
+            raise InputError(f"cholesky mode needs at least as many rows as columns in F "
+                             f"(got {m}x{n})", hint="use '%#linview solve krylov'")
+        self.tol = float(tol)
+        self.Q, self.R = scipy.linalg.qr(self.F, mode="economic")
+        self.X = np.zeros((n, self.Y.shape[1]), order="F")
+        self.stats = {"qr_updates": 0}
+        self._solve()
+
+    def _solve(self) -> None:
+        d = np.abs(np.diag(self.R))
+        if d.size and (d.min() == 0 or not np.all(np.isfinite(self.R))):
+            raise NumericalError("the regression's Gram matrix is singular (a column of F "
+                                 "is a combination of the others)")
+        self.X[:] = scipy.linalg.solve_triangular(self.R, self.Q.T @ self.Y)
+
+    def change_matrix(self, U, V) -> None:
+        """``F += U Vᵀ``, one rank-1 QR update per column of U."""
+        U, V = _as_dense_2d(U), _as_dense_2d(V)
+        for k in range(U.shape[1]):
+            self.Q, self.R = scipy.linalg.qr_update(self.Q, self.R, U[:, k], V[:, k])
+            self.stats["qr_updates"] += 1
+        self.F += U @ V.T
+        self._solve()
+
+    def change_rhs(self, U, V) -> None:
+        """``Y += U Vᵀ``."""
+        self.Y += _as_dense_2d(U) @ _as_dense_2d(V).T
+        self._solve()
+
+    def residual_bound(self) -> np.ndarray:
+        return np.linalg.norm(self.F.T @ (self.Y - self.F @ self.X), axis=0)
+
+    def error_bound(self) -> float:
+        s = scipy.linalg.svdvals(self.R)
+        smin = float(s.min()) if s.size else 0.0
+        return float("inf") if smin == 0 else float(self.residual_bound().max() / smin ** 2)
+
+    def refresh(self) -> None:
+        self.Q, self.R = scipy.linalg.qr(self.F, mode="economic")
+        self._solve()
+
+    def memory_bytes(self) -> int:
+        return int(self.F.nbytes + self.Y.nbytes + self.Q.nbytes + self.R.nbytes
+                   + self.X.nbytes)

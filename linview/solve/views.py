@@ -1,0 +1,398 @@
+"""Programs with solve views on the NumPy backend.
+
+A program whose lowering produced ``x := solve(A, B)`` statements (``A \\ B`` with a
+``%#linview solve``/``tolerance`` pragma, or with A reading a ``sparse`` or ``stochastic``
+input) loads as :class:`SolveViews` (through ``linview.api.SolveProgram``) instead of a
+generated dense module:
+
+* inputs keep their storage: ``stochastic`` inputs become a
+  :class:`~linview.solve.stochastic.StochasticMatrix` (links, dangling columns as a rank-1 term),
+  ``sparse`` inputs a scipy CSR matrix, the others dense arrays;
+* each solve view is a solver of :mod:`linview.solve` (``push`` for ``A = I - s·M`` with
+  M stochastic and ``0 ≤ s < 1``, ``krylov`` otherwise; ``auto`` picks at load), kept with
+  its residual and an error bound below the tolerance;
+* an update ``ΔX = U Vᵀ`` (dense or scipy.sparse factors) reaches a solve view as the
+  derived low-rank changes of its A and B (:func:`linview.compiler.delta.derive`); for a
+  stochastic input it is the list of changed columns, which push turns into a local
+  residual change;
+* other statements are re-evaluated when something they read changed.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.sparse as sps
+import sympy as sp
+
+from linview.compiler import ir
+from linview.compiler.delta import Strategy, ViewDelta, derive
+from linview.compiler.interp import eval_node
+from linview.compiler.ir import Node, Op
+from linview.compiler.shapes import RANK
+from linview.errors import InputError, UpdateError
+from linview.solve.evaluate import (
+    change_factors,
+    check_factor,
+    evaluate_factor,
+    gram_form,
+    pagerank_form,
+    scalar_value,
+    sparse_eval,
+)
+from linview.solve.solvers import CholeskySolver, KrylovSolver, PushSolver, direct_solve
+from linview.solve.state import save_state
+from linview.solve.stochastic import ColumnChange, StochasticMatrix
+
+
+def has_solve(program: ir.Program) -> bool:
+    return any(st.expr.op is Op.SOLVE for st in program.statements)
+
+
+def explain_solves(program: ir.Program) -> str:
+    """The solve views of ``program`` for ``explain``: A, its form, method and tolerance."""
+    lines = ["", "solve views (kept with their residual, not an inverse; the trigger "
+             "above is the generated module's direct re-solve, prog.load() keeps the "
+             "views below):"]
+    for st in program.statements:
+        if st.expr.op is Op.SOLVE:
+            method, tol = st.expr.attr
+            a = st.expr.children[0]
+            shape = "I - s·M" if pagerank_form(a, program) else "general"
+            lines.append(f"  {st.name}: A = {ir_fmt(a)} ({shape}), method {method}"
+                         f" ({_method_text(method)}), tolerance {tol:g}")
+    for d in program.inputs:
+        if d.storage != "dense":
+            lines.append(f"  input {d.name}: {d.storage} storage")
+    return "\n".join(lines) + "\n"
+
+
+def ir_fmt(n: Node) -> str:
+    from linview.compiler.printer import fmt
+
+    return fmt(n)
+
+
+def _method_text(method: str) -> str:
+    return {"auto": "push when A = I - s·M with M stochastic and 0 ≤ s < 1, else krylov",
+            "push": "Gauss–Southwell push, certified L1 bound",
+            "krylov": "warm-started GMRES, 2-norm bound",
+            "cholesky": "triangular factor of F = QR by rank-1 QR updates"}[method]
+
+
+class SolveViews:
+    """The live views of a program with solve views (same API as a trigger module, plus
+    :meth:`error_bound`, :meth:`update_edges` and :meth:`residual`)."""
+
+    OPTIONS = ("tolerance", "method")
+
+    def __init__(self, program: ir.Program, dims: dict, /, _warm=None, **kwargs):
+        self.program = program
+        opts = {k: kwargs.pop(k) for k in self.OPTIONS
+                if k in kwargs and k not in {d.name for d in program.inputs}}
+        self.tolerance = opts.get("tolerance")
+        self.method = opts.get("method")
+        if self.method not in (None, "auto", "push", "krylov"):
+            raise InputError(f"unknown solve method {self.method!r}",
+                             hint="methods: auto, push, krylov")
+        if self.tolerance is not None and not float(self.tolerance) > 0:
+            raise InputError("tolerance must be a positive number")
+        self.stats = {"updates": 0, "fallbacks": 0, "trigger_seconds": 0.0}
+        self.updates = 0
+        self.env = self._validate_inputs(kwargs, dims)
+        self.solvers: dict[str, PushSolver | KrylovSolver] = {}
+        self._evaluate(_warm)
+        self.saved_meta: dict = {}
+
+    # -------------------------------------------------------------- inputs
+    def _validate_inputs(self, inputs: dict, dims: dict) -> dict:
+        names = [d.name for d in self.program.inputs]
+        missing = [n for n in names if n not in inputs]
+        extra = [n for n in inputs if n not in names]
+        if missing or extra:
+            what = "; ".join(p for p in (missing and "missing " + ", ".join(missing),
+                                         extra and "unexpected " + ", ".join(extra)) if p)
+            raise InputError(f"{self.program.name}: {what}", hint="inputs: " + ", ".join(names))
+        env: dict[str, object] = {}
+        self.bindings = {k: int(v) for k, v in dims.items()}
+        for d in self.program.inputs:
+            x = inputs[d.name]
+            try:
+                if d.storage == "stochastic":
+                    val = x if isinstance(x, StochasticMatrix) else \
+                        StochasticMatrix.from_matrix(x)
+                elif d.storage == "sparse":
+                    val = sps.csr_matrix(x, dtype=float)
+                else:
+                    val = np.asarray(x.toarray() if sps.issparse(x) else x, dtype=float)
+                    val = val.reshape(-1, 1) if val.ndim < 2 else val
+            except InputError as e:
+                raise InputError(f"input {d.name}: {e.message}", hint=e.hint) from None
+            except (TypeError, ValueError) as e:
+                raise InputError(f"input {d.name} is not a numeric matrix: {e}") from None
+            data = val.data if sps.issparse(val) else (val.wts if isinstance(
+                val, StochasticMatrix) else val)
+            if not np.all(np.isfinite(data)):
+                raise InputError(f"input {d.name} contains NaN or Inf")
+            for axis, e in enumerate(d.shape):
+                got = val.shape[axis]
+                e = sp.sympify(e)
+                if isinstance(e, sp.Symbol):
+                    if self.bindings.setdefault(e.name, got) != got:
+                        raise InputError(f"input {d.name} has {('rows', 'columns')[axis]} "
+                                         f"{got}, but size '{e}' is {self.bindings[e.name]}")
+                elif not e.free_symbols and int(e) != got:
+                    raise InputError(f"input {d.name} has {('rows', 'columns')[axis]} {got}, "
+                                     f"expected {e}")
+            env[d.name] = val
+        return env
+
+    # -------------------------------------------------------------- evaluation
+    def _evaluate(self, warm: dict | None = None) -> None:
+        for st in self.program.statements:
+            if st.expr.op is Op.SOLVE:
+                self.solvers[st.name] = self._make_solver(st, (warm or {}).get(st.name))
+                self.env[st.name] = self.solvers[st.name].X
+            else:
+                self.env[st.name] = self._dense(st)
+
+    def _dense(self, st: ir.Statement) -> np.ndarray:
+        try:
+            val = sparse_eval(st.expr, self.env, self.bindings)
+        except (TypeError, AttributeError) as e:
+            raise InputError(f"statement {st.name} uses a sparse or stochastic input in a way "
+                             f"linview evaluates only densely: {e}",
+                             hint="keep sparse inputs in solve views and products") from None
+        val = val.toarray() if sps.issparse(val) else np.asarray(val, dtype=float)
+        return val.reshape(-1, 1) if val.ndim < 2 else val
+
+    def _make_solver(self, st: ir.Statement, x0=None):
+        a, b = st.expr.children
+        method, tol = st.expr.attr
+        method = self.method or method
+        tol = float(self.tolerance or tol)
+        B = sparse_eval(b, self.env, self.bindings)
+        form = pagerank_form(a, self.program)
+        s = scalar_value(eval_node(form[1], self.env, self.bindings)) if form else None
+        if method == "auto":
+            method = "push" if form and 0 <= s < 1 else "krylov"
+        if method == "cholesky":
+            gram = gram_form(a, b)
+            if gram is None:
+                raise InputError(f"solve view {st.name}: cholesky mode needs the normal "
+                                 "equations (F'*F) \\ (F'*Y) of inputs F and Y",
+                                 hint="use '%#linview solve krylov' for other systems")
+            return CholeskySolver(self.env[gram[0]], self.env[gram[1]], tol)
+        if method == "push":
+            if not form:
+                raise InputError(f"solve view {st.name}: push needs A = I - s*M with M "
+                                 "declared '%#linview stochastic'",
+                                 hint="use '%#linview solve krylov' (or auto)")
+            return PushSolver(self.env[form[0]], s, B, tol, x0)
+        return KrylovSolver(sparse_eval(a, self.env, self.bindings), B, tol, x0)
+
+    # -------------------------------------------------------------- reading
+    @property
+    def INPUTS(self) -> dict:  # noqa: N802 - the name trigger modules use
+        return {d.name: self.env[d.name].shape for d in self.program.inputs}
+
+    @property
+    def _views(self) -> dict:  # what linview run reads input shapes from
+        return self.env
+
+    def __getitem__(self, name: str):
+        key = dict(self.program.outputs).get(name)
+        key = key.attr if key is not None and key.op in (Op.VIEW, Op.INPUT) else name
+        if key not in self.env:
+            raise KeyError(f"{name!r} is not an output, view or input of {self.program.name}")
+        val = self.env[key]
+        if isinstance(val, np.ndarray):
+            val = val.view()
+            val.flags.writeable = False
+        return val
+
+    @property
+    def outputs(self) -> dict:
+        return {name: self[name] for name, _ in self.program.outputs}
+
+    def error_bound(self, name: str) -> float:
+        """The certified (push) or σ-based (krylov) bound on the error of solve view
+        ``name``: max over its columns of ‖x - x*‖ (L1 for push, 2-norm for krylov)."""
+        key = dict(self.program.outputs).get(name)
+        key = key.attr if key is not None and key.op is Op.VIEW else name
+        if key not in self.solvers:
+            raise KeyError(f"{name!r} is not a solve view (solve views: "
+                           f"{', '.join(self.solvers) or 'none'})")
+        return self.solvers[key].error_bound()
+
+    def solver(self, name: str):
+        return self.solvers[name]
+
+    # -------------------------------------------------------------- updating
+    def _check_dynamic(self, name: str):
+        decl = next((d for d in self.program.inputs if d.name == name), None)
+        if decl is None:
+            raise UpdateError(f"{self.program.name} has no input {name!r}")
+        if not decl.dynamic:
+            raise UpdateError(f"input {name} is not dynamic",
+                              hint="mark it with '%#linview dynamic ...'")
+        return decl
+
+    def update(self, name: str, U, V) -> None:
+        """``name += U Vᵀ`` (dense or scipy.sparse factors); every view brought up to date."""
+        self._check_dynamic(name)
+        rows, cols = self.env[name].shape
+        U, V = (check_factor(x, n, w, name) for x, n, w in ((U, rows, "U"), (V, cols, "V")))
+        if U.shape[1] != V.shape[1]:
+            raise UpdateError(f"update of {name}: U has {U.shape[1]} columns but V has "
+                              f"{V.shape[1]}; both must have rank k")
+        t0 = time.perf_counter()
+        x = self.env[name]
+        if isinstance(x, StochasticMatrix):
+            changes = x.apply_lowrank(U, V, what=name)  # validated, atomic
+            self._propagate(name, (U, V), changes)
+        else:
+            self._propagate(name, (U, V), None)
+        self._done(t0)
+
+    def update_edges(self, name: str, records, base: int = 0) -> None:
+        """A micro-batch of edge records ``(op, from, to[, weight])`` on stochastic input
+        ``name`` (op ``insert``/``delete``, node ids from ``base``): one residual update per
+        solve view.  Atomic: a bad record raises :class:`UpdateError` naming it."""
+        self._check_dynamic(name)
+        M = self.env[name]
+        if not isinstance(M, StochasticMatrix):
+            raise UpdateError(f"input {name} is not stochastic; edge records need "
+                              f"'%#linview stochastic {name}'")
+        t0 = time.perf_counter()
+        changes = M.change_edges(records, base=base, what=name)
+        if changes:
+            self._propagate(name, None, changes)
+        self._done(t0)
+
+    def _done(self, t0: float) -> None:
+        self.stats["trigger_seconds"] += time.perf_counter() - t0
+        self.updates += 1
+        self.stats["updates"] += 1
+
+    def _propagate(self, name: str, factors, changes: list[ColumnChange] | None) -> None:
+        decl = self.program.input(name)
+        if factors is None:
+            factors = change_factors(changes, self.env[name].n)
+        U, V = factors
+        first = ViewDelta(name, decl.ref, Strategy.INCR, (),
+                          ir.factor("U", (decl.shape[0], RANK)),
+                          ir.factor("V", (decl.shape[1], RANK)))
+        changed = {name: first}
+        scope = dict(self.env)
+        scope.update(U=U, V=V)
+        bindings = {**self.bindings, "k": U.shape[1]}
+        # phase 1: every solve view's changes of A and B, from the old values
+        pending = {}
+        for st in self.program.statements:
+            if st.expr.op is not Op.SOLVE:
+                continue
+            a, b = st.expr.children
+            deps = {leaf.attr for leaf in ir.leaves(st.expr, Op.INPUT, Op.VIEW)}
+            if not deps & {name}:
+                continue
+            if deps - {d.name for d in self.program.inputs}:
+                pending[st.name] = "rebuild"  # reads other views: re-solved below
+                continue
+            ta, tb = derive(a, changed), derive(b, changed)
+            ev = [(evaluate_factor(t.P, scope, bindings),
+                   evaluate_factor(t.Q, scope, bindings)) for t in ta]
+            eb = [(evaluate_factor(t.P, scope, bindings),
+                   evaluate_factor(t.Q, scope, bindings)) for t in tb]
+            pending[st.name] = (ta, ev, eb)
+        # phase 2: the input, then every statement in order
+        x = self.env[name]
+        if not isinstance(x, StochasticMatrix):
+            D = U @ V.T
+            self.env[name] = (x + sps.csr_matrix(D)).tocsr() if sps.issparse(x) else \
+                x + (D.toarray() if sps.issparse(D) else D)
+        touched = {name}
+        for st in self.program.statements:
+            deps = {leaf.attr for leaf in ir.leaves(st.expr, Op.INPUT, Op.VIEW)}
+            if not deps & touched:
+                continue
+            touched.add(st.name)
+            if st.expr.op is not Op.SOLVE:
+                self.env[st.name] = self._dense(st)
+                continue
+            job = pending.get(st.name, "rebuild")
+            solver = self.solvers[st.name]
+            if job == "rebuild":
+                solver = self.solvers[st.name] = self._make_solver(st)
+                self.env[st.name] = solver.X
+                continue
+            ta, ev, eb = job
+            if isinstance(solver, CholeskySolver):  # F or Y changed by U Vᵀ
+                gram = gram_form(*st.expr.children)
+                if name == gram[0]:
+                    solver.change_matrix(U, V)
+                if name == gram[1]:
+                    solver.change_rhs(U, V)
+                continue
+            if isinstance(solver, PushSolver):
+                if ta and changes is None:  # A changed other than through M's columns
+                    solver = self.solvers[st.name] = self._make_solver(st)
+                    self.env[st.name] = solver.X
+                    continue
+                if ta:
+                    solver.change_columns(changes)
+            else:
+                for P, Q in ev:
+                    solver.change_matrix(P, Q)
+            for P, Q in eb:
+                solver.change_rhs(P, Q)
+
+    # -------------------------------------------------------------- checking
+    def reference(self) -> dict[str, np.ndarray]:
+        """Every view re-evaluated from the inputs by direct solves (sparse LU)."""
+        env = dict((d.name, self.env[d.name]) for d in self.program.inputs)
+        for st in self.program.statements:
+            if st.expr.op is Op.SOLVE:
+                a, b = st.expr.children
+                A = sparse_eval(a, env, self.bindings)
+                B = sparse_eval(b, env, self.bindings)
+                env[st.name] = direct_solve(A, B, st.name)
+            else:
+                val = sparse_eval(st.expr, env, self.bindings)
+                env[st.name] = val.toarray() if sps.issparse(val) else np.asarray(val)
+        return {st.name: env[st.name] for st in self.program.statements}
+
+    def verify(self, detail: bool = False):
+        """Max relative error of every view against direct solves (costs a sparse LU)."""
+        errs = {}
+        for k, ref in self.reference().items():
+            scale = max(float(np.max(np.abs(ref))) if ref.size else 0.0, 1e-300)
+            errs[k] = float(np.max(np.abs(np.asarray(self.env[k]) - ref))) / scale
+        return errs if detail else max(errs.values(), default=0.0)
+
+    def refresh(self) -> None:
+        """Exact residuals again (rounding drift), driven below the tolerance."""
+        for st in self.program.statements:
+            if st.expr.op is Op.SOLVE:
+                self.solvers[st.name].refresh()
+            else:
+                self.env[st.name] = self._dense(st)
+
+    def memory_bytes(self) -> int:
+        total = sum(s.memory_bytes() for s in self.solvers.values())
+        for d in self.program.inputs:
+            v = self.env[d.name]
+            total += v.memory_bytes() if isinstance(v, StochasticMatrix) else (
+                v.data.nbytes + v.indices.nbytes + v.indptr.nbytes if sps.issparse(v)
+                else np.asarray(v).nbytes)
+        return int(total)
+
+    def save(self, path, extra: dict | None = None) -> None:
+        """Inputs (stochastic ones as edge lists), solutions and the program text to an
+        ``.npz``, atomically; :func:`linview.restore` warm-starts from it (residuals are
+        recomputed exactly, so a restored view is certified again)."""
+        save_state(self, path, extra)
+
+
+__all__ = ["SolveViews", "explain_solves", "has_solve", "sparse_eval"]
