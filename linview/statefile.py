@@ -59,9 +59,15 @@ def write(path, views: dict[str, np.ndarray], manifest: dict) -> None:
         raise StateError(f"cannot save {path}: extra= must hold JSON values ({e})") from None
     buf = io.BytesIO()
     np.savez(buf, __manifest__=np.array(text), **arrays)
+    write_atomic(path, buf.getvalue())
+
+
+def write_atomic(path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a synced temporary file and a rename, so that a
+    crash leaves the old file or the new one, never a torn one."""
     tmp = f"{path}.tmp"
     with open(tmp, "wb") as f:
-        f.write(buf.getvalue())
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

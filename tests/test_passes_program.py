@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 from oracle import GenProgram, programs
-from oracle.irgen import expressions, worlds
+from oracle.irgen import brute_force_min, expressions, worlds
 
 from linview.compiler import check, interp, ir
 from linview.compiler.ir import Node, Op
@@ -204,14 +204,6 @@ def test_materialize_products_splits_a_chain_with_a_scaling_inside():
     assert all(len(c) <= 2 for stmt in out.statements for c in chains(stmt.expr))
 
 
-def brute_force_min(d: list[int]) -> float:
-    def best(i: int, j: int) -> float:
-        if i == j:
-            return 0.0
-        return min(best(i, s) + best(s + 1, j) + 2 * d[i] * d[s + 1] * d[j + 1]
-                   for s in range(i, j))
-
-    return best(0, len(d) - 2)
 
 
 def product_flops(program: ir.Program, sizes: Sizes) -> float:

@@ -23,7 +23,7 @@ import pytest
 import sympy as sp
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
-from oracle.irgen import ONE, World, expressions, k, m, n, p, worlds
+from oracle.irgen import ONE, World, brute_force_min, expressions, k, m, n, p, worlds
 
 from linview.compiler import interp, ir
 from linview.compiler.delta import Strategy, Term, ViewDelta, merge_common_factors, woodbury_terms
@@ -179,16 +179,6 @@ def chain_cost(e: Node, sizes: Sizes) -> float:
     return chain_cost(a, sizes) + chain_cost(b, sizes) + 2 * r * inner * c
 
 
-def brute_force_min(d: list[int]) -> float:
-    """Cheapest parenthesisation of matrices ``d[i]×d[i+1]`` by enumerating every tree."""
-
-    def best(i: int, j: int) -> float:
-        if i == j:
-            return 0.0
-        return min(best(i, s) + best(s + 1, j) + 2 * d[i] * d[s + 1] * d[j + 1]
-                   for s in range(i, j))
-
-    return best(0, len(d) - 2)
 
 
 def inorder(e: Node) -> list[Node]:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import ast
 import io
-import os
 
 import numpy as np
 import scipy.sparse as sps
 
 from linview.errors import StateError
 from linview.solve.stochastic import StochasticMatrix
+from linview.statefile import write_atomic
 
 
 def save_state(views, path, extra: dict | None = None) -> None:
@@ -50,12 +50,7 @@ def save_state(views, path, extra: dict | None = None) -> None:
             "tolerance": views.tolerance, "method": views.method, "extra": dict(extra or {})}
     buf = io.BytesIO()
     np.savez(buf, __meta__=np.array(repr(meta)), __module__=np.array(""), **arrays)
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(buf.getvalue())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, buf.getvalue())
 
 
 def solve_state_meta(path) -> dict | None:

@@ -160,3 +160,15 @@ def expressions(draw, world: World, max_depth: int = 3, factors: bool = True,
     """One random expression over ``world``'s leaves (of ``shape`` if given)."""
     r, c = shape if shape is not None else draw(shapes())
     return ExprDraw(draw, world, factors).expr(r, c, draw(st.integers(1, max_depth)))
+
+
+def brute_force_min(d: list[int]) -> float:
+    """Cheapest parenthesisation of matrices ``d[i]×d[i+1]`` by enumerating every tree."""
+
+    def best(i: int, j: int) -> float:
+        if i == j:
+            return 0.0
+        return min(best(i, s) + best(s + 1, j) + 2 * d[i] * d[s + 1] * d[j + 1]
+                   for s in range(i, j))
+
+    return best(0, len(d) - 2)
