@@ -74,6 +74,25 @@ def _column_norm(M: np.ndarray, delta) -> float:
     return _norm(M[:, :1])
 
 
+def _delta_norm(delta) -> float:
+    """An upper bound of ``‖ΔM‖_F``."""
+    if delta is None:
+        return 0.0
+    if delta[0] == "outer":
+        return _norm(delta[1]) * _norm(delta[2])
+    return _norm(delta[1])
+
+
+def _column_norm_unkept(norm_bound: float, delta) -> float:
+    """``‖(M + ΔM)[:, j]‖ ≥ ‖ΔM[:, j]‖ − ‖M‖_F`` for the column the delta changes most, when
+    M itself is not kept (only an upper bound of its norm is): what keeps a huge update
+    visible to the condition estimate."""
+    if delta is None or delta[0] != "outer" or not delta[2].size:
+        return 0.0
+    j = int(np.argmax(np.abs(delta[2]).sum(axis=1)))
+    return max(0.0, _norm(delta[1] @ delta[2][j:j + 1].T) - norm_bound)
+
+
 def _norm(x: np.ndarray) -> float:
     with np.errstate(over="ignore", invalid="ignore"):
         return float(np.linalg.norm(x))
@@ -90,6 +109,9 @@ class Prober:
         self.last: dict[str, dict[str, float]] = {}
         self.arg_of: dict[str, str] = {}  # inverse view -> the view it inverts
         self.seeds: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # A -> (z, A z)
+        #: views not kept: an upper bound of ‖A‖_F (committed, and of the running trigger)
+        self.norms: dict[str, float] = {}
+        self.pending_norms: dict[str, float] = {}
 
     def reset(self, keep: frozenset[str] = frozenset()) -> None:
         """Forget the probe vectors (after the views were re-evaluated), except those of
@@ -97,16 +119,20 @@ class Prober:
         images ``A z`` can only be carried forward, not recomputed."""
         self.states = {w: s for w, s in self.states.items() if self.arg_of.get(w) in keep}
         self.pending.clear()
+        self.pending_norms.clear()
 
     def seed(self, A_name: str, Am: np.ndarray) -> None:
         """A fresh probe vector for the inverse of ``A``, drawn while ``A`` is at hand (at
         re-evaluation, for a view that is not kept afterwards)."""
         z = self.rng.standard_normal((Am.shape[0], 1))
         self.seeds[A_name] = (z, Am @ z)
+        self.norms[A_name] = _norm(Am)  # then kept as an upper bound of ‖A‖_F
 
     def commit(self) -> None:
         self.states.update(self.pending)
         self.pending.clear()
+        self.norms.update(self.pending_norms)
+        self.pending_norms.clear()
 
     def check(self, W_name: str, A_name: str, Wm: np.ndarray, Am: np.ndarray, dA, dW,
               tolerance: float, condition_limit: float) -> str | None:
@@ -135,8 +161,13 @@ class Prober:
         nz = _norm(z)
         rho = _norm(wa_new - z) / nz
         with np.errstate(over="ignore", invalid="ignore"):
+            if Am is None and A_name in self.norms:  # not kept: bound ‖A'‖ from its delta
+                a_col = _column_norm_unkept(self.norms[A_name], dA)
+                self.pending_norms[A_name] = self.norms[A_name] + _delta_norm(dA)
+            else:
+                a_col = _column_norm(Am, dA)
             kappa = max(math.sqrt(n) * _norm(a_new) * _norm(w_new) / nz ** 2,
-                        _column_norm(Am, dA) * _column_norm(Wm, dW))
+                        a_col * _column_norm(Wm, dW))
         allowed = max(tolerance, PROBE_GROWTH * EPS * kappa)
         self.last[W_name] = {"residual": rho, "condition": kappa, "allowed": allowed}
         if not kappa <= condition_limit:
