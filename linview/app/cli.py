@@ -58,9 +58,9 @@ def load_options(args) -> dict:
 
 
 def _console():
-    from rich.console import Console
+    from linview.app.report import console
 
-    return Console()
+    return console()
 
 
 # ------------------------------------------------------------------ commands

@@ -18,16 +18,17 @@ end
 
 
 def demo(backend: str = "numpy", n: int = 1000, updates: int = 20) -> int:
-    from rich.console import Console
+
 
     import linview
+    from linview.app import report
     from linview.app.bench import run_bench
     from linview.app.report import print_bench
 
     if n < 1 or updates < 1:
         raise InputError(f"the demo needs n >= 1 features and at least one update (got n = "
                          f"{n}, {updates} updates)")
-    console = Console()
+    console = report.console()
     dims = {"m": 2 * n, "n": n, "p": 1}
     console.rule("[bold]linview demo: ordinary least squares")
     console.print(OLS, markup=False, highlight=False)

@@ -143,3 +143,15 @@ def plot_bench(result: dict, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def console():
+    """A rich console; when the output is not a terminal (a pipe, a log, CI) it is 140
+    columns wide rather than rich's 80, so that the bench tables are not truncated."""
+    import os
+    import sys
+
+    from rich.console import Console
+
+    wide = not sys.stdout.isatty() and "COLUMNS" not in os.environ
+    return Console(width=140 if wide else None)
