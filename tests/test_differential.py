@@ -33,6 +33,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, given, note, settings
 from hypothesis import strategies as st
 from oracle import MODELS, Case, GenProgram, cases, programs
+from oracle.program import bindings
 
 import linview
 from linview.compiler import interp
@@ -90,14 +91,6 @@ def compile_case(case: Case, strategy=None):
     return compile_prog(case.prog, strategy, case.model, case.plan_dims)
 
 
-def bindings(program, inputs: dict[str, np.ndarray]) -> dict[str, int]:
-    """Sizes of the program's symbols, read off the input arrays."""
-    out: dict[str, int] = {}
-    for decl in program.inputs:
-        for axis, d in enumerate(decl.shape):
-            if getattr(d, "is_Symbol", False):
-                out[d.name] = inputs[decl.name].shape[axis]
-    return out
 
 
 def good_inputs(p: GenProgram, seed: int) -> dict[str, np.ndarray]:

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 from oracle import GenProgram, programs
 from oracle.irgen import brute_force_min, expressions, worlds
+from oracle.program import bindings
 
 from linview.compiler import check, interp, ir
 from linview.compiler.ir import Node, Op
@@ -48,14 +49,6 @@ TOL = 1e-9
 def lowered(source: str) -> ir.Program:
     return lower(parse(source, "prog.m"), source, "prog.m")
 
-
-def bindings(program: ir.Program, inputs: dict[str, np.ndarray]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for decl in program.inputs:
-        for axis, d in enumerate(decl.shape):
-            if getattr(d, "is_Symbol", False):
-                out[d.name] = inputs[decl.name].shape[axis]
-    return out
 
 
 def assert_close(got, want, what: str) -> None:

@@ -125,3 +125,13 @@ class GenProgram:
     def describe(self) -> str:
         return (f"{self.source}\n% sizes {self.sizes}; dynamic {self.dynamic}; "
                 f"inputs " + ", ".join(f"{n}:{s.kind}" for n, s in self.inputs.items()))
+
+
+def bindings(program, inputs: dict[str, np.ndarray]) -> dict[str, int]:
+    """Sizes of the program's symbols, read off the input arrays."""
+    out: dict[str, int] = {}
+    for decl in program.inputs:
+        for axis, d in enumerate(decl.shape):
+            if getattr(d, "is_Symbol", False):
+                out[d.name] = inputs[decl.name].shape[axis]
+    return out
