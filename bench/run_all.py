@@ -183,7 +183,10 @@ def render(results: list[dict], load: tuple[float, ...] | None = None,
         "Calibrated rates (`linview calibrate`): "
         + (f"gemm {rates['gemm_flops'] / 1e9:.0f} GFlop/s ({rates['gemm1_flops'] / 1e9:.0f} "
            f"on one thread), memory stream {rates['stream_bytes'] / 1e9:.1f} GB/s "
-           f"({rates['stream1_bytes'] / 1e9:.1f}), call {rates['call_s'] * 1e6:.1f} µs."
+           f"({rates['stream1_bytes'] / 1e9:.1f}), thin product "
+           f"{rates.get('thin_bytes', 0) / 1e9:.1f} GB/s "
+           f"({rates.get('thin1_bytes', 0) / 1e9:.1f}), "
+           f"call {rates['call_s'] * 1e6:.1f} µs."
            if rates else "—"),
         (f"The last run measured {len(fresh)} of the {len(SUITE)} configurations "
          f"({', '.join(fresh)}); the other rows come from earlier runs recorded in "

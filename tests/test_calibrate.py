@@ -9,7 +9,7 @@ from linview.compiler import calibrate
 from linview.compiler.calibrate import Rates
 
 FIXED = Rates(gemm_flops=4e10, gemm1_flops=2e10, stream_bytes=9e9, stream1_bytes=7e9,
-              call_s=2e-6)
+              thin_bytes=4e9, thin1_bytes=3e9, call_s=2e-6)
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def _rewrite(path, edit, fix_checksum: bool):
 ])
 def test_corrupt_or_foreign_cache_is_remeasured(cache, damage, why):
     path, calls = cache
-    calibrate.save(Rates(1e11, 1e11, 1e11, 1e11, 1e-5), path)
+    calibrate.save(Rates(1e11, 1e11, 1e11, 1e11, 1e10, 1e10, 1e-5), path)
     damage(path)
     r, reason = calibrate.load(path)
     assert r is None and why in reason

@@ -1,6 +1,8 @@
 """The seconds model's decisions: whole-trigger re-evaluation, the as-written baseline,
 BLAS threads per trigger, and the runtime paths they select."""
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -118,6 +120,40 @@ def test_add_outer_one_hot_paths_equal_the_dense_update(r, c, k, kind, seed):
     want = A + P @ Q.T
     runtime.add_outer(A, P, Q)
     np.testing.assert_allclose(A, want, rtol=1e-14, atol=1e-14)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=4), st.text("NT", min_size=4,
+       max_size=4), st.booleans(), st.integers(0, 2 ** 31 - 1))
+def test_fused_dot_equals_the_separate_products(widths, ops, large, seed):
+    """Every path of ``fused_dot`` (matrix-vector products for thin groups, one ``dgemm``
+    for wider ones, on every core for a large view) gives the plain products."""
+    from linview.backends.numpy import kernels
+
+    rng = np.random.default_rng(seed)
+    n = 1024 if large else 40  # 1024² elements reach kernels.WIDE_MIN
+    A = np.asfortranarray(rng.standard_normal((n, n)))
+    blocks = [rng.standard_normal((n, w)) for w in widths]
+    ops = ops[: len(blocks)]
+    with kernels.wide_products(True):
+        got = runtime.fused_dot(A, *blocks, ops=ops)
+    for g, B, o in zip(got, blocks, ops, strict=True):
+        np.testing.assert_allclose(g, (A.T if o == "T" else A) @ B, rtol=1e-12, atol=1e-10)
+
+
+def test_wide_products_leave_the_users_threads_alone(monkeypatch):
+    from linview.backends.numpy import kernels
+
+    big = np.zeros((1024, 1024))
+    monkeypatch.setattr(kernels.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(kernels.os, "cpu_count", lambda: 2)
+    with kernels.wide_products(False):
+        assert isinstance(kernels.wide(big), contextlib.nullcontext)
+    with kernels.wide_products(True):
+        assert not isinstance(kernels.wide(big), contextlib.nullcontext)
+        assert isinstance(kernels.wide(np.zeros((10, 10))), contextlib.nullcontext)
+        monkeypatch.setattr(kernels.os, "getloadavg", lambda: (1.9, 1.9, 1.9))  # busy
+        assert isinstance(kernels.wide(big), contextlib.nullcontext)
 
 
 def test_triggers_run_with_their_blas_threads(monkeypatch, examples):
@@ -290,3 +326,39 @@ def test_an_inverse_read_only_by_another_inverse_is_evaluated_not_solved():
         views.update("A", u, 0.05 * np.ones(30))
         assert views.verify() < 1e-10, strategy
         np.testing.assert_allclose(views["D"], views["A"], atol=1e-10)
+
+
+def test_runtime_kernels_and_the_seconds_model_agree_on_thin_products():
+    """The model mirrors the NumPy kernels' thresholds (a changed kernel must change both)."""
+    from linview.backends.numpy import kernels
+
+    assert (kernels.GEMV_MAX, kernels.WIDE_MIN) == (timemodel.GEMV_MAX, timemodel.WIDE_MIN)
+
+
+def test_thin_products_of_one_view_are_charged_one_fused_pass():
+    import sympy as sp
+
+    from linview.compiler import ir
+    from linview.compiler.optimize import Sizes
+
+    n = sp.Symbol("n", positive=True, integer=True)
+    W = ir.view("W", (n, n))
+    F1, F2 = ir.factor("F1", (n, 2)), ir.factor("F2", (n, 3))
+    sizes = Sizes({"n": 3000}, 1)
+    roof = timemodel._rates(REFERENCE, True)
+    reads: dict = {}
+    t = timemodel.expr_seconds(ir.add(ir.matmul(W, F1), ir.matmul(W, ir.matmul(F2, ir.factor(
+        "S", (3, 2))))), sizes.value, roof, set(), frozenset(), reads)
+    # both products (W F1 and W (F2 S), each 2 columns wide) in one group
+    assert reads == {("W", "N"): [3000, 3000, 4]}
+    fused = timemodel.fused_seconds(reads, roof)
+    # one packing pass over W (the thin rate), not one per product or per column
+    assert fused == pytest.approx(max(2 * 3000 ** 2 * 4 / roof.gemm,
+                                      8 * 3000 ** 2 / roof.thin) + roof.call)
+    separate = timemodel.expr_seconds(ir.matmul(W, F1), sizes.value, roof, set(), frozenset()) \
+        + timemodel.expr_seconds(ir.matmul(W, F2), sizes.value, roof, set(), frozenset())
+    assert fused < separate
+    assert t < fused  # the small products left are cheap beside the pass over W
+    # at most GEMV_MAX columns: matrix-vector passes, one per column
+    one = timemodel.thin_seconds(3000, 3000, 1, roof)
+    assert timemodel.thin_seconds(3000, 3000, 2, roof) == pytest.approx(2 * one)

@@ -50,7 +50,8 @@ def add_outer(A: np.ndarray, P: np.ndarray, Q: np.ndarray) -> None:
         A[:, cols] += P @ Q[cols].T
         return
     if A.flags.f_contiguous and A.dtype == np.float64 and A.size > 64:
-        out = blas.dgemm(1.0, P, Q, beta=1.0, c=A, trans_b=True, overwrite_c=True)
+        with wide(A, P.shape[1] >= WIDE_RANK):
+            out = blas.dgemm(1.0, P, Q, beta=1.0, c=A, trans_b=True, overwrite_c=True)
         if out is A:
             return
         A[...] = out  # BLAS had to copy (not expected for Fortran float64)
@@ -83,6 +84,42 @@ def blas_limit(threads: int | None):
 
         _CONTROLLER = ThreadpoolController()
     return _CONTROLLER.limit(limits=threads, user_api="blas")
+
+
+#: a product of a view of at least this many elements with a block of factors, or a
+#: rank-k update of one (k >= WIDE_RANK), may use every core (see :func:`wide`)
+WIDE_MIN = 1 << 20
+WIDE_RANK = 8
+#: a view times a block of at most this many columns runs as one matrix-vector product per
+#: column: a thin ``dgemm`` first packs the whole view, which costs about three passes
+#: over its memory (measured with OpenBLAS, n = 4000: gemv 5 ms a column, gemm 18-21 ms
+#: for 2 to 8 columns on one thread, 13-15 ms on two)
+GEMV_MAX = 2
+_WIDE = {"allowed": True}
+
+
+@contextlib.contextmanager
+def wide_products(allowed: bool):
+    """While active, :func:`wide` may raise the BLAS threads of a trigger's large products
+    (the runtime turns it off when the user chose the threads)."""
+    before = _WIDE["allowed"]
+    _WIDE["allowed"] = allowed
+    try:
+        yield
+    finally:
+        _WIDE["allowed"] = before
+
+
+def wide(A: np.ndarray, enough_columns: bool = True):
+    """Every core for one large, compute-heavy BLAS call of a trigger (a trigger otherwise
+    runs on :data:`TRIGGER_THREADS`): when ``A`` has at least :data:`WIDE_MIN` elements,
+    the block is wide enough and the machine has an idle core (its one-minute load average,
+    which counts this process, is below ``cores - 0.5``); else nothing changes."""
+    cores = os.cpu_count() or 1
+    if not (_WIDE["allowed"] and enough_columns and cores > 1 and A.size >= WIDE_MIN
+            and os.getloadavg()[0] < cores - 0.5):
+        return contextlib.nullcontext()
+    return blas_limit(cores)
 
 
 def blas_threads() -> int | None:
@@ -130,7 +167,9 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     of one view at one trigger level.  Blocks of each kind are stacked into one gemm
     (``A [B1, B3]``, ``Aᵀ [B2]``), which reads A once per kind instead of once per
     product: for thin factors a product is bound by memory, not flops.  One-hot blocks
-    read only their columns of A (see :func:`dot`)."""
+    read only their columns of A (see :func:`dot`); blocks of at most :data:`GEMV_MAX`
+    columns in all run as matrix-vector products, wider ones as one ``dgemm``
+    (:func:`wide`)."""
     ops = ops or "N" * len(blocks)
     out: list = [None] * len(blocks)
     kinds: dict[str, list[int]] = {}
@@ -140,7 +179,13 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
         else:
             kinds.setdefault(o, []).append(i)
     for o, idx in kinds.items():
-        res = (A.T if o == "T" else A) @ np.hstack([blocks[i] for i in idx])
+        op = A.T if o == "T" else A
+        B = np.hstack([blocks[i] for i in idx])
+        if B.shape[1] <= GEMV_MAX:  # one gemv per column: no packing pass over A
+            res = np.column_stack([op @ B[:, j] for j in range(B.shape[1])])
+        else:
+            with wide(A):
+                res = op @ B
         cuts = np.cumsum([blocks[i].shape[1] for i in idx])[:-1]
         for i, part in zip(idx, np.hsplit(res, cuts), strict=True):
             out[i] = part

@@ -46,6 +46,7 @@ from linview.backends.numpy.kernels import (  # noqa: F401 - part of the runtime
     size_text,
     source_hash,
     user_threads,
+    wide_products,
 )
 from linview.backends.numpy.octave_rt import chol, diag, norm, pinv  # noqa: F401 - rt.norm...
 from linview.errors import InputError, NumericalError, StateError, UpdateError
@@ -117,6 +118,8 @@ class TriggerModule:
         self.probe_tolerance = float(opts["probe_tolerance"])
         self.condition_limit = float(opts["condition_limit"])
         threads = opts.get("blas_threads", "auto")
+        # large thin products may widen to every core only under the automatic policy
+        self._wide = threads == "auto" and not user_threads()
         if threads == "auto":
             self._threads = {} if user_threads() else {
                 x: self.TRIGGER_BLAS.get(x, TRIGGER_THREADS) for x in self.DYNAMIC}
@@ -238,7 +241,7 @@ class TriggerModule:
         if self.updates % _probe.RENEW_EVERY == 0:
             self._prober.reset(keep=frozenset(self.TRANSIENT))  # fresh vectors now and then
         try:
-            with blas_limit(self._threads.get(name)):
+            with blas_limit(self._threads.get(name)), wide_products(self._wide):
                 getattr(self, f"on_update_{name}")(U, V)
             self._prober.commit()
         except IllConditioned as why:

@@ -142,6 +142,8 @@ def cmd_calibrate(args) -> int:
           f"{r.gemm1_flops / 1e9:.1f} (one)")
     print(f"  memory stream   {r.stream_bytes / 1e9:8.1f} GB/s (all BLAS threads), "
           f"{r.stream1_bytes / 1e9:.1f} (one)")
+    print(f"  thin product    {r.thin_bytes / 1e9:8.1f} GB/s of the matrix (all BLAS threads), "
+          f"{r.thin1_bytes / 1e9:.1f} (one)")
     print(f"  call overhead   {r.call_s * 1e6:8.2f} µs")
     return 0
 

@@ -1,12 +1,16 @@
 """Machine calibration for the cost model: measured rates, cached per machine.
 
-The seconds model (:mod:`linview.compiler.timemodel`) needs five numbers of the machine it runs on:
+The seconds model (:mod:`linview.compiler.timemodel`) needs seven numbers of the machine it runs on:
 
 * ``gemm_flops``: flop/s of a large matrix product with every BLAS thread (re-evaluation);
 * ``gemm1_flops``: the same on one BLAS thread (a maintaining trigger, see
   :data:`linview.backends.numpy.runtime.TRIGGER_THREADS`);
 * ``stream_bytes`` / ``stream1_bytes``: bytes/s of a matrix-vector product over a matrix
   larger than the caches (memory streaming), with every thread / one thread;
+* ``thin_bytes`` / ``thin1_bytes``: bytes/s of the matrix in a product of that large matrix
+  with a thin block (4 columns), every thread / one thread.  BLAS packs the matrix before
+  multiplying, so a thin product costs several passes over its memory, not one: this rate
+  is what a trigger's factor products run at;
 * ``call_s``: seconds of one small NumPy/BLAS call (Python and dispatch overhead).
 
 :func:`rates` returns them from a cache file (``$LINVIEW_CACHE_DIR``, else
@@ -30,10 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-VERSION = 1
+VERSION = 2
 #: plausible range of every rate; a value outside it marks the cache as corrupt
 RANGES = {"gemm_flops": (1e7, 1e15), "gemm1_flops": (1e7, 1e15), "stream_bytes": (1e7, 1e13),
-          "stream1_bytes": (1e7, 1e13), "call_s": (1e-8, 1e-2)}
+          "stream1_bytes": (1e7, 1e13), "thin_bytes": (1e7, 1e13), "thin1_bytes": (1e7, 1e13),
+          "call_s": (1e-8, 1e-2)}
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,8 @@ class Rates:
     gemm1_flops: float
     stream_bytes: float
     stream1_bytes: float
+    thin_bytes: float
+    thin1_bytes: float
     call_s: float
 
     def as_dict(self) -> dict[str, float]:
@@ -54,7 +61,7 @@ class Rates:
 #: two-core machine; also the reference the test suite plans with, so its choices do not
 #: depend on the machine that runs it
 REFERENCE = Rates(gemm_flops=5e10, gemm1_flops=2.5e10, stream_bytes=1e10,
-                  stream1_bytes=1e10, call_s=3e-6)
+                  stream1_bytes=1e10, thin_bytes=4e9, thin1_bytes=3e9, call_s=3e-6)
 
 
 def cache_path() -> Path:
@@ -113,18 +120,21 @@ def measure(scale: float = 1.0) -> Rates:
     m = max(256, int(4000 * scale))  # 128 MB: larger than the caches
     M = np.asfortranarray(rng.standard_normal((m, m)))
     x = rng.standard_normal(m)
+    thin = np.asfortranarray(rng.standard_normal((m, 4)))
     s = rng.standard_normal((4, 4))
     gemm = 2 * n ** 3 / _best(lambda: A @ B, 3)
     stream = 8 * m * m / _best(lambda: M @ x, 5)
+    thin_all = 8 * m * m / _best(lambda: M @ thin, 3)
     with threadpool_limits(limits=1, user_api="blas"):
         gemm1 = 2 * n ** 3 / _best(lambda: A @ B, 2)
         stream1 = 8 * m * m / _best(lambda: M @ x, 5)
+        thin1 = 8 * m * m / _best(lambda: M @ thin, 3)
         v = rng.standard_normal((256, 1))
         # a trigger's small operations: thin products, a scaled sum, a concatenation
         call = _best(lambda: [(v @ (v.T @ v), s @ s, 0.5 * v + v, np.hstack([v, v]))
                               for _ in range(100)], 5) / 500
     return Rates(gemm_flops=gemm, gemm1_flops=gemm1, stream_bytes=stream,
-                 stream1_bytes=stream1, call_s=call)
+                 stream1_bytes=stream1, thin_bytes=thin_all, thin1_bytes=thin1, call_s=call)
 
 
 def save(r: Rates, path: Path | None = None) -> Path:

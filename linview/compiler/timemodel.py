@@ -20,6 +20,7 @@ Decisions made here (``auto`` must never be slower than re-evaluation):
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 from linview.compiler import ir, passes
 from linview.compiler.calibrate import Rates, rates
@@ -38,18 +39,70 @@ from linview.compiler.optimize import ChainPlanner
 THREADS_GAIN = 1.25
 
 
-def _roof(fl, by, g: float, s: float, call: float) -> float:
-    return max(float(fl) / g, float(by) / s) + call
+#: the NumPy runtime's kernels (``linview.backends.numpy.kernels``), mirrored here: a view
+#: of at least ``WIDE_MIN`` elements times a block of at most ``GEMV_MAX`` columns runs as
+#: matrix-vector products, a wider block as one ``dgemm`` on every core of an idle machine
+#: (tests/test_timemodel.py checks that the two agree)
+WIDE_MIN = 1 << 20
+GEMV_MAX = 2
+#: a block of at most this many columns is thin: its product is bound by the passes over
+#: the view (``thin_bytes``), not by flops
+THIN_MAX = 64
 
 
-def _rates(r: Rates, one_thread: bool) -> tuple[float, float, float]:
-    if one_thread:
-        return r.gemm1_flops, r.stream1_bytes, r.call_s
-    return r.gemm_flops, r.stream_bytes, r.call_s
+class Roof(NamedTuple):
+    """The rates one operation runs at: a roofline ``max(flops / gemm, bytes / stream)``
+    plus a call, and the rate of thin products over a large view."""
+
+    gemm: float
+    stream: float
+    thin: float
+    call: float
+
+    def seconds(self, fl, by) -> float:
+        return max(float(fl) / self.gemm, float(by) / self.stream) + self.call
 
 
-def expr_seconds(n: Node, size, rt3, seen: set[int], one_hot=ONE_HOT) -> float:
-    """Seconds to evaluate ``n`` (operations in ``seen`` are already computed)."""
+def _rates(r: Rates, one_thread: bool) -> Roof:
+    if one_thread:  # a trigger's large thin dgemm still widens to every core (kernels.wide)
+        return Roof(r.gemm1_flops, r.stream1_bytes, r.thin_bytes, r.call_s)
+    return Roof(r.gemm_flops, r.stream_bytes, r.thin_bytes, r.call_s)
+
+
+def thin_seconds(rows: int, cols: int, k: int, roof: Roof) -> float:
+    """``A·B`` (or ``Aᵀ·B``) for a large ``rows×cols`` view A and a block of ``k`` columns,
+    as the runtime runs it: ``k`` matrix-vector passes, or one packing ``dgemm``."""
+    if k <= GEMV_MAX:
+        return k * roof.seconds(2 * rows * cols, 8 * (rows * cols + rows + cols))
+    return max(2 * rows * cols * k / roof.gemm, 8 * rows * cols / roof.thin) + roof.call
+
+
+def thin_product(m: Node, size, one_hot=ONE_HOT) -> tuple | None:
+    """``((view, "N"|"T"), rows, cols, k)`` when ``m`` is a large view (or its transpose)
+    times a thin block that is not a one-hot update factor, else None."""
+    if m.op is not Op.MUL:
+        return None
+    a, b = m.children
+    kind = "N"
+    if a.op is Op.T:
+        a, kind = a.children[0], "T"
+    if a.op not in (Op.VIEW, Op.INPUT) or (b.op is Op.FACTOR and b.attr in one_hot):
+        return None
+    try:
+        rows, cols, k = (float(size(e)) for e in (a.rows, a.cols, b.cols))
+    except TypeError:  # symbolic sizes: no decision here
+        return None
+    if rows * cols < WIDE_MIN or not 1 <= k <= THIN_MAX:
+        return None
+    return (a.attr, kind), rows, cols, k
+
+
+def expr_seconds(n: Node, size, rt3: Roof, seen: set[int], one_hot=ONE_HOT,
+                 reads: dict | None = None) -> float:
+    """Seconds to evaluate ``n`` (operations in ``seen`` are already computed).  Thin
+    products of a large view are collected in ``reads`` (``{(view, kind): [rows, cols,
+    k]}``) when it is given, for the caller to charge one fused pass per view and kind, as
+    the runtime's ``fused_dot`` runs them; else each is charged by :func:`thin_seconds`."""
     t = 0.0
     for m in n.walk():
         if id(m) in seen or m.op in ir.LEAVES:
@@ -57,32 +110,54 @@ def expr_seconds(n: Node, size, rt3, seen: set[int], one_hot=ONE_HOT) -> float:
         seen.add(id(m))
         if m.op is Op.T:  # a transpose is a view of its operand in NumPy
             continue
-        t += _roof(*node_counts(m, size, one_hot), *rt3)
+        thin = thin_product(m, size, one_hot)
+        if thin is None:
+            t += rt3.seconds(*node_counts(m, size, one_hot))
+        elif reads is not None:
+            key, rows, cols, k = thin
+            reads.setdefault(key, [rows, cols, 0])[2] += k
+        else:
+            t += thin_seconds(*thin[1:], rt3)
     return t
+
+
+def fused_seconds(reads: dict, rt3: Roof) -> float:
+    """One fused product per view and kind (:func:`expr_seconds`'s ``reads``)."""
+    return sum(thin_seconds(rows, cols, k, rt3) for rows, cols, k in reads.values())
 
 
 def strategy_seconds(st: ir.Statement, terms, sizes, changed=frozenset(),
                      r: Rates | None = None, one_thread: bool = True,
-                     one_hot=ONE_HOT) -> dict:
+                     one_hot=ONE_HOT, reads: dict | None = None,
+                     chosen: Strategy | None = None) -> dict:
     """``{strategy: seconds}`` of keeping ``st`` fresh inside a trigger (see
-    :func:`linview.compiler.cost.strategy_counts` for what each strategy pays)."""
+    :func:`linview.compiler.cost.strategy_counts` for what each strategy pays).  The
+    ``chosen`` strategy's thin products of large views go to ``reads`` (see
+    :func:`expr_seconds`) instead of being charged."""
     r = r or rates()
-    g, s, call = rt3 = _rates(r, one_thread)
+    rt3 = _rates(r, one_thread)
     size = sizes.value
     rows, cols = size(st.expr.rows), size(st.expr.cols)
 
+    def fused(strategy):
+        return reads if strategy is chosen else None
+
     planned = passes.simplify(with_new_operands(st.expr, changed), passes.Context(sizes))
-    out = {Strategy.REEVAL: expr_seconds(planned, size, rt3, set(), one_hot)
-           + _roof(0, 16 * rows * cols, g, s, call)}
+    out = {Strategy.REEVAL: expr_seconds(planned, size, rt3, set(), one_hot,
+                                         fused(Strategy.REEVAL))
+           + rt3.seconds(0, 16 * rows * cols)}
     if terms is None:
         return out
     seen: set[int] = set()
-    t = sum(expr_seconds(n, size, rt3, seen, one_hot) for n in plan_terms(terms, sizes))
+    t = sum(expr_seconds(n, size, rt3, seen, one_hot, fused(Strategy.INCR))
+            for n in plan_terms(terms, sizes))
     rank = sum((size(x.rank) for x in terms), 0)
-    out[Strategy.INCR] = t + _roof(2 * rows * cols * rank, 16 * rows * cols, g, s, call)
+    apply = rt3 if rows * cols < WIDE_MIN or rank < 8 else _rates(r, False)  # kernels.wide
+    out[Strategy.INCR] = t + apply.seconds(2 * rows * cols * rank, 16 * rows * cols)
     dense = passes.simplify(sum_terms(list(terms)), passes.Context(sizes))
-    out[Strategy.HYBRID] = expr_seconds(dense, size, rt3, set(), one_hot) \
-        + _roof(rows * cols, 24 * rows * cols, g, s, call)
+    out[Strategy.HYBRID] = expr_seconds(dense, size, rt3, set(), one_hot,
+                                        fused(Strategy.HYBRID)) \
+        + rt3.seconds(rows * cols, 24 * rows * cols)
     return out
 
 
@@ -109,7 +184,7 @@ def program_seconds(program: ir.Program, sizes, r: Rates | None = None,
     r = r or rates()
     planner = ChainPlanner(sizes)
     seen: set[int] = set()
-    g, s, call = rt3 = _rates(r, one_thread)
+    rt3 = _rates(r, one_thread)
     solved = solvable(program)
     t = 0.0
     for st in program.statements:
@@ -117,7 +192,7 @@ def program_seconds(program: ir.Program, sizes, r: Rates | None = None,
             n = sizes.value(st.expr.rows)
             seen |= {id(st.expr)}
             t += expr_seconds(st.expr.children[0], sizes.value, rt3, seen, frozenset()) \
-                + _roof(2 * n ** 3 / 3, 16 * n * n, g, s, call)
+                + rt3.seconds(2 * n ** 3 / 3, 16 * n * n)
             continue
         t += expr_seconds(planner.order(st.expr), sizes.value, rt3, seen, frozenset())
     return t
@@ -129,12 +204,12 @@ def input_update_seconds(program: ir.Program, x: str, sizes, r: Rates, one_threa
     baseline (``reevaluate_update``) forms ``X + U Vᵀ`` in new memory (three passes)."""
     d = program.input(x)
     rows, cols, k = (sizes.value(d.shape[0]), sizes.value(d.shape[1]), sizes.rank)
-    g, s, call = _rates(r, one_thread)
+    roof = _rates(r, one_thread)
     if not in_place:
-        return _roof(2 * rows * cols * k, 24 * rows * cols, g, s, call)
+        return roof.seconds(2 * rows * cols * k, 24 * rows * cols)
     if "U" in one_hot:
-        return _roof(2 * k * cols * k, 16 * k * cols, g, s, call)
-    return _roof(2 * rows * cols * k, 16 * rows * cols, g, s, call)
+        return roof.seconds(2 * k * cols * k, 16 * k * cols)
+    return roof.seconds(2 * rows * cols * k, 16 * rows * cols)
 
 
 #: small calls a trigger makes besides its formulas: validating the update, entering the
@@ -146,7 +221,8 @@ CHECK_CALLS = 4
 def evaluation_overhead(program: ir.Program, sizes, r: Rates, one_thread: bool) -> float:
     """What re-evaluation pays per view besides its formula: the finiteness check and the
     Fortran-order copy (``TriggerModule._reevaluate``)."""
-    _, s, call = _rates(r, one_thread)
+    roof = _rates(r, one_thread)
+    s, call = roof.stream, roof.call
     t = TRIGGER_CALLS * call
     for st in program.statements:
         t += CHECK_CALLS * call + 8 * sizes.value(st.expr.rows) * sizes.value(st.expr.cols) / s
@@ -155,19 +231,25 @@ def evaluation_overhead(program: ir.Program, sizes, r: Rates, one_thread: bool) 
 
 def maintenance_seconds(program: ir.Program, x: str, trigger_options, sizes,
                         r: Rates | None = None, one_thread: bool = True) -> float:
-    """Seconds of the maintaining trigger of ``x`` (each view by its chosen strategy)."""
-
-
+    """Seconds of the maintaining trigger of ``x`` (each view by its chosen strategy; the
+    thin products of one large view fused into one pass per kind, as the NumPy runtime's
+    ``fused_dot`` runs them; a probe pass per maintained inverse)."""
     r = r or rates()
     raw = build_trigger(program, x, trigger_options)
-    _, s, call = _rates(r, one_thread)
+    roof = _rates(r, one_thread)
+    s, call = roof.stream, roof.call
     t = input_update_seconds(program, x, sizes, r, one_thread) + TRIGGER_CALLS * call
     changed = {x}
+    reads: dict = {}  # the thin products of each large view, fused as the runtime does
     for vd in raw.deltas[1:]:
         st = program.statement(vd.name)
         t += strategy_seconds(st, list(vd.terms) if vd.terms else None, sizes, changed, r,
-                              one_thread)[vd.strategy]
+                              one_thread, reads=reads, chosen=vd.strategy)[vd.strategy]
         changed.add(vd.name)
+        if vd.strategy is Strategy.INCR and st.expr.op is Op.INV:
+            # the probe of a maintained inverse: one matrix-vector pass over it
+            n = sizes.value(st.expr.rows)
+            t += roof.seconds(2 * n * n, 8 * n * n) + 2 * CHECK_CALLS * call
         # the phase-1 guard reads every part of the delta (rt.check_deltas)
         rows, cols = sizes.value(st.expr.rows), sizes.value(st.expr.cols)
         if vd.strategy is Strategy.INCR:
@@ -175,7 +257,7 @@ def maintenance_seconds(program: ir.Program, x: str, trigger_options, sizes,
             t += 2 * CHECK_CALLS * call + 8 * (rows + cols) * k / s
         else:
             t += CHECK_CALLS * call + 8 * rows * cols / s
-    return t
+    return t + fused_seconds(reads, roof)
 
 
 def trigger_choice(program: ir.Program, x: str, trigger_options, sizes,
