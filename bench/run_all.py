@@ -234,11 +234,17 @@ def render(results: list[dict], load: tuple[float, ...] | None = None,
             lines.append(f"| {label} | peer: {s} | {_t(v['median_s'])} | "
                          f"{_t(v['p10_s'])}–{_t(v['p90_s'])} | {v['speedup_vs_reeval']:.1f}× "
                          f"| | | | | {v['load_avg']:.1f} |")
-    lines += ["", "Predicted (seconds model) vs measured ranking, fastest first:", ""]
+    lines += ["", "Predicted (seconds model) vs measured ranking, fastest first.  A pair "
+              "disagrees when the measured spreads do not overlap (one's p90 below the "
+              "other's p10) and the prediction orders it the other way by more than 10%; "
+              "closer pairs are ties:", ""]
     for r in results:
         rk = r["ranking"]
+        bad = rk.get("disagreements")
+        verdict = "" if bad is None else ("; agree" if not bad else "; disagree on " + ", ".join(
+            f"{a.upper()} < {b.upper()}" for a, b in bad))
         lines.append(f"* {r['name']}: measured {' < '.join(s.upper() for s in rk['measured'])}"
-                     f"; predicted {' < '.join(s.upper() for s in rk['predicted'])}")
+                     f"; predicted {' < '.join(s.upper() for s in rk['predicted'])}{verdict}")
     lines += ["", "The thesis' single-machine numbers beside ours (different machine and "
               "runtime; the thesis' REEVAL is its own Octave re-evaluation):", "",
               "| program | thesis | here (AUTO vs REEVAL as written, this run) |",

@@ -362,3 +362,21 @@ def test_thin_products_of_one_view_are_charged_one_fused_pass():
     # at most GEMV_MAX columns: matrix-vector passes, one per column
     one = timemodel.thin_seconds(3000, 3000, 1, roof)
     assert timemodel.thin_seconds(3000, 3000, 2, roof) == pytest.approx(2 * one)
+
+
+def test_bench_ranking_counts_only_clear_disagreements():
+    from linview.app.bench import ranking_disagreements
+
+    def row(med, spread, pred):
+        return {"median_s": med, "p10_s": med - spread, "p90_s": med + spread,
+                "predicted_s": pred}
+
+    # measured apart, predicted the other way: a disagreement
+    assert ranking_disagreements({"incr": row(1.0, 0.1, 2.0), "reeval": row(3.0, 0.1, 1.0)}) \
+        == [["incr", "reeval"]]
+    # measured spreads overlap: a tie, whatever the prediction
+    assert ranking_disagreements({"incr": row(1.0, 0.5, 2.0), "reeval": row(1.2, 0.5, 1.0)}) \
+        == []
+    # predictions within 10%: a tie
+    assert ranking_disagreements({"incr": row(1.0, 0.1, 1.05), "reeval": row(3.0, 0.1, 1.0)}) \
+        == []

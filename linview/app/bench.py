@@ -108,6 +108,23 @@ def memory_floor(views, trigger) -> float:
     return total
 
 
+#: predictions closer than this factor rank as a tie
+PREDICTED_TIE = 1.1
+
+
+def ranking_disagreements(strategies: dict) -> list[list[str]]:
+    """Pairs ``[a, b]`` measured clearly faster-first (a's p90 below b's p10) but
+    predicted the other way round by more than :data:`PREDICTED_TIE`.  Strategies whose
+    measured spreads overlap, or whose predictions are that close, are ties: their order
+    is noise, not a wrong prediction."""
+    out = []
+    for a, ra in strategies.items():
+        for b, rb in strategies.items():
+            if ra["p90_s"] < rb["p10_s"] and ra["predicted_s"] > PREDICTED_TIE * rb["predicted_s"]:
+                out.append([a, b])
+    return out
+
+
 def _blas_threads() -> int | None:
     from linview.backends.numpy.runtime import blas_threads
 
@@ -241,6 +258,7 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
         "measured": measured,
         "predicted": sorted(result["strategies"],
                             key=lambda s: result["strategies"][s]["predicted_s"]),
+        "disagreements": ranking_disagreements(result["strategies"]),
     }
     if ref:
         for r in result["strategies"].values():
