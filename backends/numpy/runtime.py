@@ -47,7 +47,7 @@ from linview.backends.numpy.kernels import (  # noqa: F401 - part of the runtime
     source_hash,
     user_threads,
 )
-from linview.backends.numpy.octave_rt import chol, diag, norm, pinv  # noqa: F401 - rt.norm...
+from linview.backends.numpy.octave_rt import chol, diag, lu, norm, pinv, qr  # noqa: F401 - rt.norm...
 from linview.errors import InputError, NumericalError, StateError, UpdateError
 
 

@@ -37,9 +37,9 @@ def decide(lw, cond: syntax.Expr) -> bool:
 def _assigned(body) -> list[str]:
     out: list[str] = []
     for st in body:
-        if isinstance(st, syntax.Assign):
-            if st.target not in out:
-                out.append(st.target)
+        if isinstance(st, syntax.Assign | syntax.MultiAssign):
+            targets = st.targets if isinstance(st, syntax.MultiAssign) else (st.target,)
+            out += [t for t in targets if t not in out]
         elif isinstance(st, syntax.If):
             for _, branch in st.branches:
                 out += [v for v in _assigned(branch) if v not in out]

@@ -391,7 +391,7 @@ def x_end(lw, e: syntax.End, hint: str) -> Node:
 
 def x_str(lw, e: syntax.Str, hint: str) -> Node:
     raise lw.parse_error(f"the string '{e.value}' is not supported here", e.pos,
-                         "strings are only supported in norm(X, 'fro')")
+                         "strings are only supported in norm(X, 'fro') and qr(X, 'econ')")
 
 
 def x_colon(lw, e: syntax.Colon, hint: str) -> Node:

@@ -20,6 +20,9 @@ op          attr                                          delta
 ``KRON``    --                                            re-evaluated
 ``CHOL``    -- (upper R with RᵀR = A, as Octave)          re-evaluated
 ``PINV``    --                                            re-evaluated
+``QR``      ``(Q|R, economy)``: one output of ``qr``       re-evaluated
+``LU``      ``(L|U|P, permuted)``: one output of ``lu``;   re-evaluated
+            permuted L is ``PᵀL`` (``[L, U] = lu(A)``)
 ``INDEX``   ``(rows, cols)``, each ``(start, stop)``      slices of the factors
             zero-based half-open, or None for all
 ``LOOP``    a :class:`LoopSpec`: a ``while`` loop          re-evaluated as a whole
@@ -266,6 +269,82 @@ PINV = dict(shape=lambda children, attr: (children[0].cols, children[0].rows),
             flops=lambda n, size: 10 * size(n.rows) * size(n.cols) * size(n.rows))
 
 
+# ------------------------------------------------------------------ qr, lu
+#: the outputs of each factorization, in Octave's order: (op, form) -> part names
+PARTS = {(Op.QR, False): ("Q", "R"), (Op.QR, True): ("Q", "R"),
+         (Op.LU, True): ("L", "U"), (Op.LU, False): ("L", "U", "P")}
+
+
+def qr(a, economy: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Octave's ``[Q, R] = qr(A)`` (``qr(A, 0)``: economy size): LAPACK's Householder QR,
+    as Octave computes it, so the signs agree."""
+    q, r = scipy.linalg.qr(_f(a), mode="economic" if economy else "full")
+    return q, r
+
+
+def lu(a, permuted: bool) -> tuple[np.ndarray, ...]:
+    """Octave's ``[L, U] = lu(A)`` (``permuted``: L is ``Pᵀ L``) or ``[L, U, P] = lu(A)``
+    with ``P A = L U``: LAPACK's partial pivoting, as Octave."""
+    if permuted:
+        pl, u = scipy.linalg.lu(_f(a), permute_l=True)
+        return pl, u
+    p, l, u = scipy.linalg.lu(_f(a))
+    return l, u, p.T.copy()
+
+
+def _inner(a):
+    """``min(rows, cols)`` of a factorization's operand."""
+    if same_dim(a.rows, a.cols):
+        return a.rows
+    if a.rows.is_Number and a.cols.is_Number:
+        return sp.Min(a.rows, a.cols)
+    raise ShapeMismatch("the size of the factors depends on which of rows and columns is "
+                        "smaller", a.shape)
+
+
+def _qr_shape(children, attr):
+    a = children[0]
+    part, economy = attr
+    k = _inner(a) if economy else a.rows
+    return (a.rows, k) if part == "Q" else (k, a.cols)
+
+
+def _lu_shape(children, attr):
+    a = children[0]
+    part = attr[0]
+    if part == "P":
+        return (a.rows, a.rows)
+    return (a.rows, _inner(a)) if part == "L" else (_inner(a), a.cols)
+
+
+def _factor_text(n, w):
+    part, form = n.attr
+    if n.op is Op.QR:
+        return f"qr({w(0, 0)}{', 0' if form else ''}).{part}"
+    return f"lu({w(0, 0)}).{'PᵀL' if form and part == 'L' else part}"
+
+
+def _factor_eval(n, a):
+    part, form = n.attr
+    got = (qr if n.op is Op.QR else lu)(a, form)
+    return got[PARTS[(n.op, form)].index(part)]
+
+
+def _factor_flops(n, size):
+    a = n.children[0]
+    m, c = size(a.rows), size(a.cols)
+    try:
+        k = min(m, c)
+    except TypeError:  # symbolic sizes
+        k = sp.Min(m, c)
+    return 2 * m * c * k if n.op is Op.QR else 2 * m * c * k / 3
+
+
+QR = dict(shape=_qr_shape, evaluate=_factor_eval, text=_factor_text, prec=ATOM,
+          flops=_factor_flops)
+LU = dict(QR, shape=_lu_shape)
+
+
 # ------------------------------------------------------------------ indexing reads
 def _index_shape(children, attr):
     a = children[0]
@@ -337,4 +416,5 @@ LOOP = dict(shape=lambda children, attr: attr.updates[attr.carried.index(attr.re
 
 #: op -> the fields of its :class:`linview.compiler.ops.OpDef`
 ENTRIES = {Op.MAP: MAP, Op.EBIN: EBIN, Op.REDUCE: REDUCE, Op.NORM: NORM, Op.DIAG: DIAG,
-           Op.KRON: KRON, Op.CHOL: CHOL, Op.PINV: PINV, Op.INDEX: INDEX, Op.LOOP: LOOP}
+           Op.KRON: KRON, Op.CHOL: CHOL, Op.PINV: PINV, Op.QR: QR, Op.LU: LU, Op.INDEX: INDEX,
+           Op.LOOP: LOOP}

@@ -123,6 +123,21 @@ class Assign:
 
 
 @dataclass(frozen=True)
+class MultiAssign:
+    """``[a, b, ...] = f(...)``: the outputs of a function with several results
+    (``[Q, R] = qr(A)``, ``[L, U, P] = lu(A)``, ``[r, c] = size(A)``)."""
+
+    targets: tuple[str, ...]
+    value: Expr
+    pos: Pos = field(default=(0, 0), compare=False)
+
+    @property
+    def target(self) -> str:
+        """The targets as the source writes them, for messages."""
+        return "[" + ", ".join(self.targets) + "]"
+
+
+@dataclass(frozen=True)
 class For:
     """``for var = start:stop ... end`` (or ``start:step:stop``); bounds are expressions
     here and must be integer literals by the time the loop is lowered."""
@@ -154,7 +169,7 @@ class While:
     pos: Pos = field(default=(0, 0), compare=False)
 
 
-Stmt = Assign | For | If | While
+Stmt = Assign | MultiAssign | For | If | While
 
 
 # ---------------------------------------------------------------- pragmas
