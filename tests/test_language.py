@@ -142,7 +142,8 @@ def test_norm_of_a_scalar_view_is_a_dense_difference():
     ("y = X + exp('fro');", "the string 'fro' is not supported here", "norm(X, 'fro')"),
     ("y = max(X, 1, 2);", "must be []", None),
     ("y = X(5, 1);", "out of bounds", None),
-    ("y = qr(X);", "unknown function 'qr'", "pinv"),
+    ("y = qr(X);", "qr() is supported with several outputs only", "[Q, R] = qr(A)"),
+    ("y = svd(X);", "unknown function 'svd'", "pinv"),
 ])
 def test_unsupported_constructs_say_what_to_write(body, needle, hint):
     src = f"function y = f(X)\n  %#linview dims X(3,3)\n{body}\nend\n"
