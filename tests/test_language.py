@@ -108,6 +108,7 @@ def test_single_row_data_specialises_a_column_sum():
 @pytest.mark.parametrize("expr,maintained", [
     ("A + c", True), ("2 - A", True), ("A(2:end, :)", True), ("A(:, 1)", True),
     ("A(2, 3) * eye(2)", True), ("A - mean(A)", True), ("diag(A)", True),
+    ("A(1:2:end, :)", True), ("A(2:2:4, 1:3:end)", True),
     ("A .^ 2", False), ("abs(A)", False), ("max(A, 0)", False), ("chol(A' * A + eye(4))", False),
     ("pinv(A)", False), ("kron(A, eye(2))", False), ("max(A)", False),
 ])
@@ -130,7 +131,8 @@ def test_norm_of_a_scalar_view_is_a_dense_difference():
 # ------------------------------------------------------------------ errors
 @pytest.mark.parametrize("body,needle,hint", [
     ("y = X(:);", "indexes a matrix as a vector", "X(i, j)"),
-    ("y = X(1:2:3, 1);", "ranges with a step", "a:b"),
+    ("y = X(3:-1:1, 1);", "must be a positive integer", "X(1:2:end, :)"),
+    ("y = X(1:0:3, 1);", "must be a positive integer", "X(1:2:end, :)"),
     ("y = X + end;", "'end' inside an index", None),
     ("y = X .^ X;", "must be a number literal", "X .^ 2"),
     ("if X(1, 1) > 0\n y = X;\nelse\n y = -X;\nend", "depends on the data", "compile time"),

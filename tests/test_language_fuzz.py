@@ -50,6 +50,8 @@ TEMPLATES = [
     ("sq", "sq", "tril({0}) + triu({0})'", lambda a: np.tril(a) + np.triu(a).T),
     ("sq", "sq", "[{0}(:, 2:end), {0}(:, 1)]", lambda a: np.hstack([a[:, 1:], a[:, :1]])),
     ("sq", "sq", "{0}(end:end, :) .* ones(4, 1)", lambda a: a[-1:, :] * np.ones((N, 1))),
+    ("sq", "sq", "[{0}(1:2:end, :); {0}(2:2:end, :)]", lambda a: np.vstack([a[::2], a[1::2]])),
+    ("col", "col", "[{0}(2:2:end); {0}(1:3:4)]", lambda a: np.vstack([a[1::2], a[0:4:3]])),
     ("sq", "sq", "({0} + {0}') / 2 + 4 * eye(4)", lambda a: (a + a.T) / 2 + 4 * np.eye(N)),
     ("sq", "sq", "chol({0}' * {0} + eye(4))",
      lambda a: np.linalg.cholesky(a.T @ a + np.eye(N)).T),

@@ -46,8 +46,7 @@ def _ebin(e, n: Node):
 
 
 def _index(e, n: Node):
-    parts = [":" if sl is None else f"{size_code(sl[0])}:{size_code(sl[1])}"
-             for sl in n.attr]
+    parts = [":" if sl is None else ":".join(size_code(b) for b in sl) for sl in n.attr]
     return f"{_atom(e, n)}[{', '.join(parts)}]", _ATOM
 
 

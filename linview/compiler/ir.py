@@ -59,7 +59,7 @@ class Op(enum.Enum):
     PINV = "pinv"
     QR = "qr"  # attr (part Q|R, economy): one output of [Q, R] = qr(A)
     LU = "lu"  # attr (part L|U|P, permuted): one output of [L, U] or [L, U, P] = lu(A)
-    INDEX = "index"  # attr (rows, cols): (start, stop) zero-based half-open, or None
+    INDEX = "index"  # attr (rows, cols): (start, stop[, step]) zero-based half-open, or None
     LOOP = "loop"  # a while loop evaluated as a whole; attr a LoopSpec
 
 

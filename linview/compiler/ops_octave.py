@@ -24,7 +24,8 @@ op          attr                                          delta
 ``LU``      ``(L|U|P, permuted)``: one output of ``lu``;   re-evaluated
             permuted L is ``PᵀL`` (``[L, U] = lu(A)``)
 ``INDEX``   ``(rows, cols)``, each ``(start, stop)``      slices of the factors
-            zero-based half-open, or None for all
+            zero-based half-open, ``(start, stop,
+            step)`` (literal), or None for all
 ``LOOP``    a :class:`LoopSpec`: a ``while`` loop          re-evaluated as a whole
 ==========  ============================================  ====================================
 
@@ -90,14 +91,16 @@ def map_attr(n: Node, fn):
     """``n.attr`` with every size in it mapped by ``fn`` (sizes live in INDEX attrs)."""
     if n.op is not Op.INDEX:
         return n.attr
-    return tuple(None if sl is None else (fn(sl[0]), fn(sl[1])) for sl in n.attr)
+    return tuple(None if sl is None else tuple(fn(b) for b in sl) for sl in n.attr)
 
 
 def fmt_slice(sl) -> str:
     if sl is None:
         return ":"
-    lo, hi = sl
+    lo, hi = sl[:2]
     lo1 = sp.expand(lo + 1)
+    if len(sl) == 3:
+        return f"{lo1}:{sl[2]}:{hi}"
     return str(lo1) if sp.expand(hi - lo) == 1 else f"{lo1}:{hi}"
 
 
@@ -353,8 +356,10 @@ def _index_shape(children, attr):
         if sl is None:
             dims.append(full)
             continue
-        lo, hi = sl
+        lo, hi = sl[:2]
         size = sp.expand(hi - lo)
+        if len(sl) == 3:  # every step-th: literal bounds
+            size = sp.Integer(len(range(int(lo), int(hi), int(sl[2]))))
         if (sp.sympify(lo).is_negative or (size.is_Number and size <= 0)
                 or sp.expand(full - hi).is_negative):
             raise ShapeMismatch(f"index {fmt_slice(sl)} is out of bounds", a.shape)
@@ -375,8 +380,7 @@ def _index_eval(n, a):
             if len(sol) == 1:
                 known[free[0]] = sol[0]
     cut = [slice(None) if sl is None else
-           slice(int(sp.sympify(sl[0]).subs(known)), int(sp.sympify(sl[1]).subs(known)))
-           for sl in n.attr]
+           slice(*(int(sp.sympify(b).subs(known)) for b in sl)) for sl in n.attr]
     return a[cut[0], cut[1]]
 
 
