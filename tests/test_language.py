@@ -136,8 +136,8 @@ def test_norm_of_a_scalar_view_is_a_dense_difference():
     ("y = X + end;", "'end' inside an index", None),
     ("y = X .^ X;", "must be a number literal", "X .^ 2"),
     ("if X(1, 1) > 0\n y = X;\nelse\n y = -X;\nend", "depends on the data", "compile time"),
-    ("y = X;\nwhile y(1, 1) > 1\n for i = 1:2\n  y = y / 2;\n end\nend",
-     "loops inside a 'while' loop", "write the inner loop's steps out"),
+    ("y = X;\nwhile y(1, 1) > 1\n for i = 1:2\n  while y(2, 2) > 1\n   y = y / 2;\n  end\n"
+     " end\nend", "a 'while' loop inside a 'while' loop", "for i = 1:k"),
     ("y = X;\nwhile y(1, 1) > 1\n y = [y, y];\nend", "'y' changes size", None),
     ("y = norm(X, 3);", "p = 1, 2, Inf or 'fro'", "norm(X, 'fro')"),
     ("y = norm(X, 'nuc');", "strings are not supported", None),

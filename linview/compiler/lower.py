@@ -257,7 +257,8 @@ class _Lowerer(ExpressionLowering, SolveLowering):
         if st.var in self.env and st.var not in self.loop_vars:
             raise self.parse_error(f"loop variable '{st.var}' shadows a variable", st.pos)
         self.loop_vars.add(st.var)
-        if self.options.model not in ("linear", "written") and len(trips) > 1:
+        if self.options.model not in ("linear", "written") and len(trips) > 1 \
+                and not self.in_loop:  # inside a while loop a for loop is unrolled as written
             match = models.match_recurrence(st, self.env)
             if match is not None and models.recurrence(self, st, match, len(trips)):
                 return
