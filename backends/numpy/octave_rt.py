@@ -1,6 +1,6 @@
 """Runtime functions of the wider Octave language (``rt.norm``, ``rt.diag``, ``rt.chol``,
-``rt.pinv``, ``rt.qr``, ``rt.lu`` in generated modules; re-exported by :mod:`linview.backends.numpy.runtime`),
-with Octave's conventions."""
+``rt.pinv``, ``rt.qr``, ``rt.lu`` in generated modules; re-exported by
+:mod:`linview.backends.numpy.runtime`), with Octave's conventions."""
 
 from __future__ import annotations
 
