@@ -81,6 +81,8 @@ OCTAVE_CASES = [
      {"A": (5, 3)}),
     ("function [L, U] = f(A)\n  %#linview dims A(3,5)\n  [L, U] = lu(A);\nend\n",
      {"A": (3, 5)}),
+    (LU2, {"A": (3, 5)}),  # compiled square without data, specialised to the data's shape
+    (LU3, {"A": (6, 4)}),
     ("function [x, n] = f(A, b)\n  x = b;\n  n = 0;\n  while norm(x) > 0.1\n"
      "    [Q, R] = qr(A);\n    x = 0.5 * (Q' * x);\n    n = n + 1;\n  end\nend\n",
      {"A": (4, 4), "b": (4, 1)}),

@@ -4,7 +4,7 @@
 * ``[Q, R] = qr(A)`` (full: Q m×m, R m×n), ``[Q, R] = qr(A, 0)`` or ``qr(A, 'econ')``
   (economy: Q m×k, R k×n with k = min(m, n));
 * ``[L, U] = lu(A)`` (L is the row-permuted lower factor ``PᵀL``) and ``[L, U, P] = lu(A)``
-  (``P A = L U``), of a square A (or of any A whose sizes are known);
+  (``P A = L U``): square when compiled without data, any shape once specialised to it;
 * ``[r, c] = size(A)``: two sizes, as ``size(A, 1)`` and ``size(A, 2)``.
 
 Each output of ``qr``/``lu`` is a view of its own (``Q := qr(A).Q``, ``R := qr(A).R``, ops
