@@ -108,6 +108,7 @@ def test_single_row_data_specialises_a_column_sum():
 @pytest.mark.parametrize("expr,maintained", [
     ("A + c", True), ("2 - A", True), ("A(2:end, :)", True), ("A(:, 1)", True),
     ("A(2, 3) * eye(2)", True), ("A - mean(A)", True), ("diag(A)", True),
+    ("A(1:2:end, :)", True), ("A(2:2:4, 1:3:end)", True),
     ("A .^ 2", False), ("abs(A)", False), ("max(A, 0)", False), ("chol(A' * A + eye(4))", False),
     ("pinv(A)", False), ("kron(A, eye(2))", False), ("max(A)", False),
 ])
@@ -130,19 +131,21 @@ def test_norm_of_a_scalar_view_is_a_dense_difference():
 # ------------------------------------------------------------------ errors
 @pytest.mark.parametrize("body,needle,hint", [
     ("y = X(:);", "indexes a matrix as a vector", "X(i, j)"),
-    ("y = X(1:2:3, 1);", "ranges with a step", "a:b"),
+    ("y = X(3:-1:1, 1);", "must be a positive integer", "X(1:2:end, :)"),
+    ("y = X(1:0:3, 1);", "must be a positive integer", "X(1:2:end, :)"),
     ("y = X + end;", "'end' inside an index", None),
     ("y = X .^ X;", "must be a number literal", "X .^ 2"),
     ("if X(1, 1) > 0\n y = X;\nelse\n y = -X;\nend", "depends on the data", "compile time"),
-    ("y = X;\nwhile y(1, 1) > 1\n for i = 1:2\n  y = y / 2;\n end\nend",
-     "loops inside a 'while' loop", "write the inner loop's steps out"),
+    ("y = X;\nwhile y(1, 1) > 1\n for i = 1:2\n  while y(2, 2) > 1\n   y = y / 2;\n  end\n"
+     " end\nend", "a 'while' loop inside a 'while' loop", "for i = 1:k"),
     ("y = X;\nwhile y(1, 1) > 1\n y = [y, y];\nend", "'y' changes size", None),
     ("y = norm(X, 3);", "p = 1, 2, Inf or 'fro'", "norm(X, 'fro')"),
     ("y = norm(X, 'nuc');", "strings are not supported", None),
     ("y = X + exp('fro');", "the string 'fro' is not supported here", "norm(X, 'fro')"),
     ("y = max(X, 1, 2);", "must be []", None),
     ("y = X(5, 1);", "out of bounds", None),
-    ("y = qr(X);", "unknown function 'qr'", "pinv"),
+    ("y = qr(X);", "qr() is supported with several outputs only", "[Q, R] = qr(A)"),
+    ("y = svd(X);", "unknown function 'svd'", "pinv"),
 ])
 def test_unsupported_constructs_say_what_to_write(body, needle, hint):
     src = f"function y = f(X)\n  %#linview dims X(3,3)\n{body}\nend\n"

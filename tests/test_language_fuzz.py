@@ -4,8 +4,10 @@ independent NumPy oracle, against re-evaluation after low-rank updates and, when
 
 The generator keeps variables of four kinds: ``sq`` (n×n), ``col`` (n×1), ``row`` (1×n)
 and ``sc`` (1×1).  Each statement applies one template (a construct of the language, its
-Octave text and its NumPy meaning) to variables of the kinds it needs.  Values stay
-moderate (``exp`` and ``.^`` only on bounded arguments) so that 1e-8 is meaningful.
+Octave text and its NumPy meaning) to variables of the kinds it needs; a template with
+several outputs (``[q, r] = qr(A)``) is written as whole statements that end by assigning
+the result.  Values stay moderate (``exp`` and ``.^`` only on bounded arguments) so that
+1e-8 is meaningful.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.linalg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,10 +50,20 @@ TEMPLATES = [
     ("sq", "sq", "tril({0}) + triu({0})'", lambda a: np.tril(a) + np.triu(a).T),
     ("sq", "sq", "[{0}(:, 2:end), {0}(:, 1)]", lambda a: np.hstack([a[:, 1:], a[:, :1]])),
     ("sq", "sq", "{0}(end:end, :) .* ones(4, 1)", lambda a: a[-1:, :] * np.ones((N, 1))),
+    ("sq", "sq", "[{0}(1:2:end, :); {0}(2:2:end, :)]", lambda a: np.vstack([a[::2], a[1::2]])),
+    ("col", "col", "[{0}(2:2:end); {0}(1:3:4)]", lambda a: np.vstack([a[1::2], a[0:4:3]])),
     ("sq", "sq", "({0} + {0}') / 2 + 4 * eye(4)", lambda a: (a + a.T) / 2 + 4 * np.eye(N)),
     ("sq", "sq", "chol({0}' * {0} + eye(4))",
      lambda a: np.linalg.cholesky(a.T @ a + np.eye(N)).T),
     ("sq", "sq", "pinv({0} + 3 * eye(4))", lambda a: np.linalg.pinv(a + 3 * np.eye(N))),
+    # several outputs: the template is whole statements, {n} the name of the result
+    ("sq", "sq", "[{n}_q, {n}_r] = qr({0}); {n} = {n}_r", lambda a: np.linalg.qr(a)[1]),
+    ("sq", "sq", "[{n}_q, {n}_r] = qr({0}, 0); {n} = {n}_q' * {0} + {n}_q",
+     lambda a: (lambda q, r: r + q)(*np.linalg.qr(a))),
+    ("sq", "sq", "[{n}_l, {n}_u, {n}_p] = lu({0} + 4 * eye(4)); {n} = {n}_p' * {n}_l + {n}_u",
+     lambda a: (lambda p, l, u: p @ l + u)(*scipy.linalg.lu(a + 4 * np.eye(N)))),
+    ("sq", "sq", "[{n}_l, {n}_u] = lu({0} + 4 * eye(4)); {n} = {n}_l - {n}_u",
+     lambda a: np.subtract(*scipy.linalg.lu(a + 4 * np.eye(N), permute_l=True))),
     ("col", "sq", "{0}(:, 1)", lambda a: a[:, :1]),
     ("col", "sq", "sum({0}, 2)", lambda a: a.sum(axis=1, keepdims=True)),
     ("col", "sq", "max({0}, [], 2)", lambda a: a.max(axis=1, keepdims=True)),
@@ -72,6 +85,8 @@ TEMPLATES = [
     ("sc", "col", "max({0})", np.max),
     ("sc", "row", "{0} * {0}'", lambda a: (a @ a.T)[0, 0]),
     ("sc", "sq", "numel({0}) + length({0}(:, 1))", lambda a: a.size + a.shape[0]),
+    ("sc", "row", "[{n}_r, {n}_c] = size({0}); {n} = 10 * {n}_r + {n}_c",
+     lambda a: 10 * a.shape[0] + a.shape[1]),
 ]
 INPUTS = {"A": "sq", "B": "sq", "v": "col", "s": "sc"}
 
@@ -89,7 +104,10 @@ def programs(draw):
             names = sorted(n for n, kd in kinds.items() if kd == kind)
             args.append(draw(st.sampled_from(names)))
         name = f"t{i}"
-        lines.append(f"  {name} = {text.format(*args)};")
+        if "{n}" in text:
+            lines.append(f"  {text.format(*args, n=name)};")
+        else:
+            lines.append(f"  {name} = {text.format(*args)};")
         steps.append((name, fn, args))
         kinds[name] = result
     outs = [s[0] for s in steps]

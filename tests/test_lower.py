@@ -89,7 +89,7 @@ def test_sum_follows_octave_first_non_singleton_dimension():
 
 
 @pytest.mark.parametrize("src,cls,needle", [
-    ("function y = f(A)\n y = qr(A);\nend\n", linview.ParseError, "unknown function 'qr'"),
+    ("function y = f(A)\n y = svd(A);\nend\n", linview.ParseError, "unknown function 'svd'"),
     ("function y = f(A)\n for i = 1:n\n  y = A;\n end\nend\n", linview.ParseError,
      "integer literal"),
     ("function y = f(A)\n y = A;\n for i = 1:3\n  y = i*y;\n end\nend\n", linview.ParseError,

@@ -342,6 +342,17 @@ def test_positions():
     assert plus.right.rows[0][0].pos == (1, 19)
 
 
+def test_multiple_assignment():
+    m = parse("[Q, R] = qr(A, 0);\n[L, U, P] = lu(A)\n[y] = A;\nx = norm(A, \"fro\")")
+    first, second, third, fourth = m.body
+    assert first == syntax.MultiAssign(("Q", "R"), syntax.Call("qr", (syntax.Name("A"),
+                                                                    syntax.Num(0.0, "0"))))
+    assert first.pos == (1, 1) and first.target == "[Q, R]"
+    assert second.targets == ("L", "U", "P")
+    assert third == syntax.Assign("y", syntax.Name("A"))
+    assert fourth.value.args[1] == syntax.Str("fro")
+
+
 # ---------------------------------------------------------------- errors
 ERRORS = [
     # (source, line, column, words the message must contain)
@@ -367,7 +378,8 @@ ERRORS = [
     ("x = A + end", 1, 9, "'end' inside an index or an expression"),
     ("x = A :", 1, 7, "':' is only supported in a 'for' loop range or an index"),
     ("A(1) = 2", 1, 1, "indexed assignment"),
-    ("[a, b] = f(X)", 1, 1, "multiple assignment"),
+    ("[a, b + 1] = f(X)", 1, 1, "the left side of a multiple assignment must be names"),
+    ("[a; b] = f(X)", 1, 1, "the left side of a multiple assignment must be names"),
     ("x = a & b", 1, 7, "operator '&' is not supported"),
     ("x = a .\\ b", 1, 7, "operator '.\\' is not supported"),
     ("x = a--b", 1, 6, "operator '--' is not supported"),

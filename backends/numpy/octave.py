@@ -5,14 +5,15 @@ precedence)``.  Octave's conventions live in the runtime (``rt.norm``, ``rt.chol
 A ``while`` loop (``LOOP``) is emitted as statements before the expression that uses it:
 the values it reads, then ``while True:`` with the condition, the body and the carried
 variables, and the node is then the name of its result.  The views of one loop's
-variables share one run of the loop within a method.
+variables share one run of the loop within a method; so do the outputs of one ``qr`` or
+``lu`` (``QR``, ``LU``), whose factorization is one line of its own.
 """
 
 from __future__ import annotations
 
 from linview.backends.common import shared_nodes
 from linview.compiler.ir import LEAVES, Node, Op
-from linview.compiler.ops_octave import LoopSpec
+from linview.compiler.ops_octave import PARTS, LoopSpec
 from linview.compiler.plan import size_code
 
 _ATOM = 10
@@ -45,8 +46,7 @@ def _ebin(e, n: Node):
 
 
 def _index(e, n: Node):
-    parts = [":" if sl is None else f"{size_code(sl[0])}:{size_code(sl[1])}"
-             for sl in n.attr]
+    parts = [":" if sl is None else ":".join(size_code(b) for b in sl) for sl in n.attr]
     return f"{_atom(e, n)}[{', '.join(parts)}]", _ATOM
 
 
@@ -86,6 +86,24 @@ def _loop(e, n: Node):
     return carried[spec.carried.index(spec.result)], _ATOM
 
 
+def _factor(e, n: Node):
+    """One output of ``qr``/``lu``: the factorization runs once per method and argument,
+    ``qr1_Q, qr1_R = rt.qr(X, economy=False)``, and the node is the name of its part."""
+    part, form = n.attr
+    parts = PARTS[(n.op, form)]
+    key = (n.op, form, n.children[0])
+    done = e.__dict__.setdefault("factors_emitted", {})
+    if key not in done:
+        arg = e.code(n.children[0])
+        fn = n.op.value
+        names = [e.names("temp", f"{fn}{e.count}_{p}") for p in parts]
+        e.count += 1
+        option = f"economy={form!r}" if n.op is Op.QR else f"permuted={form!r}"
+        e.lines.append(f"{e.indent}{', '.join(names)} = rt.{fn}({arg}, {option})")
+        done[key] = names
+    return done[key][parts.index(part)], _ATOM
+
+
 RENDER = {
     Op.MAP: _map,
     Op.EBIN: _ebin,
@@ -97,6 +115,8 @@ RENDER = {
     Op.KRON: lambda e, n: (f"np.kron({_atom(e, n, 0)}, {_atom(e, n, 1)})", _ATOM),
     Op.CHOL: lambda e, n: (f'rt.chol({e.code(n.children[0])}, "{e.label}")', _ATOM),
     Op.PINV: lambda e, n: (f"rt.pinv({e.code(n.children[0])})", _ATOM),
+    Op.QR: _factor,
+    Op.LU: _factor,
     Op.INDEX: _index,
     Op.LOOP: _loop,
 }

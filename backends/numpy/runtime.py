@@ -48,7 +48,7 @@ from linview.backends.numpy.kernels import (  # noqa: F401 - part of the runtime
     user_threads,
     wide_products,
 )
-from linview.backends.numpy.octave_rt import chol, diag, norm, pinv  # noqa: F401 - rt.norm...
+from linview.backends.numpy.octave_rt import chol, diag, lu, norm, pinv, qr  # noqa: F401 - rt.norm...
 from linview.errors import InputError, NumericalError, StateError, UpdateError
 
 

@@ -57,7 +57,9 @@ class Op(enum.Enum):
     KRON = "kron"
     CHOL = "chol"
     PINV = "pinv"
-    INDEX = "index"  # attr (rows, cols): (start, stop) zero-based half-open, or None
+    QR = "qr"  # attr (part Q|R, economy): one output of [Q, R] = qr(A)
+    LU = "lu"  # attr (part L|U|P, permuted): one output of [L, U] or [L, U, P] = lu(A)
+    INDEX = "index"  # attr (rows, cols): (start, stop[, step]) zero-based half-open, or None
     LOOP = "loop"  # a while loop evaluated as a whole; attr a LoopSpec
 
 

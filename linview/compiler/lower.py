@@ -12,6 +12,8 @@ What happens here:
 * ``A \\ B`` and ``B / A`` become products with ``inv(A)``; every inverse and its argument
   become views of their own (the inverse is maintained by Woodbury's identity);
 * ``size(X, d)`` becomes the symbolic size; scalar arithmetic on constants is folded;
+* ``[Q, R] = qr(A)``, ``[L, U, P] = lu(A)`` and ``[r, c] = size(A)`` bind one value per
+  output (:mod:`linview.compiler.lower_multi`);
 * shapes are unified as the statements are read, and a mismatch is a :class:`ShapeError`
   that names the statement and both shapes.
 """
@@ -22,7 +24,7 @@ import contextlib
 
 import sympy as sp
 
-from linview.compiler import ir, lower_control, lower_language, models
+from linview.compiler import ir, lower_control, lower_language, lower_multi, models
 from linview.compiler.ir import Node, Op
 from linview.compiler.lower_expr import ExpressionLowering
 from linview.compiler.models import MODELS, Options  # noqa: F401 - part of this interface
@@ -198,6 +200,9 @@ class _Lowerer(ExpressionLowering, SolveLowering):
         for st in body:
             if isinstance(st, syntax.Assign):
                 self.total[st.target] = self.total.get(st.target, 0) + times
+            elif isinstance(st, syntax.MultiAssign):
+                for t in st.targets:
+                    self.total[t] = self.total.get(t, 0) + times
             elif isinstance(st, syntax.If):
                 for _, branch in st.branches:
                     self.count_assignments(branch, times)
@@ -216,6 +221,8 @@ class _Lowerer(ExpressionLowering, SolveLowering):
         for st in body:
             if isinstance(st, syntax.Assign):
                 self.assign(st)
+            elif isinstance(st, syntax.MultiAssign):
+                lower_multi.multi_assign(self, st)
             elif isinstance(st, syntax.If):
                 for cond, branch in st.branches:
                     if lower_control.decide(self, cond):
@@ -250,7 +257,8 @@ class _Lowerer(ExpressionLowering, SolveLowering):
         if st.var in self.env and st.var not in self.loop_vars:
             raise self.parse_error(f"loop variable '{st.var}' shadows a variable", st.pos)
         self.loop_vars.add(st.var)
-        if self.options.model not in ("linear", "written") and len(trips) > 1:
+        if self.options.model not in ("linear", "written") and len(trips) > 1 \
+                and not self.in_loop:  # inside a while loop a for loop is unrolled as written
             match = models.match_recurrence(st, self.env)
             if match is not None and models.recurrence(self, st, match, len(trips)):
                 return
@@ -261,19 +269,24 @@ class _Lowerer(ExpressionLowering, SolveLowering):
         if st.target in self.loop_vars:
             raise self.parse_error(f"cannot assign to loop variable '{st.target}'", st.pos)
         self.current = st
-        j = self.version.get(st.target, 0)
-        self.version[st.target] = j + 1
-        name = st.target if self.total.get(st.target, 1) == 1 else f"{st.target}_{j}"
-        value = self.expr(st.value, name)
-        if self.in_loop:
-            self.env[st.target] = value
-            self.current = None
-            return
-        if value.op in ir.LEAVES:
-            self.env[st.target] = value  # copy propagation
-        else:
-            self.env[st.target] = self.emit(name, value, st)
+        name = self.next_name(st.target)
+        self.bind(st.target, name, self.expr(st.value, name), st)
         self.current = None
+
+    def next_name(self, target: str) -> str:
+        """The view name of the next assignment of ``target`` (``T_j`` when assigned
+        several times)."""
+        j = self.version.get(target, 0)
+        self.version[target] = j + 1
+        return target if self.total.get(target, 1) == 1 else f"{target}_{j}"
+
+    def bind(self, target: str, name: str, value: Node, st) -> None:
+        """``target`` now holds ``value``: a view ``name`` of its own, or the value itself
+        inside a ``while`` loop and for a leaf (copy propagation)."""
+        if self.in_loop or value.op in ir.LEAVES:
+            self.env[target] = value
+        else:
+            self.env[target] = self.emit(name, value, st)
 
     def origin(self, st: syntax.Assign | None) -> tuple[str, int]:
         if st is None or not st.pos or not st.pos[0]:

@@ -1,7 +1,8 @@
 """Lowering of control flow (issue 14): ``if`` on conditions fixed at compile time, and
 ``while`` loops with data-dependent conditions, evaluated as a whole.
 
-An ``if`` picks its branch while lowering (sizes and literals only).  A ``while`` loop
+An ``if`` picks its branch while lowering (sizes and literals only).  A ``for`` loop inside
+a ``while`` body is unrolled there; a ``while`` inside a ``while`` is refused.  A ``while`` loop
 becomes one ``LOOP`` view per variable it assigns (:class:`linview.compiler.ops_octave.LoopSpec`):
 inside a trigger it is re-evaluated from its new inputs, and every statement around it
 stays maintained.  Loops are compiled for the data's shapes (the program is deferred to
@@ -37,16 +38,30 @@ def decide(lw, cond: syntax.Expr) -> bool:
 def _assigned(body) -> list[str]:
     out: list[str] = []
     for st in body:
-        if isinstance(st, syntax.Assign):
-            if st.target not in out:
-                out.append(st.target)
+        if isinstance(st, syntax.Assign | syntax.MultiAssign):
+            targets = st.targets if isinstance(st, syntax.MultiAssign) else (st.target,)
+            out += [t for t in targets if t not in out]
         elif isinstance(st, syntax.If):
             for _, branch in st.branches:
                 out += [v for v in _assigned(branch) if v not in out]
             out += [v for v in _assigned(st.orelse) if v not in out]
-        else:
-            continue  # loops inside a while loop are rejected by while_loop
+        elif isinstance(st, syntax.For):
+            out += [v for v in _assigned(st.body) if v not in out]
     return out
+
+
+def _inner_while(body) -> syntax.While | None:
+    """A ``while`` loop nested anywhere in ``body`` (branches and ``for`` bodies too)."""
+    for st in body:
+        if isinstance(st, syntax.While):
+            return st
+        inner = [b for _, b in st.branches] + [st.orelse] if isinstance(st, syntax.If) \
+            else [st.body] if isinstance(st, syntax.For) else []
+        for b in inner:
+            found = _inner_while(b)
+            if found is not None:
+                return found
+    return None
 
 
 def while_loop(lw, st: syntax.While) -> None:
@@ -57,10 +72,11 @@ def while_loop(lw, st: syntax.While) -> None:
     if any(sp.sympify(x).free_symbols for v in lw.env.values() for x in v.shape):
         raise NeedsData(f"the 'while' loop of line {st.pos[0]} is compiled for the data's "
                         "shapes")
-    for inner in st.body:
-        if isinstance(inner, syntax.For | syntax.While):
-            raise lw.parse_error("loops inside a 'while' loop are not supported", inner.pos,
-                                 "write the inner loop's steps out, or move it out")
+    inner = _inner_while(st.body)
+    if inner is not None:
+        raise lw.parse_error("a 'while' loop inside a 'while' loop is not supported",
+                             inner.pos, "move the inner loop out, or give it a fixed "
+                             "number of steps: 'for i = 1:k' (unrolled)")
     carried = _assigned(st.body)
     saved_env, saved_emit = dict(lw.env), lw.in_loop
     holders = {}

@@ -196,15 +196,21 @@ class ExpressionLowering:
             return lower_language.call(self, e, hint)
         arity = {"eye": (1, 2), "zeros": (1, 2), "ones": (1, 2), "size": (2, 2),
                  "inv": (1, 1), "transpose": (1, 1), "sum": (1, 2), "trace": (1, 1)}
+        if f in ("qr", "lu"):
+            outs = "[Q, R] = qr(A)" if f == "qr" else "[L, U] = lu(A) or [L, U, P] = lu(A)"
+            raise self.parse_error(f"{f}() is supported with several outputs only", e.pos,
+                                   f"write {outs} on a line of its own")
         if f not in arity:
             raise self.parse_error(f"unknown function '{f}'", e.pos,
-                                   "supported functions: " + ", ".join(SUPPORTED_FUNCTIONS))
+                                   "supported functions: " + ", ".join(SUPPORTED_FUNCTIONS)
+                                   + "; [Q, R] = qr(A), [L, U, P] = lu(A)")
         lo, hi = arity[f]
         if not lo <= len(args) <= hi:
             want = str(lo) if lo == hi else f"{lo} or {hi}"
             extra = " (size(X) without a dimension is not supported)" if f == "size" else ""
             raise self.parse_error(f"{f}() takes {want} arguments, got {len(args)}{extra}",
-                                   e.pos)
+                                   e.pos, "write [r, c] = size(X) or size(X, 1)"
+                                   if f == "size" else None)
         if f in ("eye", "zeros", "ones"):
             sizes = [self.size_arg(a) for a in args]
             r, c = sizes[0], sizes[-1]

@@ -21,6 +21,9 @@ from linview.compiler.ir import Node, Op
 from linview.compiler.ops_octave import OPERATORS, map_attr  # noqa: F401 - used by lower.py
 from linview.errors import CompileError, InputError
 from linview.frontend import syntax
+from linview.frontend.syntax import show
+
+_show = show  # an expression in source form, for messages
 
 #: functions of the wider language: name -> (fewest, most arguments)
 FUNCTIONS = {
@@ -342,18 +345,28 @@ def index(lw, e: syntax.Call, hint: str) -> Node:
 
 
 def _slice(lw, arg: syntax.Expr, extent, e: syntax.Call):
-    """``(start, stop)`` zero-based half-open for one subscript, or None for all."""
+    """``(start, stop)`` zero-based half-open for one subscript, ``(start, stop, step)``
+    for a range ``a:s:b`` with s > 1 (literal bounds: the data's shapes when open), or
+    None for all."""
     extent = lw.uni.resolve(extent)
     if isinstance(arg, syntax.Colon):
         return None
+    step = 1
     if isinstance(arg, syntax.Span):
-        if arg.step is not None:
-            raise lw.parse_error("ranges with a step are not supported as subscripts",
-                                 arg.pos, "write a:b (a contiguous range)")
         lo = _position(lw, arg.start, extent, e)
         hi = _position(lw, arg.stop, extent, e)
+        if arg.step is not None:
+            step = _position(lw, arg.step, extent, e)
+            if not (step.is_Number and step > 0):
+                raise lw.parse_error(f"the step of the subscript {_show(arg)} must be a "
+                                     "positive integer", arg.pos, "write e.g. X(1:2:end, :)")
     else:
         lo = hi = _position(lw, arg, extent, e)
+    if step != 1:
+        if not (lo.is_Number and hi.is_Number):
+            raise NeedsData(f"'{_show(e)}' takes every {step}th row or column, which the "
+                            "data's shapes decide")
+        hi = lo + max((hi - lo) // step, -1) * step  # the last index taken
     start, stop = sp.expand(lo - 1), sp.expand(hi)
     if (start.is_Number and start < 0) or (stop.is_Number and extent.is_Number
                                           and stop > extent) \
@@ -361,6 +374,8 @@ def _slice(lw, arg: syntax.Expr, extent, e: syntax.Call):
         raise lw.shape_error(f"index {_show(arg)} is out of bounds in "
                              f"'{_show(e)}': the extent there is {extent}",
                              getattr(arg, "pos", e.pos))
+    if step != 1 and stop - start > 1:
+        return (start, stop, sp.Integer(step))
     if start == 0 and sp.expand(stop - extent) == 0:
         return None
     return (start, stop)
@@ -391,7 +406,7 @@ def x_end(lw, e: syntax.End, hint: str) -> Node:
 
 def x_str(lw, e: syntax.Str, hint: str) -> Node:
     raise lw.parse_error(f"the string '{e.value}' is not supported here", e.pos,
-                         "strings are only supported in norm(X, 'fro')")
+                         "strings are only supported in norm(X, 'fro') and qr(X, 'econ')")
 
 
 def x_colon(lw, e: syntax.Colon, hint: str) -> Node:
@@ -402,36 +417,3 @@ def x_colon(lw, e: syntax.Colon, hint: str) -> Node:
 def x_span(lw, e: syntax.Span, hint: str) -> Node:
     raise lw.parse_error("a range a:b is only allowed as a subscript or a 'for' range",
                          e.pos, "write X(a:b, :) for rows a to b")
-
-
-# ------------------------------------------------------------------ showing source
-def _show(e) -> str:
-    """An expression in source form, for messages."""
-    if isinstance(e, syntax.Num):
-        return e.text
-    if isinstance(e, syntax.Name):
-        return e.id
-    if isinstance(e, syntax.End):
-        return "end"
-    if isinstance(e, syntax.Colon):
-        return ":"
-    if isinstance(e, syntax.Span):
-        mid = f"{_show(e.step)}:" if e.step is not None else ""
-        return f"{_show(e.start)}:{mid}{_show(e.stop)}"
-    if isinstance(e, syntax.Unary):
-        return f"{e.op}{_show(e.operand)}"
-    if isinstance(e, syntax.Binary):
-        sep = "" if e.op in ("^", ".^") else " "
-        return f"{_show(e.left)}{sep}{e.op}{sep}{_show(e.right)}"
-    if isinstance(e, syntax.Transpose):
-        return f"{_show(e.operand)}{chr(39) if e.conjugate else '.' + chr(39)}"
-    if isinstance(e, syntax.Call):
-        return f"{e.func}({', '.join(_show(a) for a in e.args)})"
-    if isinstance(e, syntax.Str):
-        return f"'{e.value}'"
-    if isinstance(e, syntax.Matrix):
-        return "[" + "; ".join(", ".join(_show(x) for x in row) for row in e.rows) + "]"
-    return "..."
-
-
-show = _show

@@ -20,8 +20,12 @@ op          attr                                          delta
 ``KRON``    --                                            re-evaluated
 ``CHOL``    -- (upper R with RᵀR = A, as Octave)          re-evaluated
 ``PINV``    --                                            re-evaluated
+``QR``      ``(Q|R, economy)``: one output of ``qr``       re-evaluated
+``LU``      ``(L|U|P, permuted)``: one output of ``lu``;   re-evaluated
+            permuted L is ``PᵀL`` (``[L, U] = lu(A)``)
 ``INDEX``   ``(rows, cols)``, each ``(start, stop)``      slices of the factors
-            zero-based half-open, or None for all
+            zero-based half-open, ``(start, stop,
+            step)`` (literal), or None for all
 ``LOOP``    a :class:`LoopSpec`: a ``while`` loop          re-evaluated as a whole
 ==========  ============================================  ====================================
 
@@ -87,14 +91,16 @@ def map_attr(n: Node, fn):
     """``n.attr`` with every size in it mapped by ``fn`` (sizes live in INDEX attrs)."""
     if n.op is not Op.INDEX:
         return n.attr
-    return tuple(None if sl is None else (fn(sl[0]), fn(sl[1])) for sl in n.attr)
+    return tuple(None if sl is None else tuple(fn(b) for b in sl) for sl in n.attr)
 
 
 def fmt_slice(sl) -> str:
     if sl is None:
         return ":"
-    lo, hi = sl
+    lo, hi = sl[:2]
     lo1 = sp.expand(lo + 1)
+    if len(sl) == 3:
+        return f"{lo1}:{sl[2]}:{hi}"
     return str(lo1) if sp.expand(hi - lo) == 1 else f"{lo1}:{hi}"
 
 
@@ -266,6 +272,82 @@ PINV = dict(shape=lambda children, attr: (children[0].cols, children[0].rows),
             flops=lambda n, size: 10 * size(n.rows) * size(n.cols) * size(n.rows))
 
 
+# ------------------------------------------------------------------ qr, lu
+#: the outputs of each factorization, in Octave's order: (op, form) -> part names
+PARTS = {(Op.QR, False): ("Q", "R"), (Op.QR, True): ("Q", "R"),
+         (Op.LU, True): ("L", "U"), (Op.LU, False): ("L", "U", "P")}
+
+
+def qr(a, economy: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Octave's ``[Q, R] = qr(A)`` (``qr(A, 0)``: economy size): LAPACK's Householder QR,
+    as Octave computes it, so the signs agree."""
+    q, r = scipy.linalg.qr(_f(a), mode="economic" if economy else "full")
+    return q, r
+
+
+def lu(a, permuted: bool) -> tuple[np.ndarray, ...]:
+    """Octave's ``[L, U] = lu(A)`` (``permuted``: L is ``Pᵀ L``) or ``[L, U, P] = lu(A)``
+    with ``P A = L U``: LAPACK's partial pivoting, as Octave."""
+    if permuted:
+        pl, u = scipy.linalg.lu(_f(a), permute_l=True)
+        return pl, u
+    p, l, u = scipy.linalg.lu(_f(a))
+    return l, u, p.T.copy()
+
+
+def _inner(a):
+    """``min(rows, cols)`` of a factorization's operand."""
+    if same_dim(a.rows, a.cols):
+        return a.rows
+    if a.rows.is_Number and a.cols.is_Number:
+        return sp.Min(a.rows, a.cols)
+    raise ShapeMismatch("the size of the factors depends on which of rows and columns is "
+                        "smaller", a.shape)
+
+
+def _qr_shape(children, attr):
+    a = children[0]
+    part, economy = attr
+    k = _inner(a) if economy else a.rows
+    return (a.rows, k) if part == "Q" else (k, a.cols)
+
+
+def _lu_shape(children, attr):
+    a = children[0]
+    part = attr[0]
+    if part == "P":
+        return (a.rows, a.rows)
+    return (a.rows, _inner(a)) if part == "L" else (_inner(a), a.cols)
+
+
+def _factor_text(n, w):
+    part, form = n.attr
+    if n.op is Op.QR:
+        return f"qr({w(0, 0)}{', 0' if form else ''}).{part}"
+    return f"lu({w(0, 0)}).{'PᵀL' if form and part == 'L' else part}"
+
+
+def _factor_eval(n, a):
+    part, form = n.attr
+    got = (qr if n.op is Op.QR else lu)(a, form)
+    return got[PARTS[(n.op, form)].index(part)]
+
+
+def _factor_flops(n, size):
+    a = n.children[0]
+    m, c = size(a.rows), size(a.cols)
+    try:
+        k = min(m, c)
+    except TypeError:  # symbolic sizes
+        k = sp.Min(m, c)
+    return 2 * m * c * k if n.op is Op.QR else 2 * m * c * k / 3
+
+
+QR = dict(shape=_qr_shape, evaluate=_factor_eval, text=_factor_text, prec=ATOM,
+          flops=_factor_flops)
+LU = dict(QR, shape=_lu_shape)
+
+
 # ------------------------------------------------------------------ indexing reads
 def _index_shape(children, attr):
     a = children[0]
@@ -274,8 +356,10 @@ def _index_shape(children, attr):
         if sl is None:
             dims.append(full)
             continue
-        lo, hi = sl
+        lo, hi = sl[:2]
         size = sp.expand(hi - lo)
+        if len(sl) == 3:  # every step-th: literal bounds
+            size = sp.Integer(len(range(int(lo), int(hi), int(sl[2]))))
         if (sp.sympify(lo).is_negative or (size.is_Number and size <= 0)
                 or sp.expand(full - hi).is_negative):
             raise ShapeMismatch(f"index {fmt_slice(sl)} is out of bounds", a.shape)
@@ -296,8 +380,7 @@ def _index_eval(n, a):
             if len(sol) == 1:
                 known[free[0]] = sol[0]
     cut = [slice(None) if sl is None else
-           slice(int(sp.sympify(sl[0]).subs(known)), int(sp.sympify(sl[1]).subs(known)))
-           for sl in n.attr]
+           slice(*(int(sp.sympify(b).subs(known)) for b in sl)) for sl in n.attr]
     return a[cut[0], cut[1]]
 
 
@@ -337,4 +420,5 @@ LOOP = dict(shape=lambda children, attr: attr.updates[attr.carried.index(attr.re
 
 #: op -> the fields of its :class:`linview.compiler.ops.OpDef`
 ENTRIES = {Op.MAP: MAP, Op.EBIN: EBIN, Op.REDUCE: REDUCE, Op.NORM: NORM, Op.DIAG: DIAG,
-           Op.KRON: KRON, Op.CHOL: CHOL, Op.PINV: PINV, Op.INDEX: INDEX, Op.LOOP: LOOP}
+           Op.KRON: KRON, Op.CHOL: CHOL, Op.PINV: PINV, Op.QR: QR, Op.LU: LU, Op.INDEX: INDEX,
+           Op.LOOP: LOOP}

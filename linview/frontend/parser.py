@@ -63,8 +63,9 @@ _OCTAVE_KEYWORDS = frozenset("""
 _OPERAND_END = frozenset({"NAME", "NUMBER", "_RPAR", "_RSQB", "QUOTE", "DOTQUOTE",
                           "END_INDEX"})
 _OPERAND_START = frozenset({"NAME", "NUMBER", "LSQB", "_LPAR"})
-# The only strings of the dialect: option words of norm(X, 'fro') (STRING tokens).
-_WORDS = frozenset({"fro", "inf", "Inf"})
+# The only strings of the dialect: option words of norm(X, 'fro') and qr(X, 'econ'), in
+# single or double quotes (STRING tokens).
+_WORDS = frozenset({"fro", "inf", "Inf", "econ"})
 
 _UNSUPPORTED_OP_HINTS = {
     "**": "write '^' for the matrix power",
@@ -102,20 +103,20 @@ class _PostLexer:
                 if tok is None:
                     return
             kind = tok.type
-            _reject_foreign(tok)
             if kind == "_NL" and brackets and brackets[-1] == "(":
                 continue
-            if (kind == "QUOTE" and brackets and brackets[-1] == "(" and prev is not None
-                    and prev.type in ("_COMMA", "_LPAR")):
+            if (kind in ("QUOTE", "DQUOTE") and brackets and brackets[-1] == "("
+                    and prev is not None and prev.type in ("_COMMA", "_LPAR")):
                 word = next(tokens, None)
                 close = next(tokens, None) if word is not None else None
                 if (word is not None and close is not None and word.value in _WORDS
-                        and close.type == "QUOTE" and word.start_pos == tok.end_pos
+                        and close.type == kind and word.start_pos == tok.end_pos
                         and close.start_pos == word.end_pos):
                     tok = Token.new_borrow_pos("STRING", str(word), tok)
                     kind = tok.type
                 else:
                     pending += [t for t in (close, word) if t is not None]
+            _reject_foreign(tok)
             if kind == "_END" and brackets and brackets[-1] == "(":
                 tok = Token.new_borrow_pos("END_INDEX", tok.value, tok)
                 kind = tok.type
@@ -266,7 +267,7 @@ class _ToAst(OctaveRules):
                 stmts.append(item)
         return _Block(tuple(stmts), tuple(pragmas))
 
-    def assign(self, target: syntax.Expr, value: syntax.Expr) -> syntax.Assign:
+    def assign(self, target: syntax.Expr, value: syntax.Expr):
         if isinstance(target, syntax.Name):
             return syntax.Assign(target.id, value, pos=target.pos)
         line, column = _leftmost(target)
@@ -274,8 +275,17 @@ class _ToAst(OctaveRules):
             raise Problem(f"indexed assignment '{target.func}(...) = ...' is not supported",
                            line, column, "assign whole matrices: 'name = expr'")
         if isinstance(target, syntax.Matrix):
-            raise Problem("multiple assignment '[a, b] = ...' is not supported", line,
-                           column, "assign one name per statement: 'name = expr'")
+            names = target.rows[0] if len(target.rows) == 1 else ()
+            if len(names) == 1 and isinstance(names[0], syntax.Name):  # [x] = f(...)
+                return syntax.Assign(names[0].id, value, pos=names[0].pos)
+            if not names or not all(isinstance(n, syntax.Name) for n in names):
+                raise Problem("the left side of a multiple assignment must be names in one "
+                               "row", line, column, "write e.g. '[Q, R] = qr(A)'")
+            ids = tuple(n.id for n in names)
+            if len(set(ids)) != len(ids):
+                raise Problem("a multiple assignment names a variable twice", line, column,
+                               "write e.g. '[Q, R] = qr(A)'")
+            return syntax.MultiAssign(ids, value, pos=target.pos)
         raise Problem("the left side of '=' must be a name", line, column,
                        "write 'name = expr'")
 

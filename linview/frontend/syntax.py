@@ -123,6 +123,21 @@ class Assign:
 
 
 @dataclass(frozen=True)
+class MultiAssign:
+    """``[a, b, ...] = f(...)``: the outputs of a function with several results
+    (``[Q, R] = qr(A)``, ``[L, U, P] = lu(A)``, ``[r, c] = size(A)``)."""
+
+    targets: tuple[str, ...]
+    value: Expr
+    pos: Pos = field(default=(0, 0), compare=False)
+
+    @property
+    def target(self) -> str:
+        """The targets as the source writes them, for messages."""
+        return "[" + ", ".join(self.targets) + "]"
+
+
+@dataclass(frozen=True)
 class For:
     """``for var = start:stop ... end`` (or ``start:step:stop``); bounds are expressions
     here and must be integer literals by the time the loop is lowered."""
@@ -154,7 +169,7 @@ class While:
     pos: Pos = field(default=(0, 0), compare=False)
 
 
-Stmt = Assign | For | If | While
+Stmt = Assign | MultiAssign | For | If | While
 
 
 # ---------------------------------------------------------------- pragmas
@@ -207,3 +222,33 @@ class Script:
 
 
 Module = Function | Script
+
+
+# ---------------------------------------------------------------- source form
+def show(e) -> str:
+    """An expression in source form, for messages."""
+    if isinstance(e, Num):
+        return e.text
+    if isinstance(e, Name):
+        return e.id
+    if isinstance(e, End):
+        return "end"
+    if isinstance(e, Colon):
+        return ":"
+    if isinstance(e, Span):
+        mid = f"{show(e.step)}:" if e.step is not None else ""
+        return f"{show(e.start)}:{mid}{show(e.stop)}"
+    if isinstance(e, Unary):
+        return f"{e.op}{show(e.operand)}"
+    if isinstance(e, Binary):
+        sep = "" if e.op in ("^", ".^") else " "
+        return f"{show(e.left)}{sep}{e.op}{sep}{show(e.right)}"
+    if isinstance(e, Transpose):
+        return f"{show(e.operand)}{chr(39) if e.conjugate else '.' + chr(39)}"
+    if isinstance(e, Call):
+        return f"{e.func}({', '.join(show(a) for a in e.args)})"
+    if isinstance(e, Str):
+        return f"'{e.value}'"
+    if isinstance(e, Matrix):
+        return "[" + "; ".join(", ".join(show(x) for x in row) for row in e.rows) + "]"
+    return "..."
