@@ -61,6 +61,13 @@ def test_scalar_input_used_as_a_scalar_needs_no_pragma():
     assert np.allclose(views["P"], 0.5 * P0 @ A)
     assert type(views).DYNAMIC == ("P0", "A")  # a 1x1 input is a scalar, not dynamic
     update_and_check(views, "A", rank=2)
+    # without data, explain says the sizes are the data's and how to plan a scalar
+    text = compile_("function P = f(P0, A, d)\n  P = d * (P0 * A);\nend\n").explain()
+    assert "d            rows_d×rows_P0 dynamic, sizes from the data" in text
+    assert "`%#linview scalar`" in text
+    declared = compile_("function P = f(P0, A, d)\n %#linview scalar d\n"
+                        "  P = d * (P0 * A);\nend\n").explain()
+    assert "d            1×1" in declared and "rows_d" not in declared
 
 
 def test_specialised_modules_are_cached_by_shape_signature():

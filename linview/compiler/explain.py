@@ -20,13 +20,25 @@ from linview.errors import CompileError
 PASSES = ("lower", *passes.PROGRAM_PASS_NAMES, "optimize", "delta", "triggers")
 
 
+def _open_sizes(d: ir.InputDecl) -> bool:
+    """Whether an input's shape holds sizes named after it (``rows_X``): no pragma gave
+    them, so the data will."""
+    names = {str(x) for e in d.shape for x in getattr(e, "free_symbols", ())}
+    return bool(names & {f"rows_{d.name}", f"cols_{d.name}"})
+
+
 def _program(prog: ir.Program, symmetric=frozenset()) -> list[str]:
     out = [f"program {prog.name} ({prog.filename})", "inputs:"]
     for d in prog.inputs:
         kind = "dynamic" if d.dynamic else "static"
         if d.scalar:
             kind += ", scalar"
+        elif _open_sizes(d):
+            kind += ", sizes from the data"
         out.append(f"  {d.name:<12} {printer.fmt_shape(d.ref):<12} {kind}")
+    if any(_open_sizes(d) and not d.scalar for d in prog.inputs):
+        out += ["  (sizes rows_X, cols_X come from the data at load(): a 1×1 input is then a",
+                "   scalar; to plan without data, declare `%#linview dims` or `%#linview scalar`)"]
     out.append("views:")
     width = max((len(s.name) for s in prog.statements), default=4)
     for st in prog.statements:
