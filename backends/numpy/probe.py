@@ -20,9 +20,13 @@ The probe fails when ``κ`` exceeds the module's ``condition_limit`` or when ``�
 exceeds ``max(probe_tolerance, PROBE_GROWTH · ε · κ)`` (a fresh inversion is accurate
 to about ``ε κ``, so a maintained inverse may be ``PROBE_GROWTH`` times worse than
 that, and never worse than ``probe_tolerance``).  A failed probe raises
-:class:`~.guards.IllConditioned`: the update is applied by re-evaluating every
-view from the updated inputs instead, where ``rt.inv`` refuses a matrix over the
-condition limit with a :class:`~linview.errors.NumericalError` (nothing changed).
+:class:`~.guards.ProbeFailed`: the update is applied without maintaining that inverse,
+and its chain is re-evaluated from the updated inputs (:mod:`.fallback`), where
+``rt.inv`` refuses a matrix over the condition limit with a
+:class:`~linview.errors.NumericalError` (nothing changed).
+
+The views may be any matrices with ``@`` (the Spark backend's ``DistMatrix``): the probe
+only multiplies them by n×1 vectors, and takes a column as a product with ``e_j``.
 
 ``z`` is drawn afresh after every re-evaluation and every ``RENEW_EVERY`` updates (one
 extra pass over ``A``), which also resets the rounding ``a`` accumulates.
