@@ -33,9 +33,9 @@ def inv_sum():
     return linview.compile(INV_SUM, name="f")
 
 
-def near_singular_stream(prog, seed, **options):
+def near_singular_stream(prog, seed, rows=30, **options):
     """X (40×10) has column 1 driven towards column 0 (ε = 1e-9, 1e-5, 1e-4, 1e-1), then
-    separated (ε = 1) and replaced by a fresh random column, then 30 row updates.  Each
+    separated (ε = 1) and replaced by a fresh random column, then ``rows`` row updates.  Each
     step sets the column from the current X, so a refused step leaves the stream going.
     Returns the views, the refusals and beta's relative error against lstsq."""
     rng = np.random.default_rng(seed)
@@ -50,7 +50,7 @@ def near_singular_stream(prog, seed, **options):
         except linview.NumericalError as e:
             assert "beta_inv" in str(e) and "condition estimate" in str(e)
             refused += 1
-    for _ in range(30):
+    for _ in range(rows):
         u = np.zeros(40)
         u[rng.integers(40)] = 1.0
         v.update("X", u, 0.1 * rng.standard_normal(10))

@@ -20,7 +20,7 @@ from linview.backends.numpy.render import ExprPrinter, owned_code
 from linview.compiler import printer
 from linview.compiler.delta import Strategy, Trigger, ViewDelta, emitted_exprs
 from linview.compiler.ir import LEAVES, Node, Op
-from linview.compiler.plan import Plan, size_entry, solved_inverses
+from linview.compiler.plan import Plan, refresh_sets, size_entry, solved_inverses
 
 
 def _drop_unused_sizes(lines: list[str], ind: str) -> None:
@@ -129,9 +129,14 @@ class NumpyGenerator:
         if threads:
             w("    TRIGGER_BLAS = {" + ", ".join(f"{x!r}: {n!r}" for x, n in threads.items())
               + "}")
+        out += self.refresh_attributes()
         out += self.class_attributes()
         w("")
         out += self.evaluate_method()
+        some = self.evaluate_some_method()
+        if some:
+            w("")
+            out += some
         for trig in p.triggers.values():
             w("")
             out += self.trigger_method(trig)
@@ -141,6 +146,30 @@ class NumpyGenerator:
         return wrap_module("\n".join(out)) + "\n"
 
     # ------------------------------------------------------------------ re-evaluation
+    def _not_formed(self) -> dict[str, Node]:
+        """``{W: its argument}`` of the inverses re-evaluation replaces by solves."""
+        solved = solved_inverses(self.plan) & self.transient
+        return {st.name: st.expr.children[0] for st in self.prog.statements
+                if st.name in solved}
+
+    def _statement(self, ex: ExprPrinter, lines: list[str], ind: str, name: str, expr: Node,
+                   st, inverses: dict[str, Node]) -> None:
+        """One statement of re-evaluation: ``name = <code>`` (a solve for ``W·R`` with a
+        ``W`` that is never formed), after a comment with its math."""
+        where = f" ({self.prog.filename}:{st.line})" if st.line else ""
+        if name in inverses:  # never formed: its products are solves
+            lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}: not formed")
+            return
+        lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}")
+        ex.label = name
+        a = expr.children[0] if expr.op is Op.MUL else None
+        if a is not None and a.op is Op.VIEW and a.attr in inverses:
+            lines.append(f"{ind}{self.names('view', name)} = rt.solve("
+                         f"{ex.code(inverses[a.attr])}, {ex.code(expr.children[1])}, "
+                         f"{a.attr!r})")
+            return
+        lines.append(f"{ind}{self.names('view', name)} = {ex.code(expr)}")
+
     def evaluate_method(self) -> list[str]:
         lines = ["    def _evaluate(self, d, inputs):",
                  '        """Re-evaluation: every view from the inputs (the constructor\'s '
@@ -150,28 +179,66 @@ class NumpyGenerator:
             lines.append(f"{ind}{self.names('view', dcl.name)} = inputs[{dcl.name!r}]")
         roots = [e for _, e in self.plan.evaluation]
         ex = ExprPrinter(self.names, lines, ind, trigger=False, shared=shared_nodes(roots))
-        solved = solved_inverses(self.plan) & self.transient
-        inverses = {st.name: st.expr.children[0] for st in self.prog.statements
-                    if st.name in solved}
+        inverses = self._not_formed()
         for (name, expr), st in zip(self.plan.evaluation, self.prog.statements, strict=True):
-            where = f" ({self.prog.filename}:{st.line})" if st.line else ""
-            if name in inverses:  # never formed: its products are solves
-                lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}: not formed")
-                continue
-            lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}")
-            ex.label = name
-            a = expr.children[0] if expr.op is Op.MUL else None
-            if a is not None and a.op is Op.VIEW and a.attr in inverses:
-                lines.append(f"{ind}{self.names('view', name)} = rt.solve("
-                             f"{ex.code(inverses[a.attr])}, {ex.code(expr.children[1])}, "
-                             f"{a.attr!r})")
-                continue
-            lines.append(f"{ind}{self.names('view', name)} = {ex.code(expr)}")
+            self._statement(ex, lines, ind, name, expr, st, inverses)
         lines.append(f"{ind}return {{")
         for st in self.prog.statements:
             if st.name not in inverses:
                 lines.append(f"{ind}    {st.name!r}: {self.names('view', st.name)},")
         lines.append(f"{ind}}}")
+        return lines
+
+    #: emit ``REFRESH``, ``CHANGES`` and ``_evaluate_some``: a failed probe re-evaluates
+    #: only the failing inverse's chain (see ``backends/numpy/fallback.py``)
+    PARTIAL_REFRESH = True
+
+    def refresh_attributes(self) -> list[str]:
+        """``REFRESH = {W: chain}`` (:func:`refresh_sets`) and ``CHANGES = {X: the views
+        on_update_X changes}``, what a failed probe restores if the chain is refused."""
+        sets = refresh_sets(self.plan, self.transient) if self.PARTIAL_REFRESH else {}
+        if not sets:
+            return []
+        out = ["    # a failed probe of W re-evaluates REFRESH[W] (W and what reads it) only"]
+        out.append("    REFRESH = {" + ", ".join(f"{w!r}: {c!r}" for w, c in sets.items()) + "}")
+        changes = {x: tuple(vd.name for vd in t.deltas[1:] if vd.name not in self.transient)
+                   for x, t in self.plan.triggers.items() if not t.reevaluate}
+        out.append("    CHANGES = {" + ", ".join(f"{x!r}: {c!r}" for x, c in changes.items())
+                   + "}")
+        return out
+
+    def evaluate_some_method(self) -> list[str]:
+        """``_evaluate_some(d, views, names)``: the statements in ``names`` (a union of
+        ``REFRESH`` entries), reading every other view from ``views``."""
+        sets = refresh_sets(self.plan, self.transient) if self.PARTIAL_REFRESH else {}
+        if not sets:
+            return []
+        chain = set().union(*sets.values())
+        ind = " " * 8
+        lines = ["    def _evaluate_some(self, d, views, names):",
+                 '        """Partial re-evaluation: the views in ``names`` (REFRESH entries), '
+                 'from the',
+                 '        current inputs and views."""']
+        todo = [(name, expr, st) for (name, expr), st in zip(
+            self.plan.evaluation, self.prog.statements, strict=True) if name in chain]
+        kept = {d_.name for d_ in self.prog.inputs} | {
+            s.name for s in self.prog.statements if s.name not in self.transient}
+        read = {n.attr for _, e, _ in todo for n in e.walk() if n.op in (Op.VIEW, Op.INPUT)}
+        for nm in [d_.name for d_ in self.prog.inputs] + [s.name for s in self.prog.statements]:
+            if nm in read and nm in kept:
+                lines.append(f"{ind}{self.names('view', nm)} = views[{nm!r}]")
+        lines.append(f"{ind}out = {{}}")
+        inverses = self._not_formed()
+        for name, expr, st in todo:
+            if name in inverses:  # never formed: a comment, no code
+                self._statement(None, lines, ind, name, expr, st, inverses)
+                continue
+            lines.append(f"{ind}if {name!r} in names:")
+            ex = ExprPrinter(self.names, lines, ind + "    ", trigger=False,
+                             shared=shared_nodes([expr]))
+            self._statement(ex, lines, ind + "    ", name, expr, st, inverses)
+            lines.append(f"{ind}    out[{name!r}] = {self.names('view', name)}")
+        lines.append(f"{ind}return out")
         return lines
 
     # ------------------------------------------------------------------ triggers

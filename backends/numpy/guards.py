@@ -31,6 +31,15 @@ class IllConditioned(NumericalError):
     """Raised inside a trigger when a Woodbury core is (nearly) singular."""
 
 
+class ProbeFailed(IllConditioned):
+    """Raised inside a trigger when the probe of the maintained inverse ``view`` fails:
+    only that inverse's chain (the module's ``REFRESH[view]``) needs re-evaluating."""
+
+    def __init__(self, view: str, message: str):
+        super().__init__(message)
+        self.view = view
+
+
 def lu(A: np.ndarray, what: str, limit: float | None = None):
     """LU factors of a view's matrix, refusing singular matrices and matrices whose
     condition estimate exceeds ``limit`` (default :data:`INV_CONDITION_LIMIT`) with a

@@ -20,9 +20,13 @@ The probe fails when ``κ`` exceeds the module's ``condition_limit`` or when ``�
 exceeds ``max(probe_tolerance, PROBE_GROWTH · ε · κ)`` (a fresh inversion is accurate
 to about ``ε κ``, so a maintained inverse may be ``PROBE_GROWTH`` times worse than
 that, and never worse than ``probe_tolerance``).  A failed probe raises
-:class:`~.guards.IllConditioned`: the update is applied by re-evaluating every
-view from the updated inputs instead, where ``rt.inv`` refuses a matrix over the
-condition limit with a :class:`~linview.errors.NumericalError` (nothing changed).
+:class:`~.guards.ProbeFailed`: the update is applied without maintaining that inverse,
+and its chain is re-evaluated from the updated inputs (:mod:`.fallback`), where
+``rt.inv`` refuses a matrix over the condition limit with a
+:class:`~linview.errors.NumericalError` (nothing changed).
+
+The views may be any matrices with ``@`` (the Spark backend's ``DistMatrix``): the probe
+only multiplies them by n×1 vectors, and takes a column as a product with ``e_j``.
 
 ``z`` is drawn afresh after every re-evaluation and every ``RENEW_EVERY`` updates (one
 extra pass over ``A``), which also resets the rounding ``a`` accumulates.
@@ -35,13 +39,29 @@ import time
 
 import numpy as np
 
-from linview.backends.numpy.guards import IllConditioned
+from linview.backends.numpy.guards import ProbeFailed
 
 EPS = float(np.finfo(float).eps)
 #: a maintained inverse may have PROBE_GROWTH times the residual of a fresh inversion
 PROBE_GROWTH = 100.0
 #: updates between fresh probe vectors
 RENEW_EVERY = 256
+
+
+def _operand(M):
+    """A delta's matrix as something with ``@``: an ndarray (2-D) or a backend's matrix
+    (a Spark ``DistMatrix``), never collected."""
+    return M if getattr(M, "ndim", 0) == 2 else np.atleast_2d(np.asarray(M, dtype=float))
+
+
+def _column(M, j: int):
+    """Column ``j`` of ``M`` (n×1): a slice of an ndarray; for any other matrix (a Spark
+    ``DistMatrix``) its product with ``e_j``, which reads only the blocks holding it."""
+    if isinstance(M, np.ndarray):
+        return M[:, j:j + 1]
+    e = np.zeros((M.shape[1], 1))
+    e[j] = 1.0
+    return M @ e
 
 
 def _image(delta, old: np.ndarray, vec: np.ndarray) -> np.ndarray:
@@ -53,11 +73,11 @@ def _image(delta, old: np.ndarray, vec: np.ndarray) -> np.ndarray:
     if kind == "outer":
         return old + delta[1] @ (delta[2].T @ vec)
     if kind == "dense":
-        return old + delta[1] @ vec
-    return np.asarray(delta[1]) @ vec
+        return old + _operand(delta[1]) @ vec
+    return _operand(delta[1]) @ vec
 
 
-def _column_norm(M: np.ndarray, delta) -> float:
+def _column_norm(M, delta) -> float:
     """``‖(M + ΔM)[:, j]‖`` for the column ``j`` the delta changes most (the row of
     largest norm of ``Q`` in ``ΔM = P Qᵀ``, else column 0): a lower bound of ``‖M + ΔM‖₂``
     that a huge low-rank update cannot escape, in O(n·k)."""
@@ -66,12 +86,12 @@ def _column_norm(M: np.ndarray, delta) -> float:
         return 0.0
     if kind == "outer":
         j = int(np.argmax(np.abs(delta[2]).sum(axis=1))) if delta[2].size else 0
-        return _norm(M[:, j:j + 1] + delta[1] @ delta[2][j:j + 1].T)
+        return _norm(_column(M, j) + delta[1] @ delta[2][j:j + 1].T)
     if kind == "dense":
-        return _norm(M[:, :1] + delta[1][:, :1])
+        return _norm(_column(M, 0) + _column(_operand(delta[1]), 0))
     if kind == "new":
-        return _norm(np.asarray(delta[1])[:, :1])
-    return _norm(M[:, :1])
+        return _norm(_column(_operand(delta[1]), 0))
+    return _norm(_column(M, 0))
 
 
 def _delta_norm(delta) -> float:
@@ -112,6 +132,8 @@ class Prober:
         #: views not kept: an upper bound of ‖A‖_F (committed, and of the running trigger)
         self.norms: dict[str, float] = {}
         self.pending_norms: dict[str, float] = {}
+        #: inverses not probed in the running trigger (their chain is re-evaluated after it)
+        self.skip: frozenset[str] = frozenset()
 
     def reset(self, keep: frozenset[str] = frozenset()) -> None:
         """Forget the probe vectors (after the views were re-evaluated), except those of
@@ -120,6 +142,18 @@ class Prober:
         self.states = {w: s for w, s in self.states.items() if self.arg_of.get(w) in keep}
         self.pending.clear()
         self.pending_norms.clear()
+
+    def discard(self) -> None:
+        """Drop what a trigger that did not complete computed."""
+        self.pending.clear()
+        self.pending_norms.clear()
+
+    def forget(self, inverses) -> None:
+        """Forget the probe vectors of ``inverses`` (re-evaluated: the next probe draws a
+        fresh one, or uses the vector seeded when their argument was evaluated)."""
+        for w in inverses:
+            self.states.pop(w, None)
+            self.pending.pop(w, None)
 
     def seed(self, A_name: str, Am: np.ndarray) -> None:
         """A fresh probe vector for the inverse of ``A``, drawn while ``A`` is at hand (at
@@ -182,8 +216,9 @@ class Prober:
 
 def probe(module, W_name: str, A_name: str, dA, dW) -> None:
     """Phase-1 probe of ``W = inv(A)`` for a :class:`~.runtime.TriggerModule`;
-    raises ``IllConditioned`` (re-evaluate instead) when it fails."""
-
+    raises :class:`~.guards.ProbeFailed` (re-evaluate W's chain instead) when it fails."""
+    if W_name in module._prober.skip:
+        return
     if not module.probe:
         module._prober.reset()  # the views change unprobed: the images go stale
         return
@@ -194,4 +229,4 @@ def probe(module, W_name: str, A_name: str, dA, dW) -> None:
     module.stats["probe_seconds"] += time.perf_counter() - t0
     if why is not None:
         module.stats["probe_failures"] += 1
-        raise IllConditioned(why)
+        raise ProbeFailed(W_name, why)

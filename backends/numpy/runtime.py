@@ -17,12 +17,14 @@ from collections.abc import Mapping
 import numpy as np
 import scipy.sparse as sps
 
+from linview.backends.numpy import fallback
 from linview.backends.numpy import probe as _probe
 from linview.backends.numpy.guards import (  # noqa: F401 - part of the runtime's interface
     CORE_CONDITION_LIMIT,
     INV_CONDITION_LIMIT,
     OVERFLOW_GUARD,
     IllConditioned,
+    ProbeFailed,
     check_deltas,
     core_inv,
     inv,
@@ -84,6 +86,10 @@ class TriggerModule:
     REEVALUATED = {}
     #: views the re-evaluation computes but the module does not keep (``Plan.transient``)
     TRANSIENT: tuple[str, ...] = ()
+    #: {maintained inverse: the views a failed probe of it re-evaluates (its chain)} and
+    #: {input: the views its trigger changes}; see :mod:`.fallback`
+    REFRESH: Mapping[str, tuple[str, ...]] = {}
+    CHANGES: Mapping[str, tuple[str, ...]] = {}
 
     #: keyword options of the constructor; an input of the same name takes precedence.
     #: ``blas_threads``: "auto" (maintaining triggers run single-threaded unless the user
@@ -98,8 +104,10 @@ class TriggerModule:
         inputs = kwargs
         self._configure(opts)
         self.stats = {"updates": 0, "fallbacks": 0, "refreshes": 0, "trigger_seconds": 0.0,
-                      "probe_failures": 0, "probe_seconds": 0.0}
+                      "probe_failures": 0, "probe_seconds": 0.0, "partial_refreshes": 0}
         self._prober = _probe.Prober()
+        #: the last update that fell back: {"update", "because", "refreshed": views}
+        self.last_fallback: dict | None = None
         self.saved_meta: dict = {}
         if _state is not None:
             self.dims, self._views, self.updates = _state
@@ -183,12 +191,21 @@ class TriggerModule:
     def _reevaluate(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         self._prober.reset()
         views = dict(arrays)
-        computed = self._evaluate(self.dims, arrays)
+        kept, transient = self._kept_values(self._evaluate(self.dims, arrays))
+        for name, val in transient.items():  # evaluated to be inverted; no trigger keeps it
+            self._prober.seed(name, val)
+        views.update(kept)
+        return views
+
+    def _kept_values(self, computed: Mapping[str, object]):
+        """Evaluated views as the module keeps them (Fortran-ordered float64 matrices that
+        own their memory, checked finite), and the ``TRANSIENT`` ones apart."""
+        kept, transient = {}, {}
         for name, val in computed.items():
-            if name in self.TRANSIENT:  # evaluated to be inverted; no trigger keeps it
-                self._prober.seed(name, np.asarray(val, dtype=np.float64))
-                continue
             val = np.asarray(val, dtype=np.float64)
+            if name in self.TRANSIENT:
+                transient[name] = val
+                continue
             if val.ndim < 2:  # a constant statement such as C = 0.5
                 val = val.reshape(1, -1)
             # a view that is a transpose or slice of another array (D = B') must own its
@@ -198,8 +215,8 @@ class TriggerModule:
             if not np.all(np.isfinite(val)):
                 raise NumericalError(f"{self.PROGRAM}: view {name} is not finite after "
                                      "evaluation", hint="check the inputs' conditioning")
-            views[name] = val
-        return views
+            kept[name] = val
+        return kept, transient
 
     # -------------------------------------------------------------- reading
     def __getitem__(self, name: str) -> np.ndarray:
@@ -246,14 +263,9 @@ class TriggerModule:
             self._prober.commit()
         except IllConditioned as why:
             # a Woodbury core is (nearly) singular or a probe failed: nothing was applied;
-            # re-evaluate instead (refused with nothing changed if that is unsafe too)
-            try:
-                self.reevaluate_update(name, U, V)
-            except NumericalError as e:
-                raise NumericalError(f"update of {name} refused, nothing changed: "
-                                     f"{e.message} (maintenance stopped because {why})",
-                                     hint=e.hint) from None
-            self.stats["fallbacks"] += 1
+            # refresh the failing chain or every view instead (refused with nothing
+            # changed if that is unsafe too)
+            fallback.recover(self, name, U, V, why)
         self.stats["trigger_seconds"] += time.perf_counter() - t0
         self.updates += 1
         self.stats["updates"] += 1
@@ -263,6 +275,15 @@ class TriggerModule:
         """Phase-1 probe of the maintained inverse ``W = inv(A)`` (see
         :mod:`.probe`); generated triggers call it after ``rt.check_deltas``."""
         _probe.probe(self, W, A, dA, dW)
+
+    def _refresh_chains(self, name: str, U, V, failed: set[str]):
+        """Apply the update, re-evaluating only the chains of the inverses ``failed``
+        (:func:`.fallback.refresh_chains`); None: re-evaluate everything instead."""
+        return fallback.refresh_chains(self, name, U, V, failed)
+
+    def _undo_log(self, name: str) -> fallback.Snapshot:
+        """What restores the views ``on_update_<name>`` changes (a partial refresh)."""
+        return fallback.Snapshot(self._views, (name, *self.CHANGES.get(name, ())))
 
     def _validate_update(self, name: str, U, V) -> tuple[np.ndarray, np.ndarray]:
         if name not in self.INPUTS:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from linview.backends.numpy import runtime
+from linview.backends.numpy import fallback, probe, runtime
 from linview.backends.numpy.runtime import IllConditioned, core_inv  # noqa: F401 - used by generated code
 from linview.backends.spark import tasks
 from linview.backends.spark.blocks import DistMatrix, Transposed
@@ -251,14 +251,11 @@ class SparkTriggerModule(runtime.TriggerModule):
             raise NumericalError(f"{self.PROGRAM}: view {name} is not finite after "
                                  "evaluation", hint="check the inputs' conditioning")
 
-    def _probe(self, W: str, A: str, dA, dW) -> None:
-        """No randomized probe on Spark yet: its inverses rely on the Woodbury core guard
-        and ``check_every`` (see docs/errors.md)."""
-
     def _sweep(self) -> None:
         self._ctx.sweep(getattr(self, "_views", {}).values())
 
     def _reevaluate(self, arrays):
+        self._prober.reset()
         try:
             placed = {n: self._place(n, a, input=True) for n, a in arrays.items()}
             computed = self._evaluate(self.dims, placed)
@@ -303,35 +300,53 @@ class SparkTriggerModule(runtime.TriggerModule):
     # -------------------------------------------------------------- updating
     def update(self, name: str, U, V) -> None:
         """``name += U Vᵀ``: phase 1 computes every delta from the old views (maps whose
-        n×k results are collected); phase 2 swaps in the next RDD of every distributed view
-        and materializes them all in one job, rolled back as a whole if Spark fails."""
+        n×k results are collected) and probes every maintained inverse (matrix-vector
+        products: O(n²) work in Spark tasks, n×1 results on the driver); phase 2 swaps in
+        the next RDD of every distributed view and materializes them all in one job,
+        rolled back as a whole if Spark fails.  A refused trigger falls back as on NumPy
+        (:mod:`..numpy.fallback`): a failed probe re-evaluates the inverse's chain only."""
         U, V = self._validate_update(name, U, V)
         self._alive(f"update of {name}")
         t0 = time.perf_counter()
+        if self.updates % probe.RENEW_EVERY == 0:
+            self._prober.reset()  # fresh probe vectors now and then
         with spark_errors(f"update of {name}"):
-            txn, fallback = Transaction(), False
-            with txn:
-                try:
-                    getattr(self, f"on_update_{name}")(U, V)
-                except IllConditioned:
-                    txn.rollback()
-                    fallback = True
-                except BaseException:
-                    txn.rollback()
-                    raise
-            if fallback:
-                self._fallback(name, U, V)
-            else:
-                txn.commit()
-            self._sweep()
+            txn, why = Transaction(), None
+            try:
+                with txn:
+                    try:
+                        getattr(self, f"on_update_{name}")(U, V)
+                    except IllConditioned as e:
+                        txn.rollback()
+                        why = e
+                    except BaseException:
+                        txn.rollback()
+                        raise
+                if why is not None:
+                    fallback.recover(self, name, U, V, why)
+                else:
+                    txn.commit()
+                    self._prober.commit()
+            finally:
+                self._sweep()
         self.stats["trigger_seconds"] += time.perf_counter() - t0
         self.updates += 1
         self.stats["updates"] += 1
         self._drift_policy()
 
-    def _fallback(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
+    def _undo_log(self, name: str) -> Transaction:
+        """A partial refresh's undo log: the trigger's transaction (:mod:`.context`)."""
+        return Transaction()
+
+    def _kept_values(self, computed):
+        """Re-evaluated views placed in blocks and materialized (none is transient)."""
+        views = {n: self._place(n, v) for n, v in computed.items()}
+        self._materialize(views)
+        return views, {}
+
+    def reevaluate_update(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
+        """Apply ``name += U Vᵀ`` by re-evaluating every view (old views kept on error)."""
         self._reevaluate_trigger(name, U, V)
-        self.stats["fallbacks"] += 1
 
     def _reevaluate_trigger(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
         """A trigger that re-evaluates: every view from the updated inputs."""

@@ -141,3 +141,33 @@ def size_code(e, dims_var: str = "d") -> str:
     mapping = {s: sp.Symbol(s.name if s.name == "k" else f'{dims_var}["{s.name}"]')
                for s in e.free_symbols}
     return str(e.subs(mapping))
+
+
+def maintained_inverses(plan: Plan) -> frozenset[str]:
+    """Inverse views that some maintaining trigger updates from the delta of their argument
+    (Woodbury): the ones a generated trigger probes."""
+    return frozenset(vd.name for t in plan.triggers.values() if not t.reevaluate
+                     for vd in t.deltas[1:] if vd.inverse_of)
+
+
+def refresh_sets(plan: Plan, transient: frozenset[str] = frozenset()) -> dict[str, tuple]:
+    """``{W: views}`` for every :func:`maintained_inverses` ``W``: what a failed probe of
+    ``W`` re-evaluates, in program order: ``W``, every view that reads it directly or
+    through other views, and the views in ``transient`` (not kept) that these read.  Views
+    outside the set read neither ``W`` nor anything computed from it."""
+    order = [name for name, _ in plan.evaluation]
+    reads = {name: {n.attr for n in expr.walk() if n.op is Op.VIEW}
+             for name, expr in plan.evaluation}
+    out = {}
+    for w in sorted(maintained_inverses(plan), key=order.index):
+        chain = {w}
+        for name in order:  # SSA in program order: a reader comes after what it reads
+            if reads[name] & chain:
+                chain.add(name)
+        todo = list(chain)
+        while todo:  # transient views are not kept: the chain must compute them
+            for r in (reads[todo.pop()] & transient) - chain:
+                chain.add(r)
+                todo.append(r)
+        out[w] = tuple(n for n in order if n in chain)
+    return out

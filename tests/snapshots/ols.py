@@ -27,6 +27,9 @@ class Ols(rt.TriggerModule):
     }
     TRANSIENT = ('beta_arg',)  # evaluated, not kept
     OUTPUTS = {'beta': 'beta'}
+    # a failed probe of W re-evaluates REFRESH[W] (W and what reads it) only
+    REFRESH = {'beta_inv': ('beta_arg', 'beta_inv', 'beta')}
+    CHANGES = {'X': ('beta_inv', 'beta_p1', 'beta'), 'Y': ('beta_p1', 'beta')}
 
     def _evaluate(self, d, inputs):
         """Re-evaluation: every view from the inputs (the constructor's path)."""
@@ -46,6 +49,27 @@ class Ols(rt.TriggerModule):
             'beta_p1': beta_p1,
             'beta': beta,
         }
+
+    def _evaluate_some(self, d, views, names):
+        """Partial re-evaluation: the views in ``names`` (REFRESH entries), from the
+        current inputs and views."""
+        X = views['X']
+        beta_inv = views['beta_inv']
+        beta_p1 = views['beta_p1']
+        out = {}
+        if 'beta_arg' in names:
+            # beta_arg := Xᵀ X (ols.m:3)
+            beta_arg = X.T @ X
+            out['beta_arg'] = beta_arg
+        if 'beta_inv' in names:
+            # beta_inv := inv(beta_arg) (ols.m:3)
+            beta_inv = rt.inv(beta_arg, "beta_inv", self.condition_limit)
+            out['beta_inv'] = beta_inv
+        if 'beta' in names:
+            # beta := beta_inv beta_p1 (ols.m:3)
+            beta = beta_inv @ beta_p1
+            out['beta'] = beta
+        return out
 
     def on_update_X(self, U, V):
         """ON UPDATE X BY (U, V): X += U Vᵀ, U: m×k, V: n×k.

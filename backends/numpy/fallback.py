@@ -1,0 +1,121 @@
+"""What an update does when its trigger refuses to maintain the views (NumPy backend; the
+Spark backend reuses it with its own steps).
+
+A trigger refuses in phase 1, before any view changes, by raising
+:class:`~.guards.IllConditioned`: a Woodbury core is (nearly) singular, a delta is not
+finite or could overflow, or a maintained inverse failed its probe
+(:class:`~.guards.ProbeFailed`).  :func:`recover` then applies the update another way:
+
+* **a failed probe of W** refreshes W's chain only, ``REFRESH[W]`` in the generated module
+  (W, every view computed from it, and the views it needs that are not kept): the trigger
+  runs again without probing the inverses in the chain, so every other view is maintained
+  as usual, then :meth:`_evaluate_some` re-evaluates the chain from the updated inputs and
+  views.  If another inverse's probe fails in that run, its chain joins (nothing has been
+  applied yet).  The views the trigger changes (``CHANGES``) are copied first, so that a
+  chain that cannot be re-evaluated (``rt.inv`` refuses the matrix) leaves everything as
+  it was;
+* anything else, or a module without ``REFRESH`` (older or Spark modules with their own
+  step), re-evaluates every view from the updated inputs (``reevaluate_update``).
+
+A :class:`~linview.errors.NumericalError` from either way refuses the update with nothing
+changed, naming the view and its condition estimate.  ``module.last_fallback`` says what
+was refreshed and why; ``stats["fallbacks"]`` counts both ways, ``stats["partial_refreshes"]``
+the first.
+"""
+
+from __future__ import annotations
+
+from linview.backends.numpy.guards import IllConditioned, ProbeFailed
+from linview.backends.numpy.kernels import blas_limit
+from linview.errors import NumericalError
+
+
+def recover(module, name: str, U, V, why: IllConditioned) -> None:
+    """Apply ``name += U Vᵀ`` after the trigger refused it with ``why`` (nothing was
+    applied): refresh the failing inverse's chain, else re-evaluate every view."""
+    try:
+        chain = None
+        if isinstance(why, ProbeFailed) and why.view in module.REFRESH:
+            chain = module._refresh_chains(name, U, V, {why.view})
+        if chain is None:
+            module.reevaluate_update(name, U, V)
+        else:
+            module.stats["partial_refreshes"] += 1
+    except NumericalError as e:
+        module._prober.discard()
+        raise NumericalError(f"update of {name} refused, nothing changed: {e.message} "
+                             f"(maintenance stopped because {why})", hint=e.hint) from None
+    module.stats["fallbacks"] += 1
+    module.last_fallback = {"update": name, "because": str(why),
+                            "refreshed": tuple(module.VIEWS) if chain is None else chain}
+
+
+def chain_of(module, failed: set[str]) -> tuple[str, ...]:
+    """The views to re-evaluate when the inverses ``failed`` fail their probes (each
+    chain in program order; ``_evaluate_some`` runs them all in program order)."""
+    return tuple(dict.fromkeys(n for w in sorted(failed) for n in module.REFRESH[w]))
+
+
+class Snapshot:
+    """The undo log of a NumPy partial refresh: copies of the views the trigger changes
+    (the Spark backend uses its ``Transaction`` instead, with the same methods)."""
+
+    def __init__(self, views: dict, names):
+        self.saved = {n: views[n].copy(order="K") for n in names if n in views}
+        self.views = views
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def rollback(self) -> None:
+        for n, a in self.saved.items():
+            self.views[n][...] = a
+
+    def commit(self) -> None:
+        self.saved = {}
+
+
+def refresh_chains(module, name: str, U, V, failed: set[str]) -> tuple[str, ...] | None:
+    """The partial refresh of :func:`recover`: the re-evaluated views, or None when the
+    trigger refuses for another reason (re-evaluate everything).  The module supplies
+    ``_undo_log(name)`` (:class:`Snapshot` or a Spark ``Transaction``) and
+    ``_kept_values(values)`` (the values as it keeps them, and the ``TRANSIENT`` ones)."""
+    prober = module._prober
+    while True:
+        chain = chain_of(module, failed)
+        prober.discard()
+        prober.skip = frozenset(w for w in module.REFRESH if w in chain)
+        undo, refused = module._undo_log(name), None
+        try:
+            with undo:
+                try:
+                    with blas_limit(module._threads.get(name)):
+                        getattr(module, f"on_update_{name}")(U, V)
+                except IllConditioned as e:  # in phase 1: nothing was applied
+                    refused = e
+                finally:
+                    prober.skip = frozenset()
+                if refused is None:
+                    fresh = module._evaluate_some(module.dims, module._views, set(chain))
+                    kept, transient = module._kept_values(fresh)
+        except BaseException:
+            undo.rollback()
+            prober.discard()
+            raise
+        if refused is not None:
+            undo.rollback()
+            if not isinstance(refused, ProbeFailed) or refused.view in failed \
+                    or refused.view not in module.REFRESH:
+                return None
+            failed.add(refused.view)  # another inverse: add its chain and run again
+            continue
+        undo.commit()
+        module._views.update(kept)
+        prober.forget(w for w in module.REFRESH if w in chain)
+        for t, val in transient.items():
+            prober.seed(t, val)
+        prober.commit()
+        return chain
