@@ -322,7 +322,7 @@ def test_cholesky_mode_near_singular_regression():
     """Column 1 of X driven towards column 0 (ε = 1e-9, 1e-5, 1e-1), then separated again
     and replaced by a fresh column: the solution is as accurate as lstsq's (against a
     50-digit solve), within 1e-8 where lstsq is, and the residual norm is the least one
-    within 1e-8."""
+    within 1e-8 (or within 4x of lstsq's excess where lstsq misses 1e-8 too)."""
     rng = np.random.default_rng(6)
     m, n = 40, 10
     X, Y = rng.standard_normal((m, n)), rng.standard_normal((m, 2))
@@ -343,7 +343,9 @@ def test_cholesky_mode_near_singular_regression():
         err_lstsq = np.linalg.norm(lstsq - exact) / np.linalg.norm(exact)
         assert err <= max(1e-8, 4 * err_lstsq)
         res, res_min = np.linalg.norm(Y - X @ got), np.linalg.norm(Y - X @ exact)
-        assert res - res_min <= 1e-8 * res_min
+        res_lstsq = np.linalg.norm(Y - X @ lstsq)
+        # least within 1e-8, or within 4x of LAPACK's lstsq where that is worse (cond 1e10)
+        assert res - res_min <= max(1e-8 * res_min, 4 * (res_lstsq - res_min))
         if np.linalg.cond(X) < 1e6:
             assert np.linalg.norm(got - lstsq) <= 1e-8 * np.linalg.norm(lstsq)
     views.update("Y", rng.standard_normal(m), np.ones(2))
