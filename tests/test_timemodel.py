@@ -134,7 +134,8 @@ def test_fused_dot_equals_the_separate_products(widths, ops, large, seed):
     n = 1024 if large else 40  # 1024² elements reach kernels.WIDE_MIN
     A = np.asfortranarray(rng.standard_normal((n, n)))
     blocks = [rng.standard_normal((n, w)) for w in widths]
-    ops = ops[: len(blocks)]
+    blocks.append(blocks[0].copy())  # a repeated block (its columns are computed once)
+    ops = (ops + ops[0])[: len(blocks)]
     with kernels.wide_products(True):
         got = runtime.fused_dot(A, *blocks, ops=ops)
     for g, B, o in zip(got, blocks, ops, strict=True):

@@ -85,6 +85,11 @@ def solve(A: np.ndarray, B: np.ndarray, what: str, limit: float | None = None) -
                                  check_finite=False)
 
 
+#: cores up to this size are checked by the SVD's condition number; larger ones by LU
+#: and LAPACK's 1-norm estimate (a rank-256 micro-batch: 60 ms -> 8 ms)
+_SVD_CORE_MAX = 32
+
+
 def core_inv(K: np.ndarray, what: str) -> np.ndarray:
     """The inverse of a small Woodbury core ``K = I + Qᵀ W P`` (r×r), guarded by its
     condition number; for r = 1 this is Sherman–Morrison's ``1 / (1 + vᵀ W u)``."""
@@ -95,10 +100,27 @@ def core_inv(K: np.ndarray, what: str) -> np.ndarray:
         return np.array([[1.0 / k]])
     if not np.all(np.isfinite(K)):
         raise IllConditioned(f"Woodbury core of {what} is not finite")
-    c = np.linalg.cond(K)
-    if not np.isfinite(c) or c > CORE_CONDITION_LIMIT:
-        raise IllConditioned(f"Woodbury core of {what} is ill-conditioned (cond {c:.3g})")
-    return np.linalg.inv(K)
+    if K.shape[0] <= _SVD_CORE_MAX:  # small: the 2-norm condition number from the SVD
+        c = np.linalg.cond(K)
+        if not np.isfinite(c) or c > CORE_CONDITION_LIMIT:
+            raise IllConditioned(f"Woodbury core of {what} is ill-conditioned (cond {c:.3g})")
+        return np.linalg.inv(K)
+    # a large core (a micro-batch of many rows): LU and LAPACK's 1-norm condition
+    # estimate, O(r³/3) instead of the SVD's ~O(10 r³)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
+        lu_, piv, info = scipy.linalg.lapack.dgetrf(K)
+    if info != 0:
+        raise IllConditioned(f"Woodbury core of {what} is singular")
+    rcond, _ = scipy.linalg.lapack.dgecon(lu_, float(np.abs(K).sum(axis=0).max()), norm="1")
+    if not rcond * CORE_CONDITION_LIMIT >= 1.0:
+        c = f"{1 / rcond:.3g}" if rcond > 0 else "infinite"
+        raise IllConditioned(f"Woodbury core of {what} is ill-conditioned (1-norm condition "
+                             f"estimate {c})")
+    inv_, info = scipy.linalg.lapack.dgetrs(lu_, piv, np.eye(K.shape[0]))  # getri: 2× slower
+    if info != 0 or not np.all(np.isfinite(inv_)):
+        raise IllConditioned(f"Woodbury core of {what} is singular")
+    return inv_
 
 
 def check_deltas(trigger: str, deltas: dict[str, tuple[np.ndarray, ...]]) -> None:

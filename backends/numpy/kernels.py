@@ -179,17 +179,44 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
         else:
             kinds.setdefault(o, []).append(i)
     for o, idx in kinds.items():
-        op = A.T if o == "T" else A
-        B = np.hstack([blocks[i] for i in idx])
-        if B.shape[1] <= GEMV_MAX:  # one gemv per column: no packing pass over A
-            res = np.column_stack([op @ B[:, j] for j in range(B.shape[1])])
-        else:
-            with wide(A):
-                res = op @ B
+        res = _dot_distinct(A.T if o == "T" else A, [blocks[i] for i in idx])
         cuts = np.cumsum([blocks[i].shape[1] for i in idx])[:-1]
         for i, part in zip(idx, np.hsplit(res, cuts), strict=True):
             out[i] = part
     return out
+
+
+def _thin_dot(A, B: np.ndarray) -> np.ndarray:
+    """``A @ B`` for a block ``B`` of few columns: one matrix-vector product per column up
+    to :data:`GEMV_MAX` columns (no packing pass over A), else one ``dgemm`` (:func:`wide`)."""
+    if B.shape[1] <= GEMV_MAX:
+        return np.column_stack([A @ B[:, j] for j in range(B.shape[1])])
+    with wide(A):
+        return A @ B
+
+
+def _dot_distinct(A, blocks: list[np.ndarray]) -> np.ndarray:
+    """``A @ [B1, B2, ...]`` computing each distinct column once: a trigger's stacked
+    factors repeat columns (OLS: ``[V, Xᵀ U + …] [Xᵀ U, V] [V]`` holds V three times),
+    at rank 256 a third of the trigger's largest product.  Duplicates are found by a
+    fingerprint (one product with a fixed vector) and confirmed by exact comparison.
+    The columns are stacked as the rows of ``Bᵀ`` (one copy; gathers of rows are cheap)."""
+    Bt = np.vstack([b.T for b in blocks])
+    c = Bt.shape[0]
+    if c < 4:
+        return _thin_dot(A, Bt.T)
+    w = np.random.default_rng(c).standard_normal(Bt.shape[1])
+    _, first, inverse = np.unique(Bt @ w, return_index=True, return_inverse=True)
+    if first.size == c:
+        return _thin_dot(A, Bt.T)
+    rep = first[inverse.ravel()]
+    dup = np.flatnonzero(rep != np.arange(c))
+    same = np.all(Bt[rep[dup]] == Bt[dup], axis=1)
+    rep[dup[~same]] = dup[~same]  # a fingerprint collision keeps its own column
+    keep = np.unique(rep)
+    if keep.size == c:
+        return _thin_dot(A, Bt.T)
+    return _thin_dot(A, Bt[keep].T)[:, np.searchsorted(keep, rep)]
 
 
 def as_matrix(x, what: str, rows=None, cols=None) -> np.ndarray:

@@ -227,6 +227,10 @@ def probe(module, W_name: str, A_name: str, dA, dW) -> None:
     why = module._prober.check(W_name, A_name, views[W_name], views.get(A_name), dA, dW,
                                module.probe_tolerance, module.condition_limit)
     module.stats["probe_seconds"] += time.perf_counter() - t0
+    last = module._prober.last.get(W_name)
+    if last is not None:  # what `linview run`'s status line shows
+        module.last_check = {"by": "probe", "error": last["residual"], "ok": why is None,
+                             "at": time.time()}
     if why is not None:
         module.stats["probe_failures"] += 1
         raise ProbeFailed(W_name, why)

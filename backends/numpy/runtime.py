@@ -108,6 +108,8 @@ class TriggerModule:
         self._prober = _probe.Prober()
         #: the last update that fell back: {"update", "because", "refreshed": views}
         self.last_fallback: dict | None = None
+        #: the last error check: {"by": "probe" | "verify", "error", "ok", "at" (time.time())}
+        self.last_check: dict | None = None
         self.saved_meta: dict = {}
         if _state is not None:
             self.dims, self._views, self.updates = _state
@@ -371,6 +373,7 @@ class TriggerModule:
         except NumericalError as e:
             self.verify_error = e.message
             errs = dict.fromkeys(self.VIEWS, float("inf"))
+            self._checked(errs)
             return errs if detail else max(errs.values(), default=0.0)
         errs = {}
         with np.errstate(over="ignore", invalid="ignore"):
@@ -384,7 +387,14 @@ class TriggerModule:
                 scale = max(float(np.max(np.abs(ref))), 1e-300)
                 err = float(np.max(np.abs(self._views[name] - ref))) / scale
                 errs[name] = err if np.isfinite(err) else float("inf")
+        self._checked(errs)
         return errs if detail else max(errs.values(), default=0.0)
+
+    def _checked(self, errs: dict) -> None:
+        """Record a verification as the last error check."""
+        worst = max(errs.values(), default=0.0)
+        self.last_check = {"by": "verify", "error": worst, "ok": worst <= self.tolerance,
+                           "at": time.time()}
 
     # -------------------------------------------------------------- persistence
     def save(self, path, extra: dict | None = None) -> None:

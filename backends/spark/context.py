@@ -23,7 +23,7 @@ class Transaction:
 
     def __init__(self):
         self.holders: list[tuple[object, tuple]] = []  # (DistMatrix, old state)
-        self.arrays: list[tuple[np.ndarray, np.ndarray]] = []
+        self.arrays: list[tuple[np.ndarray, tuple, np.ndarray]] = []
 
     def __enter__(self):
         _LOCAL.txn = self
@@ -32,9 +32,12 @@ class Transaction:
     def __exit__(self, *exc):
         _LOCAL.txn = None
 
-    def save_array(self, a: np.ndarray) -> None:
-        """Remember a driver array's contents before an in-place update of phase 2."""
-        self.arrays.append((a, a.copy(order="K")))
+    def save_array(self, a: np.ndarray, rows=None) -> None:
+        """Remember a driver array's contents before an in-place update of phase 2 (only
+        ``rows`` of it when the update touches only those: a row update of a large
+        input saves k rows, not a copy of the input)."""
+        where = (slice(None),) if rows is None else (rows, slice(None))
+        self.arrays.append((a, where, a[where].copy(order="K")))
 
     def commit(self) -> None:
         new = {r.id(): (h, r) for h, old in self.holders
@@ -54,8 +57,8 @@ class Transaction:
     def rollback(self) -> None:
         for h, old in reversed(self.holders):
             h._rows, h._cols, h.updates, h.pending = old
-        for a, saved in reversed(self.arrays):
-            a[...] = saved
+        for a, where, saved in reversed(self.arrays):
+            a[where] = saved
         self.holders, self.arrays = [], []
 
 
@@ -71,7 +74,7 @@ class BlockContext:
     def __init__(self, sc, partitions: int | None = None, checkpoint_every: int = 50,
                  checkpoint_dir: str | None = None, driver_max_elements: int = 1 << 27,
                  distribute_min: int = 256, broadcast_bytes: int = 4 << 20,
-                 fold_rank: int | None = None):
+                 fold_rank: int | None = None, driver_view_elements: int = 0):
         from pyspark import StorageLevel
 
         self.sc = sc
@@ -82,6 +85,7 @@ class BlockContext:
             sc.setCheckpointDir(str(checkpoint_dir))
         self.driver_max_elements = int(driver_max_elements)
         self.distribute_min = int(distribute_min)
+        self.driver_view_elements = max(0, int(driver_view_elements))
         self.broadcast_bytes = broadcast_bytes
         self.fold_rank = None if fold_rank is None else max(0, int(fold_rank))
         self.level = StorageLevel.MEMORY_AND_DISK
@@ -105,7 +109,8 @@ class BlockContext:
         return max(1, min(256, self.PENDING_BYTES // (8 * (shape[0] + shape[1]))))
 
     def small(self, shape) -> bool:
-        return min(shape) < self.distribute_min or tuple(shape) == (1, 1)
+        return (min(shape) < self.distribute_min or tuple(shape) == (1, 1)
+                or shape[0] * shape[1] <= self.driver_view_elements)
 
     def keep(self, rdd, cut: bool | str = False):
         """Persist ``rdd``; ``cut`` marks it to have its lineage cut by the first job that

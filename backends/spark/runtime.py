@@ -53,7 +53,7 @@ def add_outer(A, P, Q) -> None:
     if isinstance(A, DistMatrix):
         return A.add_outer(P, Q)
     if active() is not None:
-        active().save_array(A)
+        active().save_array(A, runtime.one_hot(P))
     runtime.add_outer(A, P, Q)
 
 
@@ -153,6 +153,9 @@ class SparkTriggerModule(runtime.TriggerModule):
     * ``checkpoint_every``: passes over a view's blocks between lineage cuts (default 50);
       ``checkpoint_dir``: reliable checkpoints there instead of local ones;
     * ``distribute_min``: views with both dimensions at least this are distributed (256);
+    * ``driver_view_elements``: views of at most this many entries stay on the driver
+      whatever their dimensions (default 0; ``linview run`` keeps views up to 64 MiB
+      there: a trigger on them costs milliseconds, a Spark job a hundred);
     * ``driver_max_elements``: the largest matrix collected, inverted or gathered in one
       task (default 2^27);
     * ``fold_rank``: low-rank terms ``P Qᵀ`` wait on the driver (every product adds
@@ -170,6 +173,7 @@ class SparkTriggerModule(runtime.TriggerModule):
     OPTIONS = {**runtime.TriggerModule.OPTIONS, "spark": None, "master": None,
                "partitions": None, "checkpoint_every": 50, "checkpoint_dir": None,
                "distribute_min": 256, "driver_max_elements": 1 << 27, "fold_rank": None,
+               "driver_view_elements": 0,
                "layout": "hybrid"}
 
     def __init__(self, /, _state=None, **kwargs):
@@ -189,7 +193,8 @@ class SparkTriggerModule(runtime.TriggerModule):
         self.spark, sc = get_session(opts["spark"], opts["master"])
         self._ctx = BlockContext(sc, opts["partitions"], opts["checkpoint_every"],
                                  opts["checkpoint_dir"], opts["driver_max_elements"],
-                                 opts["distribute_min"], fold_rank=opts["fold_rank"])
+                                 opts["distribute_min"], fold_rank=opts["fold_rank"],
+                                 driver_view_elements=opts["driver_view_elements"])
 
     # -------------------------------------------------------------- placement
     def _validate_inputs(self, inputs):
@@ -315,7 +320,8 @@ class SparkTriggerModule(runtime.TriggerModule):
             try:
                 with txn:
                     try:
-                        getattr(self, f"on_update_{name}")(U, V)
+                        with runtime.blas_limit(self._threads.get(name)):  # as on NumPy
+                            getattr(self, f"on_update_{name}")(U, V)
                     except IllConditioned as e:
                         txn.rollback()
                         why = e
@@ -381,6 +387,7 @@ class SparkTriggerModule(runtime.TriggerModule):
                 top[tag] = max(top.get(tag, 0.0), val)
             self._sweep()
         errs = {n: top[n, "diff"] / max(top[n, "ref"], 1e-300) for n in fresh}
+        self._checked(errs)
         return errs if detail else max(errs.values(), default=0.0)
 
     def save(self, path, extra: dict | None = None) -> None:

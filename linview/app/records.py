@@ -39,6 +39,7 @@ import numpy as np
 from linview.errors import InputError, UpdateError
 
 KINDS = ("u/v factors, row, col, cell, observe or remove")
+_PLAIN = {float, int}
 _KEYS = {"input", "u", "v", "U", "V", "row", "col", "cell", "add", "delta", "set",
          "observe", "remove", "inputs", "batch", "forget", "scale"}
 
@@ -156,7 +157,7 @@ def _vector(x, n: int, what: str) -> np.ndarray:
         raise UpdateError(f"{what} must be a list of {n} numbers, not {json.dumps(x)[:40]}")
     if len(x) != n:
         raise UpdateError(f"{what} has {len(x)} values, expected {n}")
-    if all(type(v) is float or type(v) is int for v in x):  # the fast path (bool is not int)
+    if set(map(type, x)) <= _PLAIN:  # the fast path (bool is not int here)
         try:
             a = np.array(x, dtype=float)
         except OverflowError:

@@ -62,6 +62,10 @@ def add_run_arguments(r) -> None:
                    help="spark: process the files there now and stop (default: run until "
                    "Ctrl-C)")
     r.add_argument("--quiet", action="store_true", help="no status line, no warnings")
+    r.add_argument("--spark-driver-mib", type=float, default=64, metavar="MIB",
+                   help="spark: views of at most this many MiB stay on the driver, where "
+                   "a micro-batch costs milliseconds instead of Spark jobs (default 64; 0: "
+                   "distribute every view with both sides >= 256)")
     r.add_argument("--spark-log-level", default="ERROR", metavar="LEVEL",
                    help="Spark's log level (default ERROR; WARN, INFO, ...)")
 
@@ -95,6 +99,31 @@ def cmd_run(args, compile_program, load_options) -> int:
     return 0
 
 
+def status_text(*, rate: float, batches: int, record: int, lag: float | None, skipped: int,
+                refreshes: int, check: dict | None, now: float) -> str:
+    """The status line: updates/s, batches, position, lag, skipped records, refreshes and
+    the last error check (``check``: the module's ``last_check``, None before any)."""
+    parts = [f"{rate:,.0f} updates/s", f"{batches} batches", f"record {record}"]
+    if lag is not None:
+        parts.append(f"lag {lag:.1f}s")
+    parts += [f"skipped {skipped}", f"refreshes {refreshes}"]
+    if check is None:
+        parts.append("check –")
+    else:
+        age = max(now - check["at"], 0.0)
+        parts.append(f"check {'ok' if check['ok'] else 'FAILED'} ({check['by']} "
+                     f"{check['error']:.1e}, {_age(age)} ago)")
+    return " · ".join(parts)
+
+
+def _age(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f}min"
+    return f"{seconds / 3600:.1f}h"
+
+
 class Status:
     """A live status line on a terminal (rich): updates/s, batches, lag, last check."""
 
@@ -124,12 +153,12 @@ class Status:
             return
         self.last = now
         st = stream.stats
-        rate = st["applied"] / max(now - self.t0, 1e-9)
-        check = getattr(stream.views, "stats", {})
-        text = (f"{rate:,.0f} updates/s · {st['batches']} batches · record "
-                f"{stream.pos['offset']}" + (f" · lag {lag:.1f}s" if lag is not None else "")
-                + f" · skipped {st['skipped']} · refreshes {check.get('refreshes', 0)}")
-        self.live.update(text)
+        views = stream.views
+        self.live.update(status_text(
+            rate=st["applied"] / max(now - self.t0, 1e-9), batches=st["batches"],
+            record=stream.pos["offset"], lag=lag, skipped=st["skipped"],
+            refreshes=getattr(views, "stats", {}).get("refreshes", 0),
+            check=getattr(views, "last_check", None), now=time.time()))
 
     def stop(self) -> None:
         if self.live is not None:

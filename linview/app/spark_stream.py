@@ -99,6 +99,14 @@ def session(args):
     return spark
 
 
+def driver_view_elements(args) -> int:
+    """``--spark-driver-mib`` as the module's ``driver_view_elements`` (float64 entries)."""
+    mib = getattr(args, "spark_driver_mib", 64)
+    if mib is None or mib < 0:
+        raise InputError(f"--spark-driver-mib {mib}: expected a size in MiB, 0 or more")
+    return int(mib * 2**20) // 8
+
+
 def file_records(path: str, content: bytes) -> list[Record]:
     """The records of one update file delivered by the binaryFile source."""
     name = path.removeprefix("file:")
@@ -163,7 +171,9 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
                            "state.npz", hint="run with --restart to start over")
     stream = Stream(prog, inputs=args.input, checkpoint=ck, out=args.out,
                     checkpoint_every=args.checkpoint_every, on_error=args.on_error,
-                    restart=args.restart, load_options={**load_options, "spark": spark},
+                    restart=args.restart, load_options={
+                        "driver_view_elements": driver_view_elements(args),
+                        **load_options, "spark": spark},
                     warn=status.warn)
     stream.stats["replayed_batches_skipped"] = 0
     failure: list[BaseException] = []

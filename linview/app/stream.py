@@ -168,9 +168,11 @@ class Stream:
         h = self.pos["chain"]
         for rec in recs:
             h = chain(h, rec.raw)
-        good = [rec for rec, _ in self.check(recs)]
-        self._apply(good, count, h, source_batch, log=True)
-        self.stats["applied"] += len(good)
+        t_check = time.perf_counter()
+        checked = self.check(recs)  # once: the log holds only good records
+        self._apply([rec for rec, _ in checked], count, h, source_batch, log=True,
+                    checked=checked, t_check=t_check)
+        self.stats["applied"] += len(checked)
         if _CRASH_AFTER and self.pos["batch"] >= _CRASH_AFTER:
             os._exit(86)  # fault injection for the crash-recovery tests
         if _DELAY:
@@ -180,9 +182,11 @@ class Stream:
             self.checkpoint()
 
     def _apply(self, recs: list[Record], count: int, h: str, source_batch: int,
-               log: bool) -> None:
-        t_check = time.perf_counter()
-        checked = self.check(recs)
+               log: bool, checked: list | None = None, t_check: float | None = None) -> None:
+        """Log (``log``) and apply records; ``checked`` are their ops when the caller
+        checked them already (a replay from the log checks them here)."""
+        t_check = time.perf_counter() if t_check is None else t_check
+        checked = self.check(recs) if checked is None else checked
         batch = self.pos["batch"] + 1
         if log and self.log is not None:
             self.log.append({"batch": batch, "first": self.pos["offset"],
