@@ -168,7 +168,9 @@ def _with_earlier(results: list[dict], out) -> list[dict]:
 
 def render(results: list[dict], load: tuple[float, ...] | None = None,
            fresh: list[str] | None = None) -> str:
-    m = results[0]["machine"] if results else {}
+    # the machine and rates of this run (earlier rows carry their own)
+    m = next((r["machine"] for r in results if r["name"] in (fresh or [])),
+             results[0]["machine"] if results else {})
     rates = m.get("rates", {})
     lines = [
         "# Benchmarks",

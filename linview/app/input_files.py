@@ -1,7 +1,8 @@
 """Initial inputs of ``linview run`` from files: ``--input NAME=FILE[:KEY]`` or ``NAME=NUMBER``.
 
 Accepted: ``.npy``; ``.npz`` and ``.mat`` (``FILE:KEY`` picks an array; without a key, the
-array named like the input, else the only array); Parquet (columns ``row`` and ``values``,
+array named like the input, else the only array; a sparse matrix, as ``scipy.sparse.save_npz``
+or a ``.mat`` file holds it, stays sparse); Parquet (columns ``row`` and ``values``,
 the layout :func:`linview.backends.spark.session.write_parquet` writes, rows 0..m-1 once each);
 ``.csv`` (comma-separated numbers, one matrix row per line); or a number.
 """
@@ -12,6 +13,7 @@ import hashlib
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sps
 
 from linview.errors import InputError
 
@@ -49,19 +51,22 @@ def load(spec: str):
         raise InputError(f"input {name}: cannot read {value}: {e}") from None
 
 
-def _read(p: Path, key: str, name: str) -> np.ndarray:
+def _read(p: Path, key: str, name: str):
     if p.suffix == ".npy":
         return np.load(p, allow_pickle=False)
     if p.suffix == ".csv":
         return np.loadtxt(p, delimiter=",", ndmin=2)
     if p.suffix == ".npz":
         with np.load(p, allow_pickle=False) as z:
+            if not key and {"format", "indptr", "indices", "data", "shape"} <= set(z.files):
+                return sps.load_npz(p).tocsc().astype(float)  # scipy.sparse.save_npz's layout
             return z[_pick(list(z.files), key, name, p)]
     if p.suffix == ".mat":
         import scipy.io
 
         d = {k: v for k, v in scipy.io.loadmat(p).items() if not k.startswith("__")}
-        return np.asarray(d[_pick(list(d), key, name, p)], dtype=float)
+        v = d[_pick(list(d), key, name, p)]
+        return v.tocsc().astype(float) if sps.issparse(v) else np.asarray(v, dtype=float)
     import pyarrow.parquet as pq
 
     t = pq.read_table(p)
@@ -93,7 +98,16 @@ def _pick(keys: list[str], key: str, name: str, p: Path) -> str:
 
 
 def digest(value) -> str:
-    """SHA-256 of an input's value (shape and float64 bytes), for checkpoint identity."""
+    """SHA-256 of an input's value (shape and float64 bytes; a sparse matrix's canonical
+    CSC arrays), for checkpoint identity."""
+    if sps.issparse(value):
+        c = sps.csc_matrix(value, dtype=np.float64)
+        c.sum_duplicates()
+        c.sort_indices()
+        h = hashlib.sha256(repr(("csc", c.shape)).encode())
+        for a in (c.indptr, c.indices, c.data):
+            h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()[:16]
     a = np.ascontiguousarray(np.asarray(value, dtype=np.float64))
     h = hashlib.sha256(repr(a.shape).encode())
     h.update(a.tobytes())

@@ -19,6 +19,11 @@ a float or a bool); values must be finite numbers of the right count::
                                                       rows of every dynamic input, or of
                                                       "inputs", times √λ)
     {"scale": s, "inputs": ["A"]}                     A := s·A
+    {"input": "M", "edge": [from, to], "op": "insert" | "delete"[, "weight": w]}
+                                                      a link of a stochastic input (one
+                                                      declared '%#linview stochastic M'):
+                                                      entry M(to, from), out-degree
+                                                      renormalised
 
 Any record may carry ``"batch": ID``: consecutive records with the same id form one
 micro-batch.  Every change of a micro-batch to one input is one rank-k update; "set"
@@ -38,10 +43,10 @@ import numpy as np
 
 from linview.errors import InputError, UpdateError
 
-KINDS = ("u/v factors, row, col, cell, observe or remove")
+KINDS = ("u/v factors, row, col, cell, edge, observe or remove")
 _PLAIN = {float, int}
 _KEYS = {"input", "u", "v", "U", "V", "row", "col", "cell", "add", "delta", "set",
-         "observe", "remove", "inputs", "batch", "forget", "scale"}
+         "observe", "remove", "inputs", "batch", "forget", "scale", "edge", "op", "weight"}
 
 
 @dataclass
@@ -56,8 +61,9 @@ class Record:
 
 @dataclass(frozen=True)
 class Op:
-    """One change of one input: kind in factor / row / col / cell, mode add or set;
-    ``index`` is 0-based here (converted from the record's 1-based index)."""
+    """One change of one input: kind in factor / row / col / cell / edge, mode add or set
+    (an edge: insert or delete, ``values`` its weight or None); ``index`` is 0-based here
+    (converted from the record's 1-based index)."""
 
     input: str
     kind: str
@@ -224,6 +230,8 @@ def _check(rec: Record, shapes: dict[str, tuple[int, int]]) -> list[Op]:
         if U.shape[1] != V.shape[1]:
             raise UpdateError(f"u has {U.shape[1]} columns but v has {V.shape[1]}")
         return [Op(name, "factor", factors=(U, V))]
+    if "edge" in d:
+        return [_edge(d, name, rows, cols)]
     kind, idx = _one(d, ("row", "col", "cell"), f"a record for {name} (or {KINDS})")
     mode, val = _one(d, ("add", "delta", "set"), f"a {kind} record")
     mode = "set" if mode == "set" else "add"
@@ -235,6 +243,34 @@ def _check(rec: Record, shapes: dict[str, tuple[int, int]]) -> list[Op]:
         raise UpdateError(f"cell must be [row, col], not {json.dumps(idx)}")
     return [Op(name, "cell", mode, (_index(idx[0], rows, "row"), _index(idx[1], cols, "col")),
                _number(val, mode))]
+
+
+def _edge(d: dict, name: str, rows: int, cols: int) -> Op:
+    """``{"input": M, "edge": [from, to], "op": "insert" | "delete"[, "weight": w]}``."""
+    extra = sorted(set(d) - {"input", "edge", "op", "weight", "batch"})
+    if extra:
+        raise UpdateError(f"an edge record has no field {extra[0]!r}",
+                          hint='write {"input": "M", "edge": [from, to], "op": "insert"}')
+    e, op = d["edge"], d.get("op")
+    if not isinstance(e, list) or len(e) != 2:
+        raise UpdateError(f"edge must be [from, to], not {json.dumps(e)}")
+    if op not in ("insert", "delete"):
+        raise UpdateError(f"an edge record needs \"op\": \"insert\" or \"delete\", not "
+                          f"{json.dumps(op)}")
+    src, dst = _index(e[0], cols, "edge source"), _index(e[1], rows, "edge target")
+    w = None
+    if "weight" in d:
+        if op == "delete":
+            raise UpdateError("a deleted edge has no weight")
+        w = _number(d["weight"], "weight")
+        if w <= 0:
+            raise UpdateError(f"weight {w} must be positive")
+    return Op(name, "edge", op, (src, dst), w)
+
+
+def edge_tuple(op: Op) -> tuple:
+    """An edge op as ``views.update_edges`` takes it: ``(op, from, to[, weight])``, 0-based."""
+    return (op.mode, *op.index, *(() if op.values is None else (op.values,)))
 
 
 def _observe(d: dict, shapes) -> list[Op]:

@@ -22,6 +22,8 @@ update records (JSON lines, or Parquet rows with the same fields; indices 1-base
   {"forget": 0.99}                                 forgetting factor: every earlier
                                                    observation's weight times 0.99
   {"scale": 2.0, "inputs": ["A"]}                  A := 2 A
+  {"input": "M", "edge": [3, 7], "op": "insert"}   link 3 -> 7 of a stochastic M (entry
+                                                   M(7, 3); "delete" too, "weight": w)
   any record + "batch": ID   consecutive records with one id form one micro-batch
 An index is a JSON integer (1.0, 1.7 and true are refused).  A bad record is reported
 with its file and line; --on-error stop (default) ends the run there, skip drops it.
@@ -30,6 +32,7 @@ examples:
   linview run ols.m --input X=X.npy --input Y=Y.npz:y --updates upd.jsonl --out out
   linview run ols.m --input X=X.mat --updates DIR --checkpoint ck --out out --max-batch 64
   tail -f upd.jsonl | linview run ols.m --input X=X.parquet --input Y=Y.csv --updates -
+  linview run pagerank_solve.m --input M=links.npz --input d=0.85 --updates edges.jsonl
   linview run ols.m --backend spark --input X=X.npy --updates DIR --checkpoint ck \\
       --out out --once
 """

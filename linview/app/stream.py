@@ -28,7 +28,14 @@ from pathlib import Path
 import numpy as np
 
 from linview.app import input_files, wal
-from linview.app.records import BatchBuilder, Record, check, parse_line, read_records
+from linview.app.records import (
+    BatchBuilder,
+    Record,
+    check,
+    edge_tuple,
+    parse_line,
+    read_records,
+)
 from linview.app.stream_out import Outputs
 from linview.compiler.scaling import scale_views
 from linview.errors import StateError, UpdateError
@@ -197,7 +204,7 @@ class Stream:
         t0 = time.perf_counter()
         undo: list = []
         try:
-            ring = self._apply_ops([ops for _, ops in checked], undo)
+            ring = self._apply_ops(checked, undo)
         except BaseException:
             for step in reversed(undo):  # nothing of a batch is half-applied
                 step()
@@ -213,13 +220,17 @@ class Stream:
             self.timings.append({"records": len(recs), "check_log": t0 - t_check,
                                  "trigger": t1 - t0, "output": time.perf_counter() - t1})
 
-    def _apply_ops(self, oplists: list[list], undo: list) -> int:
-        """Apply the ops of a batch: the changes between two scalings as one rank-k update
-        per input, each scaling as a scaling of the views (:mod:`linview.compiler.scaling`)."""
+    def _apply_ops(self, checked: list[tuple[Record, list]], undo: list) -> int:
+        """Apply the ops of a batch in record order: the value changes between two other
+        kinds of record as one rank-k update per input, consecutive edge records as one
+        edge batch per input (``views.update_edges``), each scaling as a scaling of the
+        views (:mod:`linview.compiler.scaling`)."""
         ring = self.pos["ring"]
-        builder = None
-        for ops in [*oplists, None]:
-            if ops is not None and ops[0].kind != "scale":
+        builder, edges = None, {}
+        for rec, ops in [*checked, (None, None)]:
+            kind = None if ops is None else ops[0].kind
+            if kind not in (None, "scale", "edge"):
+                edges = self._apply_edges(edges, undo)
                 if builder is None:
                     builder = BatchBuilder(lambda n: _readable(self.views._views[n]),
                                            self.shapes, ring)
@@ -231,12 +242,37 @@ class Stream:
                     self.views.update(name, U, V)
                     undo.append(lambda name=name, U=U, V=V: self.views.update(name, -U, V))
                 builder = None
+            if kind == "edge":
+                for op in ops:
+                    edges.setdefault(op.input, []).append((edge_tuple(op), rec.where))
+                continue
+            edges = self._apply_edges(edges, undo)
             if ops is not None:
                 factors = {op.input: op.values for op in ops}
                 scale_views(self.views, self.prog.program, factors)
                 undo.append(lambda f=factors: scale_views(
                     self.views, self.prog.program, {k: 1 / v for k, v in f.items()}))
         return ring
+
+    def _apply_edges(self, edges: dict, undo: list) -> dict:
+        """Apply pending edge records (each input's as one batch, atomic, 1-based node ids
+        as in the records); undo is the reverse batch (a deleted edge comes back with its
+        weight)."""
+        for name, pairs in edges.items():
+            if not hasattr(self.views, "update_edges"):
+                raise UpdateError(f"{pairs[0][1]}: edge records change the links of a "
+                                  f"stochastic input, but {name} is not one",
+                                  hint=f"declare '%#linview stochastic {name}' (a "
+                                  "column-stochastic link matrix) in the program")
+            recs = [(op, a + 1, b + 1, *w) for (op, a, b, *w), _ in pairs]
+            weights = self.views.edge_weights(name, recs, base=1)
+            self.views.update_edges(name, recs, base=1, labels=[w for _, w in pairs])
+            back = [("delete", a, b) if op == "insert" else ("insert", a, b, w)
+                    for (op, a, b, *_), w in zip(reversed(recs), reversed(weights),
+                                                 strict=True)]
+            undo.append(lambda name=name, back=back: self.views.update_edges(name, back,
+                                                                             base=1))
+        return {}
 
     def checkpoint(self) -> None:
         if self.ckpt is None:

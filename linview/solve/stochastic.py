@@ -198,39 +198,49 @@ class StochasticMatrix:
                    + self.cap.nbytes + self.colsum.nbytes)
 
     # ------------------------------------------------------------------ changing
-    def change_edges(self, records: Iterable, base: int = 0, what: str = "M"
-                     ) -> list[ColumnChange]:
+    def edge_weight(self, src: int, dst: int) -> float | None:
+        """The weight of edge ``src → dst`` (0-based), or None when there is none."""
+        s, ln = self.start[src], self.length[src]
+        at = np.flatnonzero(self.rows[s:s + ln] == dst)
+        return float(self.wts[s + at[0]]) if at.size else None
+
+    def change_edges(self, records: Iterable, base: int = 0, what: str = "M",
+                     labels: list[str] | None = None) -> list[ColumnChange]:
         """Apply a batch of edge records atomically and return the changed columns.
 
         A record is ``(op, src, dst)`` or ``(op, src, dst, weight)`` with op ``"insert"`` or
         ``"delete"``; the edge ``src → dst`` is entry ``M[dst, src]``.  Indices start at
-        ``base`` (0 or 1).  A bad record raises :class:`UpdateError` with its position and
-        nothing changes.
+        ``base`` (0 or 1).  A bad record raises :class:`UpdateError` with its position (or
+        its label in ``labels``, e.g. the file and line it came from) and nothing changes.
         """
         n = self.n
+
+        def where(pos: int) -> str:
+            return labels[pos] if labels else f"edge record {pos}"
+
         cols: dict[int, dict[int, float]] = {}
         for pos, rec in enumerate(records):
             try:
                 op, a, b, *rest = rec
             except (TypeError, ValueError):
-                raise UpdateError(f"edge record {pos}: expected (op, from, to[, weight]), got "
+                raise UpdateError(f"{where(pos)}: expected (op, from, to[, weight]), got "
                                   f"{rec!r}; nothing was changed") from None
             if op not in ("insert", "delete"):
-                raise UpdateError(f"edge record {pos}: unknown op {op!r} (use 'insert' or "
+                raise UpdateError(f"{where(pos)}: unknown op {op!r} (use 'insert' or "
                                   "'delete'); nothing was changed")
             try:
                 j, i = int(a) - base, int(b) - base
                 if int(a) != a or int(b) != b:
                     raise ValueError
             except (TypeError, ValueError, OverflowError):
-                raise UpdateError(f"edge record {pos}: node ids must be integers, got "
+                raise UpdateError(f"{where(pos)}: node ids must be integers, got "
                                   f"{a!r} -> {b!r}; nothing was changed") from None
             if not (0 <= j < n and 0 <= i < n):
-                raise UpdateError(f"edge record {pos}: edge {a} -> {b} is out of range "
+                raise UpdateError(f"{where(pos)}: edge {a} -> {b} is out of range "
                                   f"{base}..{n - 1 + base} of {what}; nothing was changed")
             w = float(rest[0]) if rest else 1.0
             if not np.isfinite(w) or w <= 0:
-                raise UpdateError(f"edge record {pos}: weight {rest[0]!r} must be finite and "
+                raise UpdateError(f"{where(pos)}: weight {rest[0]!r} must be finite and "
                                   "positive; nothing was changed")
             col = cols.get(j)
             if col is None:
@@ -239,12 +249,12 @@ class StochasticMatrix:
                                          strict=True))
             if op == "insert":
                 if i in col:
-                    raise UpdateError(f"edge record {pos}: edge {a} -> {b} is already in "
+                    raise UpdateError(f"{where(pos)}: edge {a} -> {b} is already in "
                                       f"{what}; nothing was changed")
                 col[i] = w
             else:
                 if i not in col:
-                    raise UpdateError(f"edge record {pos}: edge {a} -> {b} is not in {what}; "
+                    raise UpdateError(f"{where(pos)}: edge {a} -> {b} is not in {what}; "
                                       "nothing was changed")
                 del col[i]
         return self._commit(cols)

@@ -198,6 +198,10 @@ class SolveViews:
         return {d.name: self.env[d.name].shape for d in self.program.inputs}
 
     @property
+    def DYNAMIC(self) -> tuple[str, ...]:  # noqa: N802 - the name trigger modules use
+        return tuple(d.name for d in self.program.inputs if d.dynamic and not d.scalar)
+
+    @property
     def _views(self) -> dict:  # what linview run reads input shapes from
         return self.env
 
@@ -256,17 +260,32 @@ class SolveViews:
             self._propagate(name, (U, V), None)
         self._done(t0)
 
-    def update_edges(self, name: str, records, base: int = 0) -> None:
+    def edge_weights(self, name: str, records, base: int = 0) -> list[float]:
+        """The weight each record of an edge batch (node ids from ``base``) finds on its
+        edge, or 1.0 where there is none: what a batch that undoes it must put back."""
+        M = self.env.get(name)
+        out, seen = [], {}
+        for op, a, b, *w in records:
+            key = (int(a) - base, int(b) - base)
+            got = seen[key] if key in seen else (
+                M.edge_weight(*key) if isinstance(M, StochasticMatrix) else None)
+            out.append(1.0 if got is None else got)
+            seen[key] = (float(w[0]) if w else 1.0) if op == "insert" else None
+        return out
+
+    def update_edges(self, name: str, records, base: int = 0,
+                     labels: list[str] | None = None) -> None:
         """A micro-batch of edge records ``(op, from, to[, weight])`` on stochastic input
         ``name`` (op ``insert``/``delete``, node ids from ``base``): one residual update per
-        solve view.  Atomic: a bad record raises :class:`UpdateError` naming it."""
+        solve view.  Atomic: a bad record raises :class:`UpdateError` naming it (by
+        ``labels[i]`` when given)."""
         self._check_dynamic(name)
         M = self.env[name]
         if not isinstance(M, StochasticMatrix):
             raise UpdateError(f"input {name} is not stochastic; edge records need "
                               f"'%#linview stochastic {name}'")
         t0 = time.perf_counter()
-        changes = M.change_edges(records, base=base, what=name)
+        changes = M.change_edges(records, base=base, what=name, labels=labels)
         if changes:
             self._propagate(name, None, changes)
         self._done(t0)
