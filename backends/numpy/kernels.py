@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import time
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -110,14 +111,38 @@ def wide_products(allowed: bool):
         _WIDE["allowed"] = before
 
 
+def others_running() -> int:
+    """Threads of other processes running on the machine now: the kernel's count of
+    runnable threads (``/proc/loadavg``) less this process's own (BLAS workers still
+    spinning after a parallel call are ours, not other work); elsewhere the one-minute
+    load average less one (it lags by a minute)."""
+    try:
+        with open("/proc/loadavg") as f:
+            total = int(f.read().split()[3].split("/")[0])
+        mine = 0
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/stat") as f:
+                    mine += f.read().rsplit(")", 1)[1].split()[0] == "R"
+            except (OSError, IndexError):
+                continue  # a thread that just ended
+        return max(0, total - max(mine, 1))
+    except (OSError, ValueError, IndexError):
+        return max(0, round(os.getloadavg()[0]) - 1)
+
+
 def wide(A: np.ndarray, enough_columns: bool = True):
     """Every core for one large, compute-heavy BLAS call of a trigger (a trigger otherwise
     runs on :data:`TRIGGER_THREADS`): when ``A`` has at least :data:`WIDE_MIN` elements,
-    the block is wide enough and the machine has an idle core (its one-minute load average,
-    which counts this process, is below ``cores - 0.5``); else nothing changes."""
+    the block is wide enough and no other work runs on the machine's other cores
+    (:func:`others_running`); else nothing changes."""
     cores = os.cpu_count() or 1
-    if not (_WIDE["allowed"] and enough_columns and cores > 1 and A.size >= WIDE_MIN
-            and os.getloadavg()[0] < cores - 0.5):
+    if not (_WIDE["allowed"] and enough_columns and cores > 1 and A.size >= WIDE_MIN):
+        return contextlib.nullcontext()
+    now = time.monotonic()
+    if now - _WIDE.get("at", -1.0) > 0.05:  # about 0.1 ms to look: at most every 50 ms
+        _WIDE["at"], _WIDE["others"] = now, others_running()
+    if _WIDE["others"] > cores - 2:
         return contextlib.nullcontext()
     return blas_limit(cores)
 

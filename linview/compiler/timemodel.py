@@ -78,8 +78,9 @@ def thin_seconds(rows: int, cols: int, k: int, roof: Roof) -> float:
 
 
 def thin_product(m: Node, size, one_hot=ONE_HOT) -> tuple | None:
-    """``((view, "N"|"T"), rows, cols, k)`` when ``m`` is a large view (or its transpose)
-    times a thin block that is not a one-hot update factor, else None."""
+    """``((view, "N"|"T"), rows, cols, k, factor)`` when ``m`` is a large view (or its
+    transpose) times a thin block that is not a one-hot update factor, else None;
+    ``factor`` names the block when it is a factor leaf (what the runtime fuses)."""
     if m.op is not Op.MUL:
         return None
     a, b = m.children
@@ -94,15 +95,17 @@ def thin_product(m: Node, size, one_hot=ONE_HOT) -> tuple | None:
         return None
     if rows * cols < WIDE_MIN or not 1 <= k <= THIN_MAX:
         return None
-    return (a.attr, kind), rows, cols, k
+    return (a.attr, kind), rows, cols, k, (b.attr if b.op is Op.FACTOR else None)
 
 
 def expr_seconds(n: Node, size, rt3: Roof, seen: set[int], one_hot=ONE_HOT,
-                 reads: dict | None = None) -> float:
+                 reads: dict | None = None, levels: dict | None = None) -> float:
     """Seconds to evaluate ``n`` (operations in ``seen`` are already computed).  Thin
-    products of a large view are collected in ``reads`` (``{(view, kind): [rows, cols,
-    k]}``) when it is given, for the caller to charge one fused pass per view and kind, as
-    the runtime's ``fused_dot`` runs them; else each is charged by :func:`thin_seconds`."""
+    products of a large view with a factor block are collected in ``reads`` (``{(view,
+    kind, level): [rows, cols, k]}``) when it is given, for the caller to charge one fused
+    pass per view, kind and level, as the runtime's ``fused_dot`` runs the products that
+    are ready together (a block's ``level`` in ``levels``: see :func:`factor_level`);
+    else each is charged by :func:`thin_seconds`."""
     t = 0.0
     for m in n.walk():
         if id(m) in seen or m.op in ir.LEAVES:
@@ -113,12 +116,29 @@ def expr_seconds(n: Node, size, rt3: Roof, seen: set[int], one_hot=ONE_HOT,
         thin = thin_product(m, size, one_hot)
         if thin is None:
             t += rt3.seconds(*node_counts(m, size, one_hot))
-        elif reads is not None:
-            key, rows, cols, k = thin
+        elif reads is not None and thin[4] is not None:
+            (view, kind), rows, cols, k, factor = thin
+            key = (view, kind, (levels or {}).get(factor, 0))
             reads.setdefault(key, [rows, cols, 0])[2] += k
         else:
-            t += thin_seconds(*thin[1:], rt3)
+            t += thin_seconds(*thin[1:4], rt3)
     return t
+
+
+def factor_level(nodes, levels: dict, size, one_hot=ONE_HOT) -> int:
+    """When the factor blocks computed from ``nodes`` are ready: after the thin products
+    they need (a product of a block of level L runs in the fused pass of level L), so the
+    blocks of a delta whose products read blocks of level L are of level L + 1; the
+    update's own factors are of level 0.  Products of one level are fused."""
+    level = 0
+    for n in nodes:
+        for m in n.walk():
+            if m.op is Op.FACTOR:
+                level = max(level, levels.get(m.attr, 0))
+            thin = thin_product(m, size, one_hot)
+            if thin is not None and thin[4] is not None:
+                level = max(level, levels.get(thin[4], 0) + 1)
+    return level
 
 
 def fused_seconds(reads: dict, rt3: Roof) -> float:
@@ -129,7 +149,7 @@ def fused_seconds(reads: dict, rt3: Roof) -> float:
 def strategy_seconds(st: ir.Statement, terms, sizes, changed=frozenset(),
                      r: Rates | None = None, one_thread: bool = True,
                      one_hot=ONE_HOT, reads: dict | None = None,
-                     chosen: Strategy | None = None) -> dict:
+                     chosen: Strategy | None = None, levels: dict | None = None) -> dict:
     """``{strategy: seconds}`` of keeping ``st`` fresh inside a trigger (see
     :func:`linview.compiler.cost.strategy_counts` for what each strategy pays).  The
     ``chosen`` strategy's thin products of large views go to ``reads`` (see
@@ -144,19 +164,19 @@ def strategy_seconds(st: ir.Statement, terms, sizes, changed=frozenset(),
 
     planned = passes.simplify(with_new_operands(st.expr, changed), passes.Context(sizes))
     out = {Strategy.REEVAL: expr_seconds(planned, size, rt3, set(), one_hot,
-                                         fused(Strategy.REEVAL))
+                                         fused(Strategy.REEVAL), levels)
            + rt3.seconds(0, 16 * rows * cols)}
     if terms is None:
         return out
     seen: set[int] = set()
-    t = sum(expr_seconds(n, size, rt3, seen, one_hot, fused(Strategy.INCR))
+    t = sum(expr_seconds(n, size, rt3, seen, one_hot, fused(Strategy.INCR), levels)
             for n in plan_terms(terms, sizes))
     rank = sum((size(x.rank) for x in terms), 0)
     apply = rt3 if rows * cols < WIDE_MIN or rank < 8 else _rates(r, False)  # kernels.wide
     out[Strategy.INCR] = t + apply.seconds(2 * rows * cols * rank, 16 * rows * cols)
     dense = passes.simplify(sum_terms(list(terms)), passes.Context(sizes))
     out[Strategy.HYBRID] = expr_seconds(dense, size, rt3, set(), one_hot,
-                                        fused(Strategy.HYBRID)) \
+                                        fused(Strategy.HYBRID), levels) \
         + rt3.seconds(rows * cols, 24 * rows * cols)
     return out
 
@@ -241,10 +261,16 @@ def maintenance_seconds(program: ir.Program, x: str, trigger_options, sizes,
     t = input_update_seconds(program, x, sizes, r, one_thread) + TRIGGER_CALLS * call
     changed = {x}
     reads: dict = {}  # the thin products of each large view, fused as the runtime does
+    levels: dict = {}  # when each factor block is ready (factor_level)
     for vd in raw.deltas[1:]:
         st = program.statement(vd.name)
         t += strategy_seconds(st, list(vd.terms) if vd.terms else None, sizes, changed, r,
-                              one_thread, reads=reads, chosen=vd.strategy)[vd.strategy]
+                              one_thread, reads=reads, chosen=vd.strategy,
+                              levels=levels)[vd.strategy]
+        # as planned (distributed: (A + U Vᵀ) D becomes A D + U (Vᵀ D)), the products show
+        level = factor_level(plan_terms(list(vd.terms), sizes), levels, sizes.value) \
+            if vd.terms else 1 + max(levels.values(), default=0)
+        levels[vd.left.attr] = levels[vd.right.attr] = level
         changed.add(vd.name)
         if vd.strategy is Strategy.INCR and st.expr.op is Op.INV:
             # the probe of a maintained inverse: one matrix-vector pass over it
