@@ -31,6 +31,7 @@ from linview.compiler.plan import Plan, make_plan, transient_views
 from linview.compiler.timemodel import decide_triggers
 from linview.errors import CompileError, InputError, LinviewError, ShapeError, StateError
 from linview.frontend.parser import parse
+from linview.solve.cost import split_nnz
 
 BACKENDS = ("numpy", "spark")
 
@@ -172,6 +173,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     source = source.removeprefix("\ufeff")  # a byte-order mark is not part of the program
     module_ast = parse(source, filename)
     dims = dict(dims or {})
+    nnz = {k: dims.pop(k) for k in [k for k in dims if k.startswith("nnz_")]}
     base = Options(shapes=tuple(shapes or ()), dims=tuple(sorted(dims.items())))
     params = module_ast.params if hasattr(module_ast, "params") else tuple(
         s.name for p in module_ast.pragmas if p.kind == "input" for s in p.specs) + tuple(
@@ -193,6 +195,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
         reason = str(e) if isinstance(e, NeedsData) else "its sizes depend on the data"
         return specialize.DeferredProgram(name or module_ast_name(module_ast, filename),
                                           reason, kept)
+    kept["nnz"] = split_nnz(program, nnz)[1]  # non-zeros of sparse inputs, for cost
     known = {s.name for s in program.dim_symbols}
     unknown = sorted(set(dims) - known - {"k"})
     if unknown:

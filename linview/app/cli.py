@@ -86,6 +86,12 @@ def cmd_cost(args) -> int:
 
     prog = _compile(args)
     report = cost_report(prog, formulas=args.formulas)
+    from linview.solve.views import has_solve
+
+    if has_solve(prog.program):
+        from linview.solve.cost import solve_cost_report  # solve views: their own pricing
+
+        report["solve"] = solve_cost_report(prog)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -178,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     def common(sp, backend=True):
         sp.add_argument("program", help="the .m file")
         sp.add_argument("--dims", action="append", metavar="n=..,m=..",
-                        help="bind symbolic sizes (for planning, cost and bench)")
+                        help="bind symbolic sizes (for planning, cost and bench); "
+                        "nnz_M=... gives the non-zeros of a sparse or stochastic input M")
         sp.add_argument("--shapes", action="append", metavar="X=RxC,..",
                         help="compile for these input shapes, as load() does for data")
         sp.add_argument("--model", default="auto",

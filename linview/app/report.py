@@ -29,12 +29,37 @@ def _secs(x) -> str:
     return f"{x * 1e3:.3g} ms" if x >= 1e-3 else f"{x * 1e6:.3g} µs"
 
 
+def print_solve_cost(console, solve: dict) -> None:
+    """The solve views' part of ``linview cost`` (:mod:`linview.solve.cost`)."""
+    for i in solve["inputs"]:
+        how = "assumed: 10 per column; give --dims nnz_" + i["input"] + "=..." \
+            if i["nnz_assumed"] else "from --dims"
+        console.print(f"input {i['input']}: {i['storage']}, {i['nnz']:,} non-zeros ({how}); "
+                      f"held in {_bytes(i['bytes'])} (dense: {_bytes(i['dense_bytes'])})")
+    for v in solve["views"]:
+        console.print(f"solve view {v['view']} ({v['shape'][0]}×{v['shape'][1]}): method "
+                      f"{v['method']}, tolerance {v['tolerance']:g}; kept with its residual "
+                      f"in {_bytes(v['state_bytes'])}")
+        console.print(f"  one sweep (A times the iterate): {_fl(v['sweep_flops'])} flops, "
+                      f"{_bytes(v['sweep_bytes'])} moved, at least {_secs(v['sweep_s'])} "
+                      "(the calibrated streaming rate; a sparse product's scattered reads "
+                      "are slower)")
+        console.print("  re-evaluation: about log(tolerance)/log(s) sweeps for A = I - s·M; an "
+                      "update: its changed entries, then pushes until the residual certifies "
+                      "the tolerance again (at most a warm re-solve, log(δ/tolerance)/log(1/s) "
+                      "sweeps for a change of residual δ); measured on graphs: "
+                      "bench/pagerank_graph.py")
+
+
 def print_cost(console, report: dict) -> None:
     from rich.table import Table
 
     dims = ", ".join(f"{k}={v}" for k, v in report["dims"].items()) or "none"
     console.print(f"[bold]{report['program']}[/]  dims: {dims}  rank k={report['rank']}  "
                   f"model: {report['model']}")
+    if "solve" in report:
+        print_solve_cost(console, report["solve"])
+        return
     mem = report["memory"]
     console.print(f"memory held: re-evaluation {_bytes(mem['reeval'])}, incremental "
                   f"{_bytes(mem['incr'])}")

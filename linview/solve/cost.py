@@ -1,0 +1,80 @@
+"""What ``linview cost`` says of a program with solve views.
+
+A solve view is kept with its residual and driven below its tolerance after each update
+(:mod:`.solvers`), so its cost is not a fixed formula like a maintained view's: an update
+costs the entries it changes plus the pushes (or Krylov steps) that bring the residual
+back, which depends on how large the change's residual is against the tolerance.  What
+can be said before there is data, and what this report gives:
+
+* storage: a sparse or stochastic input holds its non-zeros (``--dims nnz_M=...``, else
+  :data:`ASSUMED_PER_COLUMN` per column, marked as assumed), not ``n²`` numbers;
+* one *sweep*, a product of A with the iterate (``2·nnz`` flops, ``12·nnz`` bytes and the
+  vectors), priced with the calibrated streaming rate as a lower bound (a sparse product
+  reads the iterate at scattered places, which is slower): re-evaluation from scratch costs
+  about ``log(tolerance) / log(s)`` sweeps for ``A = I - s·M``, an update between a few
+  entries and a warm re-solve of ``log(δ / tolerance) / log(1/s)`` sweeps (δ the L1 size
+  of the change's residual);
+* measured per-update times on real-sized graphs come from ``bench/pagerank_graph.py``.
+"""
+
+from __future__ import annotations
+
+from linview.compiler import ir
+from linview.compiler.calibrate import rates
+from linview.compiler.ir import Op
+from linview.errors import CompileError
+
+#: non-zeros per column assumed for a sparse input whose count ``--dims`` does not give
+ASSUMED_PER_COLUMN = 10
+
+
+def split_nnz(program: ir.Program, dims: dict) -> tuple[dict, dict]:
+    """``(sizes, nnz)``: the ``nnz_X`` entries of ``dims`` (non-zeros of sparse or
+    stochastic input X) apart from the sizes."""
+    nnz = {k[4:]: v for k, v in dims.items() if k.startswith("nnz_")}
+    sparse = {d.name for d in program.inputs if d.storage != "dense"}
+    for name, v in nnz.items():
+        if name not in sparse:
+            raise CompileError(f"--dims nnz_{name}: {name} is not a sparse or stochastic input",
+                               hint="declare it '%#linview sparse " + name + "' (or "
+                               "stochastic); sparse inputs here: " + (", ".join(sorted(sparse))
+                                                                       or "none"))
+        if not isinstance(v, int) or v < 0:
+            raise CompileError(f"--dims nnz_{name} must be a count, not {v!r}")
+    return {k: v for k, v in dims.items() if not k.startswith("nnz_")}, nnz
+
+
+def solve_cost_report(compiled) -> dict:
+    """Storage, sweep cost and the update-cost range of every solve view (see the module
+    docstring); the ``solve`` part of :func:`linview.compiler.cost.cost_report`."""
+    prog, sizes = compiled.plan.program, compiled.plan.sizes
+    nnz_given = compiled.options.get("nnz", {})
+    r = rates()
+    inputs, nnz = [], {}
+    for d in prog.inputs:
+        rows, cols = (int(sizes.value(e)) for e in d.shape)
+        if d.storage == "dense":
+            continue
+        k = nnz_given.get(d.name, ASSUMED_PER_COLUMN * cols)
+        nnz[d.name] = k
+        inputs.append({"input": d.name, "storage": d.storage, "shape": [rows, cols],
+                       "nnz": k, "nnz_assumed": d.name not in nnz_given,
+                       "bytes": 12 * k + 8 * (cols + 1), "dense_bytes": 8 * rows * cols})
+    views = []
+    for st in prog.statements:
+        if st.expr.op is not Op.SOLVE:
+            continue
+        method, tol = st.expr.attr
+        a = st.expr.children[0]
+        rows, p = int(sizes.value(st.expr.rows)), int(sizes.value(st.expr.cols))
+        fl, by = 0.0, 24.0 * rows * p  # the iterate, the residual and the result
+        for leaf in ir.leaves(a, Op.INPUT, Op.VIEW):
+            if leaf.attr in nnz:
+                fl, by = fl + 2.0 * nnz[leaf.attr] * p, by + 12.0 * nnz[leaf.attr]
+            elif (m := int(sizes.value(leaf.rows))) * (n := int(sizes.value(leaf.cols))) > 1:
+                fl, by = fl + 2.0 * m * n * p, by + 8.0 * m * n  # a dense operand (not s)
+        views.append({"view": st.name, "shape": [rows, p], "method": method,
+                      "tolerance": tol, "sweep_flops": fl, "sweep_bytes": by,
+                      "sweep_s": max(fl / r.gemm1_flops, by / r.stream1_bytes) + r.call_s,
+                      "state_bytes": 24 * rows * p})
+    return {"inputs": inputs, "views": views}
