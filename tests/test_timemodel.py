@@ -336,7 +336,8 @@ def test_runtime_kernels_and_the_seconds_model_agree_on_thin_products():
     """The model mirrors the NumPy kernels' thresholds (a changed kernel must change both)."""
     from linview.backends.numpy import kernels
 
-    assert (kernels.GEMV_MAX, kernels.WIDE_MIN) == (timemodel.GEMV_MAX, timemodel.WIDE_MIN)
+    assert (kernels.GEMV_MAX, kernels.WIDE_MIN, kernels.WIDE_RANK) == (
+        timemodel.GEMV_MAX, timemodel.WIDE_MIN, timemodel.WIDE_RANK)
 
 
 def test_thin_products_of_one_view_are_charged_one_fused_pass():

@@ -51,7 +51,7 @@ def add_outer(A: np.ndarray, P: np.ndarray, Q: np.ndarray) -> None:
         A[:, cols] += P @ Q[cols].T
         return
     if A.flags.f_contiguous and A.dtype == np.float64 and A.size > 64:
-        with wide(A, P.shape[1] >= WIDE_RANK):
+        with _update_threads(A, P.shape[1]):
             out = blas.dgemm(1.0, P, Q, beta=1.0, c=A, trans_b=True, overwrite_c=True)
         if out is A:
             return
@@ -145,6 +145,17 @@ def wide(A: np.ndarray, enough_columns: bool = True):
     if _WIDE["others"] > cores - 2:
         return contextlib.nullcontext()
     return blas_limit(cores)
+
+
+def _update_threads(A: np.ndarray, k: int):
+    """The BLAS threads of an in-place rank-k update of a large view: every idle core for
+    k >= WIDE_RANK (:func:`wide`), one thread below, whatever the trigger runs on: a thin
+    ``dgemm`` update on two threads measured 2.6x slower than on one (n = 4000, k = 1:
+    24 ms against 9 ms), and markov's trigger (rank 2 and 4 updates of 2000×2000 views)
+    took 32-48 ms on two threads against 21 ms on one."""
+    if A.size < WIDE_MIN or not _WIDE["allowed"]:  # small, or the user chose the threads
+        return contextlib.nullcontext()
+    return wide(A) if k >= WIDE_RANK else blas_limit(1)
 
 
 def blas_threads() -> int | None:

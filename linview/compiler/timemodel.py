@@ -44,6 +44,7 @@ THREADS_GAIN = 1.25
 #: matrix-vector products, a wider block as one ``dgemm`` on every core of an idle machine
 #: (tests/test_timemodel.py checks that the two agree)
 WIDE_MIN = 1 << 20
+WIDE_RANK = 8
 GEMV_MAX = 2
 #: a block of at most this many columns is thin: its product is bound by the passes over
 #: the view (``thin_bytes``), not by flops
@@ -172,7 +173,8 @@ def strategy_seconds(st: ir.Statement, terms, sizes, changed=frozenset(),
     t = sum(expr_seconds(n, size, rt3, seen, one_hot, fused(Strategy.INCR), levels)
             for n in plan_terms(terms, sizes))
     rank = sum((size(x.rank) for x in terms), 0)
-    apply = rt3 if rows * cols < WIDE_MIN or rank < 8 else _rates(r, False)  # kernels.wide
+    # the kernel's in-place update of a large view: one thread below rank 8, else every core
+    apply = rt3 if rows * cols < WIDE_MIN else _rates(r, rank < WIDE_RANK)
     out[Strategy.INCR] = t + apply.seconds(2 * rows * cols * rank, 16 * rows * cols)
     dense = passes.simplify(sum_terms(list(terms)), passes.Context(sizes))
     out[Strategy.HYBRID] = expr_seconds(dense, size, rt3, set(), one_hot,
