@@ -27,6 +27,12 @@ def test_wheel_contents(wheel):
     assert "linview/backends/spark/codegen.py" in names
     assert "linview/grammar/linview.lark" in names
     assert not any(n.startswith(("backends/", "grammar/", "tests/")) for n in names)
+    # every module of the source tree is in the wheel (a package missing from pyproject's
+    # list would be missing there)
+    sources = [f"linview/{p.relative_to(ROOT / 'linview')}" for p in (ROOT / "linview").rglob(
+        "*.py")] + [f"linview/backends/{p.relative_to(ROOT / 'backends')}"
+                    for p in (ROOT / "backends").rglob("*.py")]
+    assert sorted(set(sources) - set(names)) == []
 
 
 def test_wheel_installs_and_imports_backends_outside_the_repo(wheel, tmp_path):
