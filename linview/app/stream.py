@@ -230,7 +230,7 @@ class Stream:
         for rec, ops in [*checked, (None, None)]:
             kind = None if ops is None else ops[0].kind
             if kind not in (None, "scale", "edge"):
-                edges = self._apply_edges(edges, undo)
+                self._apply_edges(edges, undo)
                 if builder is None:
                     builder = BatchBuilder(lambda n: _readable(self.views._views[n]),
                                            self.shapes, ring)
@@ -246,7 +246,7 @@ class Stream:
                 for op in ops:
                     edges.setdefault(op.input, []).append((edge_tuple(op), rec.where))
                 continue
-            edges = self._apply_edges(edges, undo)
+            self._apply_edges(edges, undo)
             if ops is not None:
                 factors = {op.input: op.values for op in ops}
                 scale_views(self.views, self.prog.program, factors)
@@ -254,10 +254,10 @@ class Stream:
                     self.views, self.prog.program, {k: 1 / v for k, v in f.items()}))
         return ring
 
-    def _apply_edges(self, edges: dict, undo: list) -> dict:
+    def _apply_edges(self, edges: dict, undo: list) -> None:
         """Apply pending edge records (each input's as one batch, atomic, 1-based node ids
         as in the records); undo is the reverse batch (a deleted edge comes back with its
-        weight)."""
+        weight); ``edges`` is emptied."""
         for name, pairs in edges.items():
             if not hasattr(self.views, "update_edges"):
                 raise UpdateError(f"{pairs[0][1]}: edge records change the links of a "
@@ -272,7 +272,7 @@ class Stream:
                                                  strict=True)]
             undo.append(lambda name=name, back=back: self.views.update_edges(name, back,
                                                                              base=1))
-        return {}
+        edges.clear()
 
     def checkpoint(self) -> None:
         if self.ckpt is None:
