@@ -336,8 +336,10 @@ def test_runtime_kernels_and_the_seconds_model_agree_on_thin_products():
     """The model mirrors the NumPy kernels' thresholds (a changed kernel must change both)."""
     from linview.backends.numpy import kernels
 
-    assert (kernels.GEMV_MAX, kernels.WIDE_MIN, kernels.WIDE_RANK) == (
-        timemodel.GEMV_MAX, timemodel.WIDE_MIN, timemodel.WIDE_RANK)
+    assert (kernels.GEMV_MAX, kernels.WIDE_MIN, kernels.WIDE_RANK, kernels.PANEL_MAX,
+            kernels.PANEL_BYTES) == (timemodel.GEMV_MAX, timemodel.WIDE_MIN,
+                                     timemodel.WIDE_RANK, timemodel.PANEL_MAX,
+                                     timemodel.PANEL_BYTES)
 
 
 def test_thin_products_of_one_view_are_charged_one_fused_pass():
@@ -358,9 +360,17 @@ def test_thin_products_of_one_view_are_charged_one_fused_pass():
     # W F1 and W F2 (factor blocks, ready together) in one group; W (F2 S) on its own
     assert reads == {("W", "N", 0): [3000, 3000, 5]}
     fused = timemodel.fused_seconds(reads, roof)
-    # one packing pass over W (the thin rate), not one per product or per column
-    assert fused == pytest.approx(max(2 * 3000 ** 2 * 5 / roof.gemm,
-                                      8 * 3000 ** 2 / roof.thin) + roof.call)
+    # one pass over W's column panels (memory), each of the 5 columns multiplied in cache
+    # at half the gemm rate; 3000 rows: panels of 174 columns, 18 of them
+    assert fused == pytest.approx(8 * 3000 ** 2 / roof.stream
+                                  + 5 * 2 * 3000 ** 2 / (0.5 * roof.gemm) + 5 * 18 * roof.call)
+    # products of both kinds at one level share the pass; beyond PANEL_MAX columns in all,
+    # one packing dgemm per kind (the thin rate)
+    both_kinds = {("W", "N", 0): [3000, 3000, 3], ("W", "T", 0): [3000, 3000, 2]}
+    assert timemodel.fused_seconds(both_kinds, roof) == pytest.approx(fused)
+    wide = {("W", "N", 0): [3000, 3000, 6], ("W", "T", 0): [3000, 3000, 6]}
+    assert timemodel.fused_seconds(wide, roof) == pytest.approx(2 * (max(
+        2 * 3000 ** 2 * 6 / roof.gemm, 8 * 3000 ** 2 / roof.thin) + roof.call))
     separate = timemodel.expr_seconds(ir.matmul(W, F1), sizes.value, roof, set(), frozenset()) \
         + timemodel.expr_seconds(ir.matmul(W, F2), sizes.value, roof, set(), frozenset())
     assert fused < separate

@@ -26,7 +26,6 @@ the first.
 from __future__ import annotations
 
 from linview.backends.numpy.guards import IllConditioned, ProbeFailed
-from linview.backends.numpy.kernels import blas_limit
 from linview.errors import NumericalError
 
 
@@ -92,7 +91,7 @@ def refresh_chains(module, name: str, U, V, failed: set[str]) -> tuple[str, ...]
         try:
             with undo:
                 try:
-                    with blas_limit(module._threads.get(name)):
+                    with module._blas(name):
                         getattr(module, f"on_update_{name}")(U, V)
                 except IllConditioned as e:  # in phase 1: nothing was applied
                     refused = e

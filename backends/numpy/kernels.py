@@ -67,7 +67,7 @@ THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
 #: BLAS threads of a maintaining trigger: its products are thin (gemv-like) and memory
 #: bound, where threads only add synchronisation (and spin on a loaded machine)
 TRIGGER_THREADS = 1
-_CONTROLLER = None
+_POOLS: list = []
 
 
 def user_threads() -> bool:
@@ -75,16 +75,48 @@ def user_threads() -> bool:
     return any(os.environ.get(v) for v in THREAD_ENV)
 
 
-def blas_limit(threads: int | None):
-    """A context limiting BLAS (threadpoolctl) to ``threads``; ``None`` changes nothing."""
-    global _CONTROLLER
-    if threads is None:
-        return contextlib.nullcontext()
-    if _CONTROLLER is None:
+def _is_kernel_library(path: str) -> bool:
+    """The BLAS that ``scipy.linalg.blas`` calls: pip's SciPy wheel bundles its own copy in
+    ``scipy.libs`` (NumPy's wheel another one in ``numpy.libs``)."""
+    return os.path.basename(os.path.dirname(path)) == "scipy.libs"
+
+
+def pools():
+    """``(kernels, others)``: threadpoolctl controllers of the BLAS library the kernels
+    below call (SciPy's) and of every other BLAS library loaded (NumPy's own copy in pip
+    wheels; None where both use one library, as in most distributions)."""
+    if not _POOLS:
         from threadpoolctl import ThreadpoolController
 
-        _CONTROLLER = ThreadpoolController()
-    return _CONTROLLER.limit(limits=threads, user_api="blas")
+        ctrl = ThreadpoolController()
+        paths = [c.filepath for c in ctrl.lib_controllers if c.user_api == "blas"]
+        mine = [p for p in paths if _is_kernel_library(p)]
+        if mine and len(mine) < len(paths):
+            _POOLS[:] = [ctrl.select(filepath=mine),
+                         ctrl.select(filepath=[p for p in paths if p not in mine])]
+        else:
+            _POOLS[:] = [ctrl.select(user_api="blas"), None]
+    return tuple(_POOLS)
+
+
+def blas_limit(threads: int | None, others: int | None = -1):
+    """A context limiting the kernels' BLAS to ``threads`` and every other BLAS library to
+    ``others`` (default: the same); ``None`` leaves that library alone.
+
+    Two OpenBLAS copies are loaded by pip's NumPy and SciPy wheels, each with its own
+    thread pool whose workers spin for a while after every call.  When both run with
+    two threads on two cores, one's spinning workers stall the other's calls by whole
+    scheduler slices: a rank-1 OLS trigger (X 4000×1000) measured 8-16 ms so, 1.2 ms on
+    one pool.  A trigger therefore gives threads to one pool only (see
+    ``TriggerModule._blas``)."""
+    others = threads if others == -1 else others
+    kernels, rest = pools()
+    stack = contextlib.ExitStack()
+    if threads is not None:
+        stack.enter_context(kernels.limit(limits=threads))
+    if rest is not None and others is not None:
+        stack.enter_context(rest.limit(limits=others))
+    return stack
 
 
 #: a product of a view of at least this many elements with a block of factors, or a
@@ -135,7 +167,7 @@ def wide(A: np.ndarray, enough_columns: bool = True):
     """Every core for one large, compute-heavy BLAS call of a trigger (a trigger otherwise
     runs on :data:`TRIGGER_THREADS`): when ``A`` has at least :data:`WIDE_MIN` elements,
     the block is wide enough and no other work runs on the machine's other cores
-    (:func:`others_running`); else nothing changes."""
+    (:func:`others_running`); else nothing changes.  Only the kernels' BLAS widens."""
     cores = os.cpu_count() or 1
     if not (_WIDE["allowed"] and enough_columns and cores > 1 and A.size >= WIDE_MIN):
         return contextlib.nullcontext()
@@ -144,7 +176,7 @@ def wide(A: np.ndarray, enough_columns: bool = True):
         _WIDE["at"], _WIDE["others"] = now, others_running()
     if _WIDE["others"] > cores - 2:
         return contextlib.nullcontext()
-    return blas_limit(cores)
+    return blas_limit(cores, None)
 
 
 def _update_threads(A: np.ndarray, k: int):
@@ -155,7 +187,7 @@ def _update_threads(A: np.ndarray, k: int):
     took 32-48 ms on two threads against 21 ms on one."""
     if A.size < WIDE_MIN or not _WIDE["allowed"]:  # small, or the user chose the threads
         return contextlib.nullcontext()
-    return wide(A) if k >= WIDE_RANK else blas_limit(1)
+    return wide(A) if k >= WIDE_RANK else blas_limit(1, None)
 
 
 def blas_threads() -> int | None:
@@ -189,23 +221,52 @@ def one_hot(X: np.ndarray) -> np.ndarray | None:
     return rows if rows.size * 4 <= X.shape[0] else None
 
 
+def matmul(A, B: np.ndarray) -> np.ndarray:
+    """``A @ B`` on the kernels' BLAS (SciPy's ``dgemv``/``dgemm``, the library of the
+    in-place updates, so that a trigger's heavy calls share one thread pool; see
+    :func:`blas_limit`).  ``A`` may be a transposed view (``X.T``): it is read in place
+    with BLAS's transpose flag.  Anything but float64 matrices goes through NumPy."""
+    trans = False
+    if isinstance(A, np.ndarray) and A.ndim == 2 and not A.flags.f_contiguous \
+            and A.flags.c_contiguous:
+        A, trans = A.T, True
+    if not (isinstance(A, np.ndarray) and A.ndim == 2 and A.flags.f_contiguous
+            and A.dtype == np.float64 and isinstance(B, np.ndarray)
+            and B.dtype == np.float64 and B.ndim in (1, 2) and A.size):
+        return (A.T if trans else A) @ B
+    if B.ndim == 1:
+        return blas.dgemv(1.0, A, B, trans=int(trans))
+    if B.shape[1] == 1:
+        return blas.dgemv(1.0, A, B[:, 0], trans=int(trans))[:, None]
+    return blas.dgemm(1.0, A, np.asfortranarray(B), trans_a=int(trans))
+
+
 def dot(A, X: np.ndarray) -> np.ndarray:
     """``A @ X`` for an update factor ``X``: when ``X`` has few non-zero rows (a row, column
     or cell update is one-hot) only those columns of ``A`` are read: O(n·nnz) not O(n²)."""
     rows = one_hot(X)
     if rows is not None:
         return A[:, rows] @ X[rows]
-    return A @ X
+    return matmul(A, X)
+
+
+#: the products of one large view at one trigger level with at most this many distinct
+#: factor columns in all (``A·B`` and ``Aᵀ·C`` together) run as one pass over the view's
+#: column panels, each multiplied by every column while it is in cache (one-thread
+#: ``dgemv`` calls, measured n = 4000: 2 columns 6.7 ms, 3 7.9, 4 9.6, 8 16 against
+#: 8.6, 16.4, 17.3 and 36 ms for the matrix-vector passes and ``dgemm`` per kind)
+PANEL_MAX = 8
+#: bytes of one column panel (a few columns of the view: it stays in the last-level cache)
+PANEL_BYTES = 4 << 20
 
 
 def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray]:
     """``[op1(A) @ B1, op2(A) @ B2, ...]`` with ``ops[i]`` "N" (A) or "T" (Aᵀ): the products
-    of one view at one trigger level.  Blocks of each kind are stacked into one gemm
-    (``A [B1, B3]``, ``Aᵀ [B2]``), which reads A once per kind instead of once per
-    product: for thin factors a product is bound by memory, not flops.  One-hot blocks
-    read only their columns of A (see :func:`dot`); blocks of at most :data:`GEMV_MAX`
-    columns in all run as matrix-vector products, wider ones as one ``dgemm``
-    (:func:`wide`)."""
+    of one view at one trigger level, computed together.  One-hot blocks read only their
+    columns of A (see :func:`dot`).  The other blocks of each kind are reduced to their
+    distinct columns (:func:`distinct_columns`), and then, for a large view, at most
+    :data:`PANEL_MAX` columns in all run as one pass over A (:func:`panel_dot`), more as
+    one ``dgemm`` per kind (:func:`wide`); small views take one product per kind."""
     ops = ops or "N" * len(blocks)
     out: list = [None] * len(blocks)
     kinds: dict[str, list[int]] = {}
@@ -214,45 +275,123 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
             out[i] = dot(A.T if o == "T" else A, B)
         else:
             kinds.setdefault(o, []).append(i)
+    large = _panel_ok(A)
+    basis = {o: distinct_columns([blocks[i] for i in idx], dependent=large)
+             for o, idx in kinds.items()}
+    width = sum(b.shape[1] for b, _ in basis.values())
+    if large and 1 < width <= PANEL_MAX:
+        res = dict(zip("NT", panel_dot(A, *(basis[o][0] if o in basis else None
+                                            for o in "NT")), strict=True))
+    else:
+        res = {o: _thin_dot(A.T if o == "T" else A, b) for o, (b, _) in basis.items()}
     for o, idx in kinds.items():
-        res = _dot_distinct(A.T if o == "T" else A, [blocks[i] for i in idx])
+        full = basis[o][1](res[o])
         cuts = np.cumsum([blocks[i].shape[1] for i in idx])[:-1]
-        for i, part in zip(idx, np.hsplit(res, cuts), strict=True):
+        for i, part in zip(idx, np.hsplit(full, cuts), strict=True):
             out[i] = part
     return out
+
+
+def _panel_ok(A) -> bool:
+    return (isinstance(A, np.ndarray) and A.ndim == 2 and A.flags.f_contiguous
+            and A.dtype == np.float64 and A.size >= WIDE_MIN)
+
+
+def panel_dot(A: np.ndarray, BN: np.ndarray | None, BT: np.ndarray | None):
+    """``(A @ BN, Aᵀ @ BT)`` (None for a missing block) in one pass over the Fortran-ordered
+    ``A``: column panel ``P = A[:, J]`` gives rows ``J`` of ``Aᵀ BT`` (``Pᵀ BT``) and adds
+    ``P BN[J]`` to ``A BN``, one matrix-vector product per column while the panel is in
+    cache.  A thin ``dgemm`` would pack all of A first (about three passes over it)."""
+    rows, cols = A.shape
+    outN = None if BN is None else np.zeros((rows, BN.shape[1]), order="F")
+    outT = None if BT is None else np.empty((cols, BT.shape[1]), order="F")
+    tcols = [] if BT is None else [np.ascontiguousarray(BT[:, c]) for c in range(BT.shape[1])]
+    ncols = [] if BN is None else [np.ascontiguousarray(BN[:, c]) for c in range(BN.shape[1])]
+    step = max(8, PANEL_BYTES // (8 * rows))
+    for j in range(0, cols, step):
+        panel = A[:, j:j + step]
+        for c, t in enumerate(tcols):
+            outT[j:j + step, c] = blas.dgemv(1.0, panel, t, trans=1)
+        for c, v in enumerate(ncols):
+            blas.dgemv(1.0, panel, v[j:j + step], beta=1.0, y=outN[:, c], overwrite_y=1)
+    return outN, outT
 
 
 def _thin_dot(A, B: np.ndarray) -> np.ndarray:
     """``A @ B`` for a block ``B`` of few columns: one matrix-vector product per column up
     to :data:`GEMV_MAX` columns (no packing pass over A), else one ``dgemm`` (:func:`wide`)."""
     if B.shape[1] <= GEMV_MAX:
-        return np.column_stack([A @ B[:, j] for j in range(B.shape[1])])
+        return np.column_stack([matmul(A, B[:, j]) for j in range(B.shape[1])])
     with wide(A):
-        return A @ B
+        return matmul(A, B)
 
 
-def _dot_distinct(A, blocks: list[np.ndarray]) -> np.ndarray:
-    """``A @ [B1, B2, ...]`` computing each distinct column once: a trigger's stacked
-    factors repeat columns (OLS: ``[V, Xᵀ U + …] [Xᵀ U, V] [V]`` holds V three times),
-    at rank 256 a third of the trigger's largest product.  Duplicates are found by a
-    fingerprint (one product with a fixed vector) and confirmed by exact comparison.
-    The columns are stacked as the rows of ``Bᵀ`` (one copy; gathers of rows are cheap)."""
-    Bt = np.vstack([b.T for b in blocks])
+#: columns up to which :func:`distinct_columns` also looks for linear dependence
+DEPENDENT_MAX = 16
+
+
+def distinct_columns(blocks: list[np.ndarray], dependent: bool = True):
+    """``(B, expand)``: the columns of ``[B1, B2, ...]`` that a product needs, and the
+    function that turns ``X @ B`` into ``X @ [B1, B2, ...]``.  A trigger's stacked factors
+    repeat columns (OLS: ``[V, Xᵀ U + …] [Xᵀ U, V] [V]`` holds V three times; at rank 256
+    a third of its largest product): duplicates are found by a fingerprint (one product
+    with a fixed vector), confirmed by exact comparison, and computed once.  Up to
+    :data:`DEPENDENT_MAX` columns (``dependent``: for a large view, where a column costs a
+    pass over it), a column that is a combination of the columns kept
+    before it to rounding (``Xᵀu + V·s`` beside ``Xᵀu`` and ``V``) is computed as that
+    combination of their products: exact algebra, an error within the product's own
+    rounding (the test: residual ≤ 8·eps·Σ|cᵢ|‖bᵢ‖)."""
+    Bt = np.vstack([b.T for b in blocks])  # columns as rows: gathers of rows are cheap
     c = Bt.shape[0]
-    if c < 4:
-        return _thin_dot(A, Bt.T)
-    w = np.random.default_rng(c).standard_normal(Bt.shape[1])
-    _, first, inverse = np.unique(Bt @ w, return_index=True, return_inverse=True)
-    if first.size == c:
-        return _thin_dot(A, Bt.T)
-    rep = first[inverse.ravel()]
-    dup = np.flatnonzero(rep != np.arange(c))
-    same = np.all(Bt[rep[dup]] == Bt[dup], axis=1)
-    rep[dup[~same]] = dup[~same]  # a fingerprint collision keeps its own column
-    keep = np.unique(rep)
-    if keep.size == c:
-        return _thin_dot(A, Bt.T)
-    return _thin_dot(A, Bt[keep].T)[:, np.searchsorted(keep, rep)]
+    keep, rep = np.arange(c), np.arange(c)
+    if c >= 4:
+        w = np.random.default_rng(c).standard_normal(Bt.shape[1])
+        _, first, inverse = np.unique(Bt @ w, return_index=True, return_inverse=True)
+        if first.size < c:
+            rep = first[inverse.ravel()]
+            dup = np.flatnonzero(rep != np.arange(c))
+            same = np.all(Bt[rep[dup]] == Bt[dup], axis=1)
+            rep[dup[~same]] = dup[~same]  # a fingerprint collision keeps its own column
+            keep = np.unique(rep)
+    coef = None
+    if dependent and 1 < keep.size <= DEPENDENT_MAX:
+        keep, coef = _independent(Bt, keep)
+    B = Bt[keep].T
+    if coef is None:
+        if keep.size == c:
+            return B, lambda res: res
+        index = np.searchsorted(keep, rep)
+        return B, lambda res: res[:, index]
+    mix = coef[:, rep]  # every column as a combination of the kept ones
+    return B, lambda res: res @ mix
+
+
+def _independent(Bt: np.ndarray, cand: np.ndarray):
+    """``(kept, coef)``: the rows of ``Bt`` (columns of B) among ``cand`` that are not a
+    combination of earlier kept ones, and ``coef`` (kept × all rows) with ``Bt[j] =
+    coef[:, j] @ Bt[kept]`` for every candidate j; ``coef`` None when nothing depends."""
+    eps = np.finfo(float).eps
+    kept: list[int] = []
+    combos: dict[int, np.ndarray] = {}
+    norms = np.linalg.norm(Bt[cand], axis=1)
+    for j, nj in zip(cand, norms, strict=True):
+        if kept:
+            K = Bt[kept].T
+            x, *_ = np.linalg.lstsq(K, Bt[j], rcond=None)
+            resid = np.linalg.norm(Bt[j] - K @ x)
+            scale = np.abs(x) @ np.linalg.norm(Bt[kept], axis=1) + nj
+            if np.all(np.isfinite(x)) and resid <= 8 * eps * scale:
+                combos[int(j)] = x
+                continue
+        kept.append(int(j))
+    if not combos:
+        return cand, None
+    coef = np.zeros((len(kept), Bt.shape[0]))
+    for i, j in enumerate(kept):
+        coef[i, j] = 1.0
+    for j, x in combos.items():
+        coef[:x.size, j] = x  # x combines the columns kept before j (kept only grows)
+    return np.asarray(kept), coef
 
 
 def as_matrix(x, what: str, rows=None, cols=None) -> np.ndarray:

@@ -40,6 +40,7 @@ import time
 import numpy as np
 
 from linview.backends.numpy.guards import ProbeFailed
+from linview.backends.numpy.kernels import matmul
 
 EPS = float(np.finfo(float).eps)
 #: a maintained inverse may have PROBE_GROWTH times the residual of a fresh inversion
@@ -159,7 +160,7 @@ class Prober:
         """A fresh probe vector for the inverse of ``A``, drawn while ``A`` is at hand (at
         re-evaluation, for a view that is not kept afterwards)."""
         z = self.rng.standard_normal((Am.shape[0], 1))
-        self.seeds[A_name] = (z, Am @ z)
+        self.seeds[A_name] = (z, matmul(Am, z))
         self.norms[A_name] = _norm(Am)  # then kept as an upper bound of ‖A‖_F
 
     def commit(self) -> None:
@@ -179,10 +180,10 @@ class Prober:
             if A_name not in self.seeds:
                 return None  # nothing to probe against until the next re-evaluation
             z, a = self.seeds[A_name]
-            w = Wm @ z
+            w = matmul(Wm, z)
         elif state is None:  # a fresh probe vector: one pass over A and one over W
             z = self.rng.standard_normal((n, 1))
-            a, w = Am @ z, Wm @ z
+            a, w = matmul(Am, z), matmul(Wm, z)
         else:
             z, a, w = state
         with np.errstate(over="ignore", invalid="ignore"):
@@ -191,7 +192,7 @@ class Prober:
             if dW is not None and dW[0] == "new":
                 wa_new = _image(dW, a_new, a_new)
             else:
-                wa_new = _image(dW, Wm @ a_new, a_new)
+                wa_new = _image(dW, matmul(Wm, a_new), a_new)
         nz = _norm(z)
         rho = _norm(wa_new - z) / nz
         with np.errstate(over="ignore", invalid="ignore"):

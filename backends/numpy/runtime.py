@@ -11,6 +11,8 @@ The generated code only ever imports numpy, scipy and this module.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Mapping
 
@@ -260,7 +262,7 @@ class TriggerModule:
         if self.updates % _probe.RENEW_EVERY == 0:
             self._prober.reset(keep=frozenset(self.TRANSIENT))  # fresh vectors now and then
         try:
-            with blas_limit(self._threads.get(name)), wide_products(self._wide):
+            with self._blas(name), wide_products(self._wide):
                 getattr(self, f"on_update_{name}")(U, V)
             self._prober.commit()
         except IllConditioned as why:
@@ -272,6 +274,21 @@ class TriggerModule:
         self.updates += 1
         self.stats["updates"] += 1
         self._drift_policy()
+
+    def _blas(self, name: str):
+        """The BLAS threads of the trigger of ``name``: none managed (the user chose, or
+        ``blas_threads=None``); all of them for the kernels' library and one for every
+        other (a maintaining trigger whose model chose every thread), or NumPy's library
+        left alone (a re-evaluating one: its products are NumPy's); else the count for
+        every library.  One thread pool works at a time (see :func:`kernels.blas_limit`)."""
+        if name not in self._threads:
+            return contextlib.nullcontext()
+        threads = self._threads[name]
+        if threads is None:
+            if name in self.REEVALUATED:
+                return contextlib.nullcontext()
+            return blas_limit(os.cpu_count() or 1, 1)
+        return blas_limit(threads)
 
     def _probe(self, W: str, A: str, dA, dW) -> None:
         """Phase-1 probe of the maintained inverse ``W = inv(A)`` (see

@@ -320,7 +320,7 @@ class SparkTriggerModule(runtime.TriggerModule):
             try:
                 with txn:
                     try:
-                        with runtime.blas_limit(self._threads.get(name)):  # as on NumPy
+                        with self._blas(name):  # as on NumPy
                             getattr(self, f"on_update_{name}")(U, V)
                     except IllConditioned as e:
                         txn.rollback()

@@ -39,13 +39,20 @@ from linview.compiler.optimize import ChainPlanner
 THREADS_GAIN = 1.25
 
 
-#: the NumPy runtime's kernels (``linview.backends.numpy.kernels``), mirrored here: a view
-#: of at least ``WIDE_MIN`` elements times a block of at most ``GEMV_MAX`` columns runs as
-#: matrix-vector products, a wider block as one ``dgemm`` on every core of an idle machine
-#: (tests/test_timemodel.py checks that the two agree)
+#: the NumPy runtime's kernels (``linview.backends.numpy.kernels``), mirrored here: the
+#: products of a view of at least ``WIDE_MIN`` elements at one trigger level with at most
+#: ``PANEL_MAX`` columns in all run as one pass over its column panels, a wider block of
+#: one kind as one ``dgemm`` on every core of an idle machine, a block of at most
+#: ``GEMV_MAX`` columns alone as matrix-vector products (tests/test_timemodel.py checks
+#: that the two agree)
 WIDE_MIN = 1 << 20
 WIDE_RANK = 8
 GEMV_MAX = 2
+PANEL_MAX = 8
+PANEL_BYTES = 4 << 20
+#: a matrix-vector product over a column panel in cache runs at this share of ``dgemm``'s
+#: rate (measured n = 4000, one thread: 1.4 ms per column beyond the pass over the view)
+PANEL_FLOP_SHARE = 0.5
 #: a block of at most this many columns is thin: its product is bound by the passes over
 #: the view (``thin_bytes``), not by flops
 THIN_MAX = 64
@@ -76,6 +83,16 @@ def thin_seconds(rows: int, cols: int, k: int, roof: Roof) -> float:
     if k <= GEMV_MAX:
         return k * roof.seconds(2 * rows * cols, 8 * (rows * cols + rows + cols))
     return max(2 * rows * cols * k / roof.gemm, 8 * rows * cols / roof.thin) + roof.call
+
+
+def panel_seconds(rows: int, cols: int, k: int, roof: Roof) -> float:
+    """The products of a large ``rows×cols`` view with ``k`` columns in all (``A·B`` and
+    ``Aᵀ·C``), as the runtime's ``panel_dot`` runs them: one pass over the view, each
+    column panel multiplied by every column while it is in cache."""
+    panels = -(-cols // max(8, PANEL_BYTES // (8 * rows)))
+    return (8 * rows * cols / roof.stream
+            + k * 2 * rows * cols / (roof.gemm * PANEL_FLOP_SHARE)
+            + k * panels * roof.call)
 
 
 def thin_product(m: Node, size, one_hot=ONE_HOT) -> tuple | None:
@@ -143,8 +160,21 @@ def factor_level(nodes, levels: dict, size, one_hot=ONE_HOT) -> int:
 
 
 def fused_seconds(reads: dict, rt3: Roof) -> float:
-    """One fused product per view and kind (:func:`expr_seconds`'s ``reads``)."""
-    return sum(thin_seconds(rows, cols, k, rt3) for rows, cols, k in reads.values())
+    """The fused products of each view and level (:func:`expr_seconds`'s ``reads``, by
+    view, kind and level): one panel pass for both kinds together when they have at most
+    ``PANEL_MAX`` columns in all, else one product per kind."""
+    levels: dict = {}
+    for (view, _kind, level), (rows, cols, k) in reads.items():
+        levels.setdefault((view, level), []).append((rows, cols, k))
+    t = 0.0
+    for parts in levels.values():
+        width = sum(k for _, _, k in parts)
+        rows, cols, _ = parts[0]
+        if 1 < width <= PANEL_MAX:
+            t += panel_seconds(rows, cols, width, rt3)
+        else:
+            t += sum(thin_seconds(r, c, k, rt3) for r, c, k in parts)
+    return t
 
 
 def strategy_seconds(st: ir.Statement, terms, sizes, changed=frozenset(),

@@ -1,0 +1,139 @@
+"""The NumPy runtime's product kernels against plain NumPy products (``backends/numpy/kernels.py``):
+fused products of one view (panel pass, reduced columns, one-hot blocks) and the BLAS thread
+pools a trigger uses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from linview.backends.numpy import kernels
+
+#: a view large enough for the panel pass and the column reduction (kernels.WIDE_MIN)
+N_LARGE = 1100
+
+
+def _reference(A, blocks, ops):
+    return [(A.T if o == "T" else A) @ B for B, o in zip(blocks, ops, strict=True)]
+
+
+def _close(got, want):
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape
+        scale = max(1.0, float(np.max(np.abs(w))))
+        assert float(np.max(np.abs(g - w))) <= 1e-12 * scale * np.sqrt(w.shape[0])
+
+
+@st.composite
+def block_sets(draw):
+    """Factor blocks as triggers stack them: random columns, repeats, scaled repeats,
+    combinations of earlier columns (``Xᵀu + V s``) and one-hot columns."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    n = draw(st.sampled_from([40, N_LARGE]))
+    pool = [rng.standard_normal(n)]
+    blocks, ops = [], ""
+    for _ in range(draw(st.integers(1, 4))):
+        cols = []
+        for _ in range(draw(st.integers(1, 4))):
+            kind = draw(st.sampled_from(["new", "repeat", "combo", "onehot"]))
+            if kind == "new":
+                cols.append(rng.standard_normal(n) * 10.0 ** rng.integers(-8, 8))
+            elif kind == "repeat":
+                cols.append(pool[rng.integers(len(pool))].copy())
+            elif kind == "combo":
+                a, b = (pool[rng.integers(len(pool))] for _ in range(2))
+                cols.append(a + b * rng.standard_normal())
+            else:
+                e = np.zeros(n)
+                e[rng.integers(n)] = rng.standard_normal()
+                cols.append(e)
+            pool.append(cols[-1])
+        blocks.append(np.column_stack(cols))
+        ops += draw(st.sampled_from("NT"))
+    return n, blocks, ops
+
+
+@settings(max_examples=40, deadline=None)
+@given(block_sets(), st.integers(0, 2**32 - 1))
+def test_fused_products_equal_numpy_products(case, seed):
+    n, blocks, ops = case
+    A = np.asfortranarray(np.random.default_rng(seed).standard_normal((n, n)))
+    _close(kernels.fused_dot(A, *blocks, ops=ops), _reference(A, blocks, ops))
+
+
+@pytest.mark.parametrize("cn, ct", [(0, 2), (1, 1), (3, 4), (0, 8), (5, 0)])
+def test_panel_pass_equals_both_products(cn, ct):
+    rng = np.random.default_rng(cn * 10 + ct)
+    A = np.asfortranarray(rng.standard_normal((N_LARGE, 900)))
+    BN = rng.standard_normal((900, cn)) if cn else None
+    BT = rng.standard_normal((N_LARGE, ct)) if ct else None
+    outN, outT = kernels.panel_dot(A, BN, BT)
+    if cn:
+        np.testing.assert_allclose(outN, A @ BN, rtol=1e-12, atol=1e-11)
+    else:
+        assert outN is None
+    if ct:
+        np.testing.assert_allclose(outT, A.T @ BT, rtol=1e-12, atol=1e-11)
+    else:
+        assert outT is None
+
+
+def test_dependent_columns_are_computed_once_as_combinations():
+    rng = np.random.default_rng(3)
+    n = 500
+    V, t0 = rng.standard_normal((n, 1)), rng.standard_normal((n, 1))
+    # the OLS trigger's blocks: [V, Xᵀu + V s], [Xᵀu, V], [V c]
+    blocks = [np.hstack([V, t0 + 0.37 * V]), np.hstack([t0, V]), 2.5 * V]
+    B, expand = kernels.distinct_columns(blocks)
+    assert B.shape[1] == 2  # V and Xᵀu: every other column is a combination of these
+    A = rng.standard_normal((n, n))
+    full = expand(A @ B)
+    np.testing.assert_allclose(full, A @ np.hstack(blocks), rtol=1e-13, atol=1e-12)
+    # independent columns stay, and small views only merge exact repeats
+    W = rng.standard_normal((n, 3))
+    assert kernels.distinct_columns([W, W[:, :1]])[0].shape[1] == 3
+    assert kernels.distinct_columns(blocks, dependent=False)[0].shape[1] == 4  # V repeated
+
+
+def test_a_nearly_dependent_column_is_kept():
+    """Dependence must hold to rounding: a column off by 1e-10 is a column of its own."""
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((300, 1)), rng.standard_normal((300, 1))
+    c = a + 2 * b + 1e-10 * rng.standard_normal((300, 1))
+    assert kernels.distinct_columns([np.hstack([a, b, c])])[0].shape[1] == 3
+
+
+def test_transposed_operands_are_read_in_place():
+    rng = np.random.default_rng(5)
+    A = np.asfortranarray(rng.standard_normal((60, 40)))
+    x, B = rng.standard_normal(60), rng.standard_normal((60, 3))
+    np.testing.assert_allclose(kernels.matmul(A.T, x), A.T @ x)
+    np.testing.assert_allclose(kernels.matmul(A.T, B), A.T @ B)
+    np.testing.assert_allclose(kernels.matmul(A.T, B[:, :1]), A.T @ B[:, :1])
+    ints = np.arange(12).reshape(3, 4)  # not float64: NumPy's product
+    np.testing.assert_array_equal(kernels.matmul(ints, np.ones((4, 1))), ints @ np.ones((4, 1)))
+
+
+def test_one_pool_gets_the_threads():
+    """blas_limit(t, None) limits only the library the kernels call; blas_limit(t) every
+    one; where NumPy and SciPy bundle one library each (pip wheels) the other keeps its
+    threads."""
+    from threadpoolctl import threadpool_info
+
+    def counts():
+        return {i["filepath"]: i["num_threads"] for i in threadpool_info()
+                if i.get("user_api") == "blas"}
+
+    mine, rest = kernels.pools()
+    before = counts()
+    with kernels.blas_limit(1):
+        assert set(counts().values()) == {1}
+    with kernels.blas_limit(1, None):
+        now = counts()
+        for lib in mine.lib_controllers:
+            assert now[lib.filepath] == 1
+        for lib in (rest.lib_controllers if rest is not None else []):
+            assert now[lib.filepath] == before[lib.filepath]
+    assert counts() == before
