@@ -198,4 +198,4 @@ def summary(times: list[float] | None) -> dict | None:
         return None
     t = np.array(times)
     return {"median_s": float(np.median(t)), "p10_s": float(np.percentile(t, 10)),
-            "p90_s": float(np.percentile(t, 90))}
+            "p90_s": float(np.percentile(t, 90)), "mean_s": float(t.mean())}

@@ -123,9 +123,9 @@ def main() -> int:
         r["name"] = name
         r["loaded"] = busy is not None
         r["peers"] = {} if args.no_peers or busy else run_peers(prog, example, r, args.quick)
-        ref = r["strategies"]["reeval"]["median_s"]
+        ref = r["strategies"]["reeval"]["mean_s"]
         for v in r["peers"].values():
-            v["speedup_vs_reeval"] = ref / v["median_s"]
+            v["speedup_vs_reeval"] = ref / v["mean_s"]
         if not args.quick:
             (out / f"{name}.json").write_text(json.dumps(r, indent=2))
             plot = dict(r, strategies={**r["strategies"],
@@ -137,7 +137,7 @@ def main() -> int:
             extra = (f"  predicted {v['predicted_speedup']:7.1f}x  floor "
                      f"x{v['trigger_over_floor']:5.1f}  err {v['max_rel_error']:.0e}  "
                      f"threads {v['blas_threads']}") if "predicted_speedup" in v else ""
-            print(f"   {s:>18} median {v['median_s'] * 1e3:9.2f} ms  speedup "
+            print(f"   {s:>18} mean {v['mean_s'] * 1e3:9.2f} ms  speedup "
                   f"{v['speedup_vs_reeval']:7.1f}x{extra}", flush=True)
     if not args.quick and results:
         readme = HERE / "README.md"
@@ -216,7 +216,7 @@ def render(results: list[dict], load: tuple[float, ...] | None = None,
         "call, 5 updates), `normal_cholesky` keeps XᵀX, XᵀY and re-solves by Cholesky,",
         "`scipy_sparse` 10 power-iteration steps on a sparse matrix (8 links per page).",
         "",
-        "| benchmark | strategy | median / update | p10–p90 | speedup vs REEVAL | predicted "
+        "| benchmark | strategy | mean / update | p10–p90 | speedup vs REEVAL | predicted "
         "| ÷floor | error | thr | load |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -227,13 +227,13 @@ def render(results: list[dict], load: tuple[float, ...] | None = None,
             chosen = " (whole-trigger re-evaluation)" if s == "auto" and \
                 v.get("whole_trigger") == "reeval" else ""
             lines.append(
-                f"| {label} | {s.upper()}{chosen} | {_t(v['median_s'])} | "
+                f"| {label} | {s.upper()}{chosen} | {_t(v['mean_s'])} | "
                 f"{_t(v['p10_s'])}–{_t(v['p90_s'])} | {v['speedup_vs_reeval']:.1f}× | "
                 f"{v.get('predicted_speedup', float('nan')):.1f}× | "
                 f"{v['trigger_over_floor']:.1f} | {v['max_rel_error']:.0e} | "
                 f"{v.get('blas_threads')} | {v.get('load_avg', [0, 0])[-1]:.1f} |")
         for s, v in r.get("peers", {}).items():
-            lines.append(f"| {label} | peer: {s} | {_t(v['median_s'])} | "
+            lines.append(f"| {label} | peer: {s} | {_t(v['mean_s'])} | "
                          f"{_t(v['p10_s'])}–{_t(v['p90_s'])} | {v['speedup_vs_reeval']:.1f}× "
                          f"| | | | | {v['load_avg']:.1f} |")
     lines += ["", "Predicted (seconds model) vs measured ranking, fastest first.  A pair "

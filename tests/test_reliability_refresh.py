@@ -119,3 +119,27 @@ def test_two_failing_probes_refresh_both_chains():
     assert v.stats["probe_failures"] == 2 and v.stats["partial_refreshes"] == 1
     assert set(v.last_fallback["refreshed"]) == {"W_inv", "Z", "Z_arg", "Z_inv"}
     assert v._views["S"] is S and v.verify() < 1e-12
+
+
+def test_the_probe_rides_along_in_the_triggers_pass_and_still_sees_a_corrupted_inverse(
+        monkeypatch):
+    """OLS multiplies the probe's vector by inv(XᵀX) in the trigger's own pass over it (no
+    extra pass); the stored inverse is still what is read, so a corruption is caught."""
+    from linview.backends.numpy import probe as probe_mod
+
+    prog = linview.compile_file("examples/ols.m", dims={"m": 60, "n": 40, "p": 1},
+                                strategy="incr")
+    assert "Wa=Wz_beta_inv" in prog.source
+    rng = np.random.default_rng(2)
+    v = prog.load(X=rng.standard_normal((60, 40)), Y=rng.standard_normal((60, 1)))
+    passes = []
+    real = probe_mod.matmul
+    monkeypatch.setattr(probe_mod, "matmul",
+                        lambda M, x: passes.append(M.shape) or real(M, x))
+    for _ in range(3):
+        v.update("X", np.eye(60)[:, rng.integers(60)], 0.1 * rng.standard_normal(40))
+    assert passes.count((40, 40)) <= 1  # at most the first update's fresh vector
+    assert v.verify() < 1e-10 and v.stats["probe_failures"] == 0
+    v._views["beta_inv"][3, 5] += 1e-6  # a silent error in the maintained inverse
+    v.update("X", np.eye(60)[:, 7], 0.1 * rng.standard_normal(40))
+    assert v.stats["probe_failures"] == 1 and v.verify() < 1e-10

@@ -33,6 +33,22 @@ def _drop_unused_sizes(lines: list[str], ind: str) -> None:
         lines.remove(kline)
 
 
+def only_multiplied(var: str, lines: list[str]) -> bool:
+    """Whether the trigger's code reads ``var`` only as the view of ``rt.fused_dot``,
+    ``rt.dot`` (``var`` or ``var.T``) and updates it only by ``rt.add_outer``: then its
+    updates may wait as low-rank terms (``self._lazy``, :mod:`.lowrank`)."""
+    anywhere = re.compile(rf"\b{re.escape(var)}\b")
+    allowed = re.compile(rf"rt\.(?:fused_dot|dot|add_outer)\({re.escape(var)}(?:\.T)?[,)]")
+    for line in lines:
+        code = line.split("  # ")[0]
+        if code.lstrip().startswith("#"):
+            continue
+        code = re.sub(r"'[^']*'|\"[^\"]*\"", "''", code)  # names in strings are not reads
+        if len(anywhere.findall(code)) != len(allowed.findall(code)):
+            return False
+    return True
+
+
 def _shape_entry(name: str, shape) -> list[str]:
     """``'X': (rows, cols),`` for INPUTS/VIEWS, over three lines when it would be long."""
     r, c = size_entry(shape[0]), size_entry(shape[1])
@@ -80,6 +96,10 @@ class NumpyGenerator:
                 "delta from",
                 "the old views (phase 1), checks them, and then applies them in place "
                 "(phase 2).",
+                "A view bound with self._lazy is only multiplied and updated here: when "
+                "large, its",
+                "updates may wait as low-rank terms (the runtime's lowrank.py); "
+                "self._view adds them first.",
                 '"""']
 
     def class_attributes(self) -> list[str]:
@@ -259,16 +279,22 @@ class NumpyGenerator:
         used_views |= {vd.name for vd in trig.deltas}
         used_views -= self.transient
         lines = [f"{ind}d = self.dims", f"{ind}k = U.shape[1]"]
-        for nm in [d_.name for d_ in self.prog.inputs] + [s.name for s in self.prog.statements]:
-            if nm in used_views:
-                lines.append(f"{ind}{names('view', nm)} = self._views[{nm!r}]")
-        ex = ExprPrinter(names, lines, ind, trigger=True, shared=shared_nodes(roots),
+        bound = [(nm, names("view", nm)) for nm in
+                 [d_.name for d_ in self.prog.inputs] + [s.name for s in self.prog.statements]
+                 if nm in used_views]
+        body: list[str] = []
+        ex = ExprPrinter(names, body, ind, trigger=True, shared=shared_nodes(roots),
                          update_factors=("U", "V"))
         ex.fuse_products(roots)
-        lines.append(f"{ind}# phase 1: every delta from the old views")
-        self._phase1(trig, names, ex, lines)
+        body.append(f"{ind}# phase 1: every delta from the old views")
+        self._phase1(trig, names, ex, body)
+        body += self._phase2(trig, names)
+        for nm, var in bound:  # a view only multiplied and updated may keep pending terms
+            how = "_lazy" if only_multiplied(var, body) else "_view"
+            lines.append(f"{ind}{var} = self.{how}({nm!r})")
+        lines += body
         _drop_unused_sizes(lines, ind)
-        return doc + lines + self._phase2(trig, names)
+        return doc + lines
 
     def _trigger_doc(self, trig: Trigger) -> list[str]:
         x = trig.input
@@ -288,6 +314,11 @@ class NumpyGenerator:
         kinds: dict[str, str] = {trig.input: "('outer', U, V)"}  # each delta, for probes
         needed = self._needed_factors(trig)
         for vd in self._phase1_order(trig):
+            if vd.inverse_of and vd.inverse_of in kinds:  # the probe's product rides along
+                ex.riders[vd.name] = (
+                    f"self._probe_rider({vd.name!r}, {vd.inverse_of!r}, "
+                    f"{kinds[vd.inverse_of]})", names("temp", f"z_{vd.name}"),
+                    names("temp", f"Wz_{vd.name}"))
             lines += [f"{ind}# {line}" for line in self._math(vd)]
             ex.label = vd.name
             left = names("factor", vd.left.attr)
@@ -316,8 +347,10 @@ class NumpyGenerator:
                 for v, parts in checks) + "})")
         for vd in trig.deltas[1:]:  # maintained inverses: the randomized residual probe
             if vd.inverse_of:
+                wa = ex.riders_done.get(vd.name)
                 lines.append(f"{ind}self._probe({vd.name!r}, {vd.inverse_of!r}, "
-                             f"{kinds.get(vd.inverse_of)}, {kinds[vd.name]})")
+                             f"{kinds.get(vd.inverse_of)}, {kinds[vd.name]}"
+                             + (f", Wa={wa})" if wa else ")"))
 
     def _phase2(self, trig: Trigger, names: Namer) -> list[str]:
         """``V += ΔV`` for every view, in place (the input first)."""

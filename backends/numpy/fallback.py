@@ -59,9 +59,10 @@ class Snapshot:
     """The undo log of a NumPy partial refresh: copies of the views the trigger changes
     (the Spark backend uses its ``Transaction`` instead, with the same methods)."""
 
-    def __init__(self, views: dict, names):
+    def __init__(self, views: dict, names, pending: dict | None = None):
         self.saved = {n: views[n].copy(order="K") for n in names if n in views}
         self.views = views
+        self.pending = pending or {}  # lowrank.Pending terms, all added to views by now
 
     def __enter__(self):
         return self
@@ -72,6 +73,8 @@ class Snapshot:
     def rollback(self) -> None:
         for n, a in self.saved.items():
             self.views[n][...] = a
+        for p in self.pending.values():  # terms the undone trigger added
+            p.P, p.Q = p.P[:, :0], p.Q[:, :0]
 
     def commit(self) -> None:
         self.saved = {}

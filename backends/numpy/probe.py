@@ -135,6 +135,8 @@ class Prober:
         self.pending_norms: dict[str, float] = {}
         #: inverses not probed in the running trigger (their chain is re-evaluated after it)
         self.skip: frozenset[str] = frozenset()
+        #: {inverse: A' z} handed to the running trigger to multiply in its pass over W
+        self.riders: dict[str, np.ndarray] = {}
 
     def reset(self, keep: frozenset[str] = frozenset()) -> None:
         """Forget the probe vectors (after the views were re-evaluated), except those of
@@ -148,6 +150,24 @@ class Prober:
         """Drop what a trigger that did not complete computed."""
         self.pending.clear()
         self.pending_norms.clear()
+        self.riders.clear()
+
+    def rider(self, W_name: str, A_name: str, dA) -> np.ndarray | None:
+        """``A' z``, the vector this trigger's probe of ``W = inv(A)`` multiplies by the
+        old W, when it is known before the trigger's own pass over W (a probe vector is
+        kept, or was seeded when A was last evaluated); None when the probe draws a fresh
+        vector and makes its own passes."""
+        state = self.states.get(W_name)
+        if state is not None:
+            z, a = state[0], state[1]
+        elif A_name in self.seeds:
+            z, a = self.seeds[A_name]
+        else:
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):
+            vec = _image(dA, a, z)
+        self.riders[W_name] = vec
+        return vec
 
     def forget(self, inverses) -> None:
         """Forget the probe vectors of ``inverses`` (re-evaluated: the next probe draws a
@@ -170,9 +190,11 @@ class Prober:
         self.pending_norms.clear()
 
     def check(self, W_name: str, A_name: str, Wm: np.ndarray, Am: np.ndarray, dA, dW,
-              tolerance: float, condition_limit: float) -> str | None:
+              tolerance: float, condition_limit: float, Wa=None) -> str | None:
         """Probe ``W = inv(A)`` across one trigger (``dA``, ``dW`` as for :func:`_image`);
-        the reason when it fails, else None (and the new state is pending)."""
+        the reason when it fails, else None (and the new state is pending).  ``Wa``: the
+        old W times :meth:`rider`'s vector, computed by the trigger in its pass over W."""
+        rider = self.riders.pop(W_name, None)
         n = Wm.shape[0]
         self.arg_of[W_name] = A_name
         state = self.states.get(W_name)
@@ -191,6 +213,9 @@ class Prober:
             w_new = _image(dW, w, z)
             if dW is not None and dW[0] == "new":
                 wa_new = _image(dW, a_new, a_new)
+            elif Wa is not None and rider is not None and Wa.shape == a_new.shape \
+                    and np.array_equal(rider, a_new):
+                wa_new = _image(dW, Wa, a_new)  # the trigger's pass over W computed W a'
             else:
                 wa_new = _image(dW, matmul(Wm, a_new), a_new)
         nz = _norm(z)
@@ -215,18 +240,29 @@ class Prober:
         return None
 
 
-def probe(module, W_name: str, A_name: str, dA, dW) -> None:
+def rider(module, W_name: str, A_name: str, dA) -> np.ndarray:
+    """What a generated trigger multiplies by W in its fused pass over it for the probe
+    of ``W = inv(A)`` (:meth:`Prober.rider`); a block of no columns when there is none."""
+    vec = None
+    if module.probe and W_name not in module._prober.skip:
+        vec = module._prober.rider(W_name, A_name, dA)
+    return np.zeros((module._current(W_name).shape[0], 0)) if vec is None else vec
+
+
+def probe(module, W_name: str, A_name: str, dA, dW, Wa=None) -> None:
     """Phase-1 probe of ``W = inv(A)`` for a :class:`~.runtime.TriggerModule`;
-    raises :class:`~.guards.ProbeFailed` (re-evaluate W's chain instead) when it fails."""
+    raises :class:`~.guards.ProbeFailed` (re-evaluate W's chain instead) when it fails.
+    ``Wa``: the old W times :func:`rider`'s vector, from the trigger's pass over W."""
     if W_name in module._prober.skip:
         return
     if not module.probe:
         module._prober.reset()  # the views change unprobed: the images go stale
         return
     t0 = time.perf_counter()
-    views = module._views
-    why = module._prober.check(W_name, A_name, views[W_name], views.get(A_name), dA, dW,
-                               module.probe_tolerance, module.condition_limit)
+    why = module._prober.check(W_name, A_name, module._current(W_name),
+                               module._current(A_name), dA, dW,
+                               module.probe_tolerance, module.condition_limit,
+                               Wa if Wa is not None and Wa.shape[1] else None)
     module.stats["probe_seconds"] += time.perf_counter() - t0
     last = module._prober.last.get(W_name)
     if last is not None:  # what `linview run`'s status line shows

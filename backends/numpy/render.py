@@ -32,6 +32,10 @@ class ExprPrinter:
         self.label = ""  # the view being computed, for error messages
         self.groups: dict[int, list[Node]] = {}  # products of one view, see fuse_products
         self.defined: set[str] = set(update_factors)  # factor blocks computed so far
+        #: {view: (code, block, result)}: a vector to multiply in the view's next fused
+        #: pass (a probe's, :meth:`NumpyGenerator._phase1`), and the results of those done
+        self.riders: dict[str, tuple[str, str, str]] = {}
+        self.riders_done: dict[str, str] = {}
 
     def fuse_products(self, roots: list[Node]) -> None:
         """Plan one pass per view and trigger level: the products ``W F1``, ``Wᵀ F2``... of
@@ -74,10 +78,18 @@ class ExprPrinter:
         ops = "".join("T" if m.children[0].op is Op.T else "N" for m in ready)
         math = ", ".join(f"{printer.fmt(m.children[0])} {b}" for m, b in zip(ready, blocks,
                                                                            strict=True))
+        rider = self.riders.pop(leaf.attr, None) if leaf.op is Op.VIEW else None
+        if rider is not None:  # the probe's vector rides along in the same pass
+            code, block, result = rider
+            self.lines.append(f"{self.indent}{block} = {code}")
+            math += f", {view} {block} (the probe's)"
+            blocks, ops = blocks + [block], ops + "N"
+            names.append(result)
+            self.riders_done[leaf.attr] = result
         self.lines.append(f"{self.indent}# {math}: the products reading {view}, together")
         self.lines.append(f"{self.indent}{', '.join(names)} = rt.fused_dot({view}, "
                           f"{', '.join(blocks)}, ops={ops!r})")
-        for m, name in zip(ready, names, strict=True):
+        for m, name in zip(ready, names[:len(ready)], strict=True):
             self.temps[id(m)] = name
         return self.temps[id(n)]
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import numpy as np
 import scipy.sparse as sps
 
-from linview.backends.numpy import fallback
+from linview.backends.numpy import fallback, lowrank
 from linview.backends.numpy import probe as _probe
 from linview.backends.numpy.guards import (  # noqa: F401 - part of the runtime's interface
     CORE_CONDITION_LIMIT,
@@ -38,13 +38,10 @@ from linview.backends.numpy.kernels import (  # noqa: F401 - part of the runtime
     TRIGGER_THREADS,
     Size,
     add_dense,
-    add_outer,
     as_matrix,
     assign,
     blas_limit,
     blas_threads,
-    dot,
-    fused_dot,
     one_hot,
     owned,
     size_text,
@@ -52,6 +49,7 @@ from linview.backends.numpy.kernels import (  # noqa: F401 - part of the runtime
     user_threads,
     wide_products,
 )
+from linview.backends.numpy.lowrank import add_outer, dot, fused_dot  # noqa: F401 - rt.*
 from linview.backends.numpy.octave_rt import chol, diag, lu, norm, pinv, qr  # noqa: F401 - rt.norm...
 from linview.errors import InputError, NumericalError, StateError, UpdateError
 
@@ -225,15 +223,56 @@ class TriggerModule:
     # -------------------------------------------------------------- reading
     def __getitem__(self, name: str) -> np.ndarray:
         key = self.OUTPUTS.get(name, name)
-        if key not in self._views:
+        if key not in self._store:
             raise KeyError(f"{name!r} is not an output, view or input of {self.PROGRAM} "
                            f"(outputs: {', '.join(self.OUTPUTS)})")
-        out = self._views[key].copy(order="K")  # a snapshot: views change in place
+        out = self._view(key).copy(order="K")  # a snapshot: views change in place
         out.flags.writeable = False
         return out
 
     def __contains__(self, name: str) -> bool:
-        return name in self.OUTPUTS or name in self._views
+        return name in self.OUTPUTS or name in self._store
+
+    # -------------------------------------------------------------- the views kept
+    @property
+    def _views(self) -> dict[str, np.ndarray]:
+        """Every view and input as an array (pending low-rank terms added first)."""
+        self.flush()
+        return self._store
+
+    @_views.setter
+    def _views(self, views: dict[str, np.ndarray]) -> None:
+        self._store = views
+        self._pending: dict[str, lowrank.Pending] = {}
+
+    def flush(self) -> None:
+        """Add every pending low-rank term to its view now (:mod:`.lowrank`; reading,
+        saving and verifying views do it anyway)."""
+        for p in self._pending.values():
+            p.fold()
+
+    def _lazy(self, name: str):
+        """A view for a trigger that only multiplies and updates it (generated code): a
+        large one keeps its updates as low-rank terms (:class:`.lowrank.Pending`)."""
+        p = self._pending.get(name)
+        if p is None:
+            base = self._store[name]
+            if base.size < lowrank.MIN_ELEMENTS:
+                return base
+            p = self._pending[name] = lowrank.Pending(base)
+        return p
+
+    def _view(self, name: str) -> np.ndarray:
+        """A view as an array, its pending terms added first (generated code)."""
+        p = self._pending.get(name)
+        if p is not None:
+            p.fold()
+        return self._store[name]
+
+    def _current(self, name: str):
+        """A view as the running trigger reads it (pending terms not added), or None."""
+        p = self._pending.get(name)
+        return p if p is not None else self._store.get(name)
 
     @property
     def outputs(self) -> dict[str, np.ndarray]:
@@ -290,10 +329,16 @@ class TriggerModule:
             return blas_limit(os.cpu_count() or 1, 1)
         return blas_limit(threads)
 
-    def _probe(self, W: str, A: str, dA, dW) -> None:
+    def _probe(self, W: str, A: str, dA, dW, Wa=None) -> None:
         """Phase-1 probe of the maintained inverse ``W = inv(A)`` (see
-        :mod:`.probe`); generated triggers call it after ``rt.check_deltas``."""
-        _probe.probe(self, W, A, dA, dW)
+        :mod:`.probe`); generated triggers call it after ``rt.check_deltas``, with ``Wa``
+        the old W times :meth:`_probe_rider`'s vector when their pass over W computed it."""
+        _probe.probe(self, W, A, dA, dW, Wa)
+
+    def _probe_rider(self, W: str, A: str, dA) -> np.ndarray:
+        """The vector the probe of ``W = inv(A)`` needs multiplied by W, for the trigger's
+        own pass over W (no columns when the probe makes its own passes)."""
+        return _probe.rider(self, W, A, dA)
 
     def _refresh_chains(self, name: str, U, V, failed: set[str]):
         """Apply the update, re-evaluating only the chains of the inverses ``failed``
@@ -302,7 +347,8 @@ class TriggerModule:
 
     def _undo_log(self, name: str) -> fallback.Snapshot:
         """What restores the views ``on_update_<name>`` changes (a partial refresh)."""
-        return fallback.Snapshot(self._views, (name, *self.CHANGES.get(name, ())))
+        return fallback.Snapshot(self._views, (name, *self.CHANGES.get(name, ())),
+                                 self._pending)
 
     def _validate_update(self, name: str, U, V) -> tuple[np.ndarray, np.ndarray]:
         if name not in self.INPUTS:
@@ -313,7 +359,7 @@ class TriggerModule:
                               "without a trigger for it",
                               hint="mark it with '%#linview dynamic ...'; dynamic inputs: "
                               + (", ".join(self.DYNAMIC) or "none"))
-        rows, cols = self._views[name].shape
+        rows, cols = self._store[name].shape
         out = []
         for what, x, n in (("U", U, rows), ("V", V, cols)):
             why = real_dtype_problem(x)

@@ -97,7 +97,12 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     distributed A; see :meth:`DistMatrix.fused`)."""
     ops = ops or "N" * len(blocks)
     if isinstance(A, DistMatrix):
-        return A.fused(blocks, ops)
+        used = [i for i, b in enumerate(blocks) if b.shape[1]]  # a probe's empty rider
+        res = A.fused([blocks[i] for i in used], "".join(ops[i] for i in used))
+        out = [np.zeros((A.shape[1 if o == "T" else 0], 0)) for o in ops]
+        for i, r in zip(used, res, strict=True):
+            out[i] = r
+        return out
     return runtime.fused_dot(A, *blocks, ops=ops)
 
 
@@ -343,6 +348,12 @@ class SparkTriggerModule(runtime.TriggerModule):
     def _undo_log(self, name: str) -> Transaction:
         """A partial refresh's undo log: the trigger's transaction (:mod:`.context`)."""
         return Transaction()
+
+    def _lazy(self, name: str):
+        """Distributed views keep their own pending terms (``fold_rank``): the view."""
+        return self._store[name]
+
+    _view = _lazy
 
     def _kept_values(self, computed):
         """Re-evaluated views placed in blocks and materialized (none is transient)."""

@@ -112,7 +112,7 @@ def print_bench(console, result: dict) -> None:
     console.print(f"[bold]{result['program']}[/]  {dims}  update of {result['input']}, "
                   f"rank {result['rank']}, {result['updates']} updates, seed {result['seed']}")
     t = Table()
-    for col in ("strategy", "median", "p10–p90", "speedup", "predicted", "÷floor", "error",
+    for col in ("strategy", "mean", "p10–p90", "speedup", "predicted", "÷floor", "error",
                 "probe", "temp", "threads", "load"):
         t.add_column(col, justify="left" if col == "strategy" else "right", no_wrap=True)
     for s, r in result["strategies"].items():
@@ -121,7 +121,7 @@ def print_bench(console, result: dict) -> None:
         ps = r.get("predicted_speedup")
         name = s.upper() + (" (re-evaluates)" if s == "auto" and
                             r.get("whole_trigger") == "reeval" else "")
-        t.add_row(name, _secs(r["median_s"]), f"{_secs(r['p10_s'])}–{_secs(r['p90_s'])}",
+        t.add_row(name, _secs(r["mean_s"]), f"{_secs(r['p10_s'])}–{_secs(r['p90_s'])}",
                   f"{sp:.1f}×" if sp else "—", f"{ps:.1f}×" if ps else "—",
                   f"{fl:.1f}×" if fl else "—", f"{r['max_rel_error']:.0e}",
                   f"{r['probe_share']:.1%}" if r.get("probe_s") else "—",
@@ -132,7 +132,7 @@ def print_bench(console, result: dict) -> None:
                   "the seconds model's speedup; threads = BLAS threads of the update; load = "
                   "1-minute load average")
     views = max(r["view_bytes"] for r in result["strategies"].values())
-    console.print(f"views held: {_bytes(views)}; ÷floor = median over the memory floor "
+    console.print(f"views held: {_bytes(views)}; mean = time per update including its share of the pending low-rank terms added at the end; ÷floor = mean over the memory floor "
                   f"({_secs(next(iter(result['strategies'].values()))['floor_s'])} here); "
                   "probe = share of the update time spent checking maintained inverses; "
                   "temp = peak temporary memory of an update")
@@ -143,14 +143,14 @@ def print_bench(console, result: dict) -> None:
 
 
 def plot_bench(result: dict, path: str) -> None:
-    """A bar chart of median time per update (p10–p90 as error bars), log scale."""
+    """A bar chart of the mean time per update (p10–p90 as error bars), log scale."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = list(result["strategies"])
-    med = [result["strategies"][s]["median_s"] * 1e3 for s in names]
+    med = [result["strategies"][s]["mean_s"] * 1e3 for s in names]
     lo = [m - result["strategies"][s]["p10_s"] * 1e3 for m, s in zip(med, names, strict=True)]
     hi = [result["strategies"][s]["p90_s"] * 1e3 - m for m, s in zip(med, names, strict=True)]
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -162,7 +162,7 @@ def plot_bench(result: dict, path: str) -> None:
             ax.annotate(f"{sp:.1f}×", (b.get_x() + b.get_width() / 2, b.get_height()),
                         ha="center", va="bottom", fontsize=9)
     ax.set_yscale("log")
-    ax.set_ylabel("ms per update (median, p10–p90)")
+    ax.set_ylabel("ms per update (mean, p10–p90)")
     dims = ", ".join(f"{k}={v}" for k, v in result["dims"].items())
     ax.set_title(f"{result['program']} ({dims}), update of {result['input']}")
     fig.tight_layout()

@@ -1,0 +1,150 @@
+"""Pending low-rank terms: a large view whose factored updates wait, ``value = base + P Qᵀ``.
+
+Adding ``P Qᵀ`` to an n×n view in place is a read and a write of all of it however small
+the rank (7 ms at n = 4000 for rank 2, as long as the pass over the view that the next
+trigger's products make).  A view that a trigger only multiplies (``rt.fused_dot``,
+``rt.dot``) and updates (``rt.add_outer``) can instead keep its updates as low-rank terms:
+every product adds ``P (Qᵀ B)`` (O(n·r) per column), and the terms are added to the view
+in one ``dgemm`` when their rank passes :data:`FOLD_RANK` (a rank-64 update costs about
+what a rank-8 one does: it is the pass over the view, not the flops).  The generated
+module decides which views qualify (the view is used in no other way in that trigger,
+``self._lazy``) and the runtime which are large enough (:data:`MIN_ELEMENTS`); every other
+read of a view (outputs, saving, verification, the other triggers) folds its terms first.
+
+This is LINVIEW's own Spark strategy (pending terms folded at a rank budget, see
+``backends/spark/context.py``) applied to NumPy views.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from linview.backends.numpy import kernels
+
+#: terms are added to the view when their rank passes this (a rank-64 ``dgemm`` update of a
+#: 4000×4000 view costs 2 GFlop, about 25-45 ms here; 32 rank-2 updates cost 220 ms)
+FOLD_RANK = 64
+#: views below this many elements are updated in place as before (they fit in cache)
+MIN_ELEMENTS = kernels.WIDE_MIN
+
+
+class Pending:
+    """A view with low-rank terms not yet added: its value is ``base + P Qᵀ`` (``P``:
+    rows×r, ``Q``: cols×r)."""
+
+    __slots__ = ("base", "P", "Q")
+
+    def __init__(self, base: np.ndarray):
+        self.base = base
+        self.P, self.Q = _empty(base.shape[0]), _empty(base.shape[1])
+
+    @property
+    def rank(self) -> int:
+        return self.P.shape[1]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.base.shape
+
+    @property
+    def T(self) -> Transposed:  # noqa: N802 - as NumPy's
+        return Transposed(self)
+
+    def __matmul__(self, B):
+        out = kernels.matmul(self.base, B)
+        return out + self.P @ (self.Q.T @ B) if self.rank else out
+
+    def dot(self, X: np.ndarray) -> np.ndarray:
+        """``value @ X``, reading only the touched columns of the base for a one-hot X."""
+        out = kernels.dot(self.base, X)
+        return out + self.P @ (self.Q.T @ X) if self.rank else out
+
+    def fused_dot(self, blocks, ops: str) -> list[np.ndarray]:
+        """:func:`kernels.fused_dot` of the value: one pass over the base, plus each block's
+        share of the terms (``P (Qᵀ B)``, or ``Q (Pᵀ B)`` for a transposed product)."""
+        out = kernels.fused_dot(self.base, *blocks, ops=ops)
+        if self.rank:
+            for i, (B, o) in enumerate(zip(blocks, ops, strict=True)):
+                left, right = (self.P, self.Q) if o == "N" else (self.Q, self.P)
+                out[i] = out[i] + left @ (right.T @ B)
+        return out
+
+    def add(self, P: np.ndarray, Q: np.ndarray) -> None:
+        """``value += P Qᵀ``: a row or column update (a one-hot factor) goes to the base at
+        once (it touches only those rows or columns); other terms wait until their rank
+        passes :data:`FOLD_RANK`."""
+        if P.shape[1] == 0:
+            return
+        if kernels.one_hot(P) is not None or kernels.one_hot(Q) is not None:
+            kernels.add_outer(self.base, P, Q)
+            return
+        self.P = np.hstack([self.P, P])
+        self.Q = np.hstack([self.Q, Q])
+        if self.rank > FOLD_RANK:
+            self.fold()
+
+    def fold(self) -> None:
+        """Add the terms to the base (one ``dgemm``, every idle core at this rank)."""
+        if self.rank:
+            kernels.add_outer(self.base, np.asfortranarray(self.P), np.asfortranarray(self.Q))
+            self.P, self.Q = _empty(self.base.shape[0]), _empty(self.base.shape[1])
+
+
+class Transposed:
+    """``Pending.T``: the transposed value, for the products a trigger reads it by."""
+
+    __slots__ = ("of",)
+
+    def __init__(self, of: Pending):
+        self.of = of
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.of.base.shape[::-1]
+
+    @property
+    def T(self) -> Pending:  # noqa: N802
+        return self.of
+
+    def __matmul__(self, B):
+        of = self.of
+        out = kernels.matmul(of.base.T, B)
+        return out + of.Q @ (of.P.T @ B) if of.rank else out
+
+    def dot(self, X: np.ndarray) -> np.ndarray:
+        of = self.of
+        out = kernels.dot(of.base.T, X)
+        return out + of.Q @ (of.P.T @ X) if of.rank else out
+
+    def fused_dot(self, blocks, ops: str) -> list[np.ndarray]:
+        return self.of.fused_dot(blocks, ops.translate(_FLIP))
+
+
+_FLIP = str.maketrans("NT", "TN")
+_LAZY = (Pending, Transposed)
+
+
+def _empty(rows: int) -> np.ndarray:
+    return np.zeros((rows, 0), order="F")
+
+
+# ------------------------------------------------------------------ what triggers call (rt)
+def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray]:
+    """:func:`kernels.fused_dot`, also of a view with pending terms."""
+    ops = ops or "N" * len(blocks)
+    if isinstance(A, _LAZY):
+        return A.fused_dot(blocks, ops)
+    return kernels.fused_dot(A, *blocks, ops=ops)
+
+
+def dot(A, X: np.ndarray) -> np.ndarray:
+    """:func:`kernels.dot`, also of a view with pending terms."""
+    return A.dot(X) if isinstance(A, _LAZY) else kernels.dot(A, X)
+
+
+def add_outer(A, P: np.ndarray, Q: np.ndarray) -> None:
+    """:func:`kernels.add_outer`; a view with pending terms takes ``P Qᵀ`` as one more."""
+    if isinstance(A, Pending):
+        A.add(P, Q)
+    else:
+        kernels.add_outer(A, P, Q)
