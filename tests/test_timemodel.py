@@ -336,10 +336,12 @@ def test_runtime_kernels_and_the_seconds_model_agree_on_thin_products():
     """The model mirrors the NumPy kernels' thresholds (a changed kernel must change both)."""
     from linview.backends.numpy import kernels
 
+    from linview.backends.numpy import lowrank
+
     assert (kernels.GEMV_MAX, kernels.WIDE_MIN, kernels.WIDE_RANK, kernels.PANEL_MAX,
-            kernels.PANEL_BYTES) == (timemodel.GEMV_MAX, timemodel.WIDE_MIN,
-                                     timemodel.WIDE_RANK, timemodel.PANEL_MAX,
-                                     timemodel.PANEL_BYTES)
+            kernels.PANEL_BYTES, lowrank.FOLD_RANK, lowrank.MIN_ELEMENTS) == (
+        timemodel.GEMV_MAX, timemodel.WIDE_MIN, timemodel.WIDE_RANK, timemodel.PANEL_MAX,
+        timemodel.PANEL_BYTES, timemodel.FOLD_RANK, timemodel.WIDE_MIN)
 
 
 def test_thin_products_of_one_view_are_charged_one_fused_pass():

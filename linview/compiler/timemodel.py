@@ -50,6 +50,8 @@ WIDE_RANK = 8
 GEMV_MAX = 2
 PANEL_MAX = 8
 PANEL_BYTES = 4 << 20
+#: the rank at which a large view's pending low-rank terms are added to it
+FOLD_RANK = 64
 #: a matrix-vector product over a column panel in cache runs at this share of ``dgemm``'s
 #: rate (measured n = 4000, one thread: 1.4 ms per column beyond the pass over the view)
 PANEL_FLOP_SHARE = 0.5
@@ -203,9 +205,12 @@ def strategy_seconds(st: ir.Statement, terms, sizes, changed=frozenset(),
     t = sum(expr_seconds(n, size, rt3, seen, one_hot, fused(Strategy.INCR), levels)
             for n in plan_terms(terms, sizes))
     rank = sum((size(x.rank) for x in terms), 0)
-    # the kernel's in-place update of a large view: one thread below rank 8, else every core
-    apply = rt3 if rows * cols < WIDE_MIN else _rates(r, rank < WIDE_RANK)
-    out[Strategy.INCR] = t + apply.seconds(2 * rows * cols * rank, 16 * rows * cols)
+    if rows * cols < WIDE_MIN:  # in place, on the trigger's threads
+        out[Strategy.INCR] = t + rt3.seconds(2 * rows * cols * rank, 16 * rows * cols)
+    else:  # pending terms, folded past FOLD_RANK in one dgemm on every core: per update,
+        # its flops and its share of the fold's pass (backends/numpy/lowrank.py)
+        out[Strategy.INCR] = t + _rates(r, False).seconds(
+            2 * rows * cols * rank, 16 * rows * cols * min(1.0, rank / FOLD_RANK))
     dense = passes.simplify(sum_terms(list(terms)), passes.Context(sizes))
     out[Strategy.HYBRID] = expr_seconds(dense, size, rt3, set(), one_hot,
                                         fused(Strategy.HYBRID), levels) \
@@ -292,6 +297,7 @@ def maintenance_seconds(program: ir.Program, x: str, trigger_options, sizes,
     s, call = roof.stream, roof.call
     t = input_update_seconds(program, x, sizes, r, one_thread) + TRIGGER_CALLS * call
     changed = {x}
+    probed = []  # maintained inverses and their sizes
     reads: dict = {}  # the thin products of each large view, fused as the runtime does
     levels: dict = {}  # when each factor block is ready (factor_level)
     for vd in raw.deltas[1:]:
@@ -305,9 +311,8 @@ def maintenance_seconds(program: ir.Program, x: str, trigger_options, sizes,
         levels[vd.left.attr] = levels[vd.right.attr] = level
         changed.add(vd.name)
         if vd.strategy is Strategy.INCR and st.expr.op is Op.INV:
-            # the probe of a maintained inverse: one matrix-vector pass over it
-            n = sizes.value(st.expr.rows)
-            t += roof.seconds(2 * n * n, 8 * n * n) + 2 * CHECK_CALLS * call
+            probed.append((vd.name, sizes.value(st.expr.rows)))
+            t += 2 * CHECK_CALLS * call
         # the phase-1 guard reads every part of the delta (rt.check_deltas)
         rows, cols = sizes.value(st.expr.rows), sizes.value(st.expr.cols)
         if vd.strategy is Strategy.INCR:
@@ -315,6 +320,12 @@ def maintenance_seconds(program: ir.Program, x: str, trigger_options, sizes,
             t += 2 * CHECK_CALLS * call + 8 * (rows + cols) * k / s
         else:
             t += CHECK_CALLS * call + 8 * rows * cols / s
+    for w, n in probed:  # the probe's vector: one more column of W's first fused pass
+        first = min((key for key in reads if key[0] == w), key=lambda k: k[2], default=None)
+        if first is not None:
+            reads[first][2] += 1
+        else:  # or a matrix-vector pass of its own
+            t += roof.seconds(2 * n * n, 8 * n * n)
     return t + fused_seconds(reads, roof)
 
 
