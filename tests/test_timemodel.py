@@ -143,7 +143,7 @@ def test_fused_dot_equals_the_separate_products(widths, ops, large, seed):
 
 
 def test_wide_products_leave_the_users_threads_alone(monkeypatch):
-    from linview.backends.numpy import kernels
+    from linview.backends.numpy import threads as kernels
 
     assert kernels.others_running() >= 0
     big = np.zeros((1024, 1024))
@@ -334,9 +334,7 @@ def test_an_inverse_read_only_by_another_inverse_is_evaluated_not_solved():
 
 def test_runtime_kernels_and_the_seconds_model_agree_on_thin_products():
     """The model mirrors the NumPy kernels' thresholds (a changed kernel must change both)."""
-    from linview.backends.numpy import kernels
-
-    from linview.backends.numpy import lowrank
+    from linview.backends.numpy import kernels, lowrank
 
     assert (kernels.GEMV_MAX, kernels.WIDE_MIN, kernels.WIDE_RANK, kernels.PANEL_MAX,
             kernels.PANEL_BYTES, lowrank.FOLD_RANK, lowrank.MIN_ELEMENTS) == (

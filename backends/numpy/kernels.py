@@ -6,10 +6,7 @@ limits, and input conversion.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
-import time
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -18,6 +15,22 @@ import scipy.linalg.blas as blas
 import scipy.sparse as sps
 
 from linview.backends.numpy.guards import real_dtype_problem
+from linview.backends.numpy.threads import (  # noqa: F401 - the kernels' thread policy
+    GEMV_MAX,
+    THREAD_ENV,
+    TRIGGER_THREADS,
+    WIDE_MIN,
+    WIDE_RANK,
+    blas_limit,
+    blas_threads,
+    others_running,
+    pools,
+    trigger_limit,
+    update_threads,
+    user_threads,
+    wide,
+    wide_products,
+)
 from linview.errors import InputError
 
 
@@ -51,151 +64,13 @@ def add_outer(A: np.ndarray, P: np.ndarray, Q: np.ndarray) -> None:
         A[:, cols] += P @ Q[cols].T
         return
     if A.flags.f_contiguous and A.dtype == np.float64 and A.size > 64:
-        with _update_threads(A, P.shape[1]):
+        with update_threads(A, P.shape[1]):
             out = blas.dgemm(1.0, P, Q, beta=1.0, c=A, trans_b=True, overwrite_c=True)
         if out is A:
             return
         A[...] = out  # BLAS had to copy (not expected for Fortran float64)
         return
     A += P @ Q.T
-
-
-#: environment variables through which a user sets BLAS threads; any of them set means the
-#: triggers leave BLAS threads alone (the user's explicit setting wins)
-THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-              "BLIS_NUM_THREADS")
-#: BLAS threads of a maintaining trigger: its products are thin (gemv-like) and memory
-#: bound, where threads only add synchronisation (and spin on a loaded machine)
-TRIGGER_THREADS = 1
-_POOLS: list = []
-
-
-def user_threads() -> bool:
-    """True when the user set BLAS threads through the environment."""
-    return any(os.environ.get(v) for v in THREAD_ENV)
-
-
-def _is_kernel_library(path: str) -> bool:
-    """The BLAS that ``scipy.linalg.blas`` calls: pip's SciPy wheel bundles its own copy in
-    ``scipy.libs`` (NumPy's wheel another one in ``numpy.libs``)."""
-    return os.path.basename(os.path.dirname(path)) == "scipy.libs"
-
-
-def pools():
-    """``(kernels, others)``: threadpoolctl controllers of the BLAS library the kernels
-    below call (SciPy's) and of every other BLAS library loaded (NumPy's own copy in pip
-    wheels; None where both use one library, as in most distributions)."""
-    if not _POOLS:
-        from threadpoolctl import ThreadpoolController
-
-        ctrl = ThreadpoolController()
-        paths = [c.filepath for c in ctrl.lib_controllers if c.user_api == "blas"]
-        mine = [p for p in paths if _is_kernel_library(p)]
-        if mine and len(mine) < len(paths):
-            _POOLS[:] = [ctrl.select(filepath=mine),
-                         ctrl.select(filepath=[p for p in paths if p not in mine])]
-        else:
-            _POOLS[:] = [ctrl.select(user_api="blas"), None]
-    return tuple(_POOLS)
-
-
-def blas_limit(threads: int | None, others: int | None = -1):
-    """A context limiting the kernels' BLAS to ``threads`` and every other BLAS library to
-    ``others`` (default: the same); ``None`` leaves that library alone.
-
-    Two OpenBLAS copies are loaded by pip's NumPy and SciPy wheels, each with its own
-    thread pool whose workers spin for a while after every call.  When both run with
-    two threads on two cores, one's spinning workers stall the other's calls by whole
-    scheduler slices: a rank-1 OLS trigger (X 4000×1000) measured 8-16 ms so, 1.2 ms on
-    one pool.  A trigger therefore gives threads to one pool only (see
-    ``TriggerModule._blas``)."""
-    others = threads if others == -1 else others
-    kernels, rest = pools()
-    stack = contextlib.ExitStack()
-    if threads is not None:
-        stack.enter_context(kernels.limit(limits=threads))
-    if rest is not None and others is not None:
-        stack.enter_context(rest.limit(limits=others))
-    return stack
-
-
-#: a product of a view of at least this many elements with a block of factors, or a
-#: rank-k update of one (k >= WIDE_RANK), may use every core (see :func:`wide`)
-WIDE_MIN = 1 << 20
-WIDE_RANK = 8
-#: a view times a block of at most this many columns runs as one matrix-vector product per
-#: column: a thin ``dgemm`` first packs the whole view, which costs about three passes
-#: over its memory (measured with OpenBLAS, n = 4000: gemv 5 ms a column, gemm 18-21 ms
-#: for 2 to 8 columns on one thread, 13-15 ms on two)
-GEMV_MAX = 2
-_WIDE = {"allowed": True}
-
-
-@contextlib.contextmanager
-def wide_products(allowed: bool):
-    """While active, :func:`wide` may raise the BLAS threads of a trigger's large products
-    (the runtime turns it off when the user chose the threads)."""
-    before = _WIDE["allowed"]
-    _WIDE["allowed"] = allowed
-    try:
-        yield
-    finally:
-        _WIDE["allowed"] = before
-
-
-def others_running() -> int:
-    """Threads of other processes running on the machine now: the kernel's count of
-    runnable threads (``/proc/loadavg``) less this process's own (BLAS workers still
-    spinning after a parallel call are ours, not other work); elsewhere the one-minute
-    load average less one (it lags by a minute)."""
-    try:
-        with open("/proc/loadavg") as f:
-            total = int(f.read().split()[3].split("/")[0])
-        mine = 0
-        for tid in os.listdir("/proc/self/task"):
-            try:
-                with open(f"/proc/self/task/{tid}/stat") as f:
-                    mine += f.read().rsplit(")", 1)[1].split()[0] == "R"
-            except (OSError, IndexError):
-                continue  # a thread that just ended
-        return max(0, total - max(mine, 1))
-    except (OSError, ValueError, IndexError):
-        return max(0, round(os.getloadavg()[0]) - 1)
-
-
-def wide(A: np.ndarray, enough_columns: bool = True):
-    """Every core for one large, compute-heavy BLAS call of a trigger (a trigger otherwise
-    runs on :data:`TRIGGER_THREADS`): when ``A`` has at least :data:`WIDE_MIN` elements,
-    the block is wide enough and no other work runs on the machine's other cores
-    (:func:`others_running`); else nothing changes.  Only the kernels' BLAS widens."""
-    cores = os.cpu_count() or 1
-    if not (_WIDE["allowed"] and enough_columns and cores > 1 and A.size >= WIDE_MIN):
-        return contextlib.nullcontext()
-    now = time.monotonic()
-    if now - _WIDE.get("at", -1.0) > 0.05:  # about 0.1 ms to look: at most every 50 ms
-        _WIDE["at"], _WIDE["others"] = now, others_running()
-    if _WIDE["others"] > cores - 2:
-        return contextlib.nullcontext()
-    return blas_limit(cores, None)
-
-
-def _update_threads(A: np.ndarray, k: int):
-    """The BLAS threads of an in-place rank-k update of a large view: every idle core for
-    k >= WIDE_RANK (:func:`wide`), one thread below, whatever the trigger runs on: a thin
-    ``dgemm`` update on two threads measured 2.6x slower than on one (n = 4000, k = 1:
-    24 ms against 9 ms), and markov's trigger (rank 2 and 4 updates of 2000×2000 views)
-    took 32-48 ms on two threads against 21 ms on one."""
-    if A.size < WIDE_MIN or not _WIDE["allowed"]:  # small, or the user chose the threads
-        return contextlib.nullcontext()
-    return wide(A) if k >= WIDE_RANK else blas_limit(1, None)
-
-
-def blas_threads() -> int | None:
-    """BLAS threads in effect now (the largest over the loaded BLAS libraries)."""
-    from threadpoolctl import threadpool_info
-
-    counts = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
-    return max(counts) if counts else None
 
 
 def add_dense(A: np.ndarray, D: np.ndarray) -> None:

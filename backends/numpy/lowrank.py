@@ -128,6 +128,52 @@ def _empty(rows: int) -> np.ndarray:
     return np.zeros((rows, 0), order="F")
 
 
+class PendingViews:
+    """The views of a NumPy trigger module (the runtime's ``TriggerModule``) with their
+    pending terms: ``_store`` holds every view's array, ``_pending`` the :class:`Pending`
+    of those that have one."""
+
+    @property
+    def _views(self) -> dict[str, np.ndarray]:
+        """Every view and input as an array (pending low-rank terms added first)."""
+        self.flush()
+        return self._store
+
+    @_views.setter
+    def _views(self, views: dict[str, np.ndarray]) -> None:
+        self._store = views
+        self._pending: dict[str, Pending] = {}
+
+    def flush(self) -> None:
+        """Add every pending low-rank term to its view now (:mod:`.lowrank`; reading,
+        saving and verifying views do it anyway)."""
+        for p in self._pending.values():
+            p.fold()
+
+    def _lazy(self, name: str):
+        """A view for a trigger that only multiplies and updates it (generated code): a
+        large one keeps its updates as low-rank terms (:class:`.Pending`)."""
+        p = self._pending.get(name)
+        if p is None:
+            base = self._store[name]
+            if base.size < MIN_ELEMENTS:
+                return base
+            p = self._pending[name] = Pending(base)
+        return p
+
+    def _view(self, name: str) -> np.ndarray:
+        """A view as an array, its pending terms added first (generated code)."""
+        p = self._pending.get(name)
+        if p is not None:
+            p.fold()
+        return self._store[name]
+
+    def _current(self, name: str):
+        """A view as the running trigger reads it (pending terms not added), or None."""
+        p = self._pending.get(name)
+        return p if p is not None else self._store.get(name)
+
+
 # ------------------------------------------------------------------ what triggers call (rt)
 def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray]:
     """:func:`kernels.fused_dot`, also of a view with pending terms."""

@@ -12,7 +12,6 @@ The generated code only ever imports numpy, scipy and this module.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Mapping
 
@@ -46,6 +45,7 @@ from linview.backends.numpy.kernels import (  # noqa: F401 - part of the runtime
     owned,
     size_text,
     source_hash,
+    trigger_limit,
     user_threads,
     wide_products,
 )
@@ -54,7 +54,7 @@ from linview.backends.numpy.octave_rt import chol, diag, lu, norm, pinv, qr  # n
 from linview.errors import InputError, NumericalError, StateError, UpdateError
 
 
-class TriggerModule:
+class TriggerModule(lowrank.PendingViews):
     """Keeps every view of one compiled program fresh.  Generated subclasses define:
 
     ``PROGRAM``   program name;           ``SOURCE_HASH`` hash of the .m source + options
@@ -233,46 +233,6 @@ class TriggerModule:
     def __contains__(self, name: str) -> bool:
         return name in self.OUTPUTS or name in self._store
 
-    # -------------------------------------------------------------- the views kept
-    @property
-    def _views(self) -> dict[str, np.ndarray]:
-        """Every view and input as an array (pending low-rank terms added first)."""
-        self.flush()
-        return self._store
-
-    @_views.setter
-    def _views(self, views: dict[str, np.ndarray]) -> None:
-        self._store = views
-        self._pending: dict[str, lowrank.Pending] = {}
-
-    def flush(self) -> None:
-        """Add every pending low-rank term to its view now (:mod:`.lowrank`; reading,
-        saving and verifying views do it anyway)."""
-        for p in self._pending.values():
-            p.fold()
-
-    def _lazy(self, name: str):
-        """A view for a trigger that only multiplies and updates it (generated code): a
-        large one keeps its updates as low-rank terms (:class:`.lowrank.Pending`)."""
-        p = self._pending.get(name)
-        if p is None:
-            base = self._store[name]
-            if base.size < lowrank.MIN_ELEMENTS:
-                return base
-            p = self._pending[name] = lowrank.Pending(base)
-        return p
-
-    def _view(self, name: str) -> np.ndarray:
-        """A view as an array, its pending terms added first (generated code)."""
-        p = self._pending.get(name)
-        if p is not None:
-            p.fold()
-        return self._store[name]
-
-    def _current(self, name: str):
-        """A view as the running trigger reads it (pending terms not added), or None."""
-        p = self._pending.get(name)
-        return p if p is not None else self._store.get(name)
 
     @property
     def outputs(self) -> dict[str, np.ndarray]:
@@ -315,19 +275,10 @@ class TriggerModule:
         self._drift_policy()
 
     def _blas(self, name: str):
-        """The BLAS threads of the trigger of ``name``: none managed (the user chose, or
-        ``blas_threads=None``); all of them for the kernels' library and one for every
-        other (a maintaining trigger whose model chose every thread), or NumPy's library
-        left alone (a re-evaluating one: its products are NumPy's); else the count for
-        every library.  One thread pool works at a time (see :func:`kernels.blas_limit`)."""
-        if name not in self._threads:
+        """The BLAS threads of the trigger of ``name`` (:func:`.threads.trigger_limit`)."""
+        if name not in self._threads:  # the user chose, or blas_threads=None
             return contextlib.nullcontext()
-        threads = self._threads[name]
-        if threads is None:
-            if name in self.REEVALUATED:
-                return contextlib.nullcontext()
-            return blas_limit(os.cpu_count() or 1, 1)
-        return blas_limit(threads)
+        return trigger_limit(self._threads[name], name in self.REEVALUATED)
 
     def _probe(self, W: str, A: str, dA, dW, Wa=None) -> None:
         """Phase-1 probe of the maintained inverse ``W = inv(A)`` (see

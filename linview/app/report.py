@@ -132,7 +132,9 @@ def print_bench(console, result: dict) -> None:
                   "the seconds model's speedup; threads = BLAS threads of the update; load = "
                   "1-minute load average")
     views = max(r["view_bytes"] for r in result["strategies"].values())
-    console.print(f"views held: {_bytes(views)}; mean = time per update including its share of the pending low-rank terms added at the end; ÷floor = mean over the memory floor "
+    console.print(f"views held: {_bytes(views)}; mean = time per update, its share of the "
+                  "pending low-rank terms added at the end included; ÷floor = mean over the "
+                  "memory floor "
                   f"({_secs(next(iter(result['strategies'].values()))['floor_s'])} here); "
                   "probe = share of the update time spent checking maintained inverses; "
                   "temp = peak temporary memory of an update")
