@@ -150,6 +150,7 @@ def test_transposed_products_of_pending_views():
     assert_close(got[1], value @ B, 1e-13, "Tᵀ T")
     assert_close(lowrank.dot(p.T, C), value.T @ C, 1e-13, "dot of the transpose")
     assert_close(p @ B, value @ B, 1e-13, "@")
+    assert_close(p.column(4), value[:, 4:5], 1e-13, "a column")
     assert p.T.shape == (20, 30) and p.T.T is p
 
 

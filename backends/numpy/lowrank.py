@@ -54,6 +54,10 @@ class Pending:
         out = kernels.matmul(self.base, B)
         return out + self.P @ (self.Q.T @ B) if self.rank else out
 
+    def column(self, j: int) -> np.ndarray:
+        """Column ``j`` of the value (n×1), reading one column of the base."""
+        return self.base[:, j:j + 1] + self.P @ self.Q[j:j + 1].T
+
     def dot(self, X: np.ndarray) -> np.ndarray:
         """``value @ X``, reading only the touched columns of the base for a one-hot X."""
         out = kernels.dot(self.base, X)

@@ -60,6 +60,8 @@ def _column(M, j: int):
     ``DistMatrix``) its product with ``e_j``, which reads only the blocks holding it."""
     if isinstance(M, np.ndarray):
         return M[:, j:j + 1]
+    if hasattr(M, "column"):  # a view with pending low-rank terms (lowrank.Pending)
+        return M.column(j)
     e = np.zeros((M.shape[1], 1))
     e[j] = 1.0
     return M @ e
