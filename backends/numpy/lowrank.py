@@ -5,8 +5,9 @@ the rank (7 ms at n = 4000 for rank 2, as long as the pass over the view that th
 trigger's products make).  A view that a trigger only multiplies (``rt.fused_dot``,
 ``rt.dot``) and updates (``rt.add_outer``) can instead keep its updates as low-rank terms:
 every product adds ``P (Qᵀ B)`` (O(n·r) per column), and the terms are added to the view
-in one ``dgemm`` when their rank passes :data:`FOLD_RANK` (a rank-64 update costs about
-what a rank-8 one does: it is the pass over the view, not the flops).  The generated
+in one ``dgemm`` when their rank passes :data:`FOLD_RANK`: the flops are the same, but the
+pass over the view is paid once per fold instead of once per update, and a wide ``dgemm``
+runs at the machine's gemm rate on every idle core.  The generated
 module decides which views qualify (the view is used in no other way in that trigger,
 ``self._lazy``) and the runtime which are large enough (:data:`MIN_ELEMENTS`); every other
 read of a view (outputs, saving, verification, the other triggers) folds its terms first.
