@@ -6,9 +6,15 @@ files, each micro-batch applied exactly once to the Spark trigger module.
   1) for back-pressure.  Its schema is Spark's fixed one (``path``, ``modificationTime``,
   ``length``, ``content``); every file of a micro-batch is parsed on the driver by the same
   strict reader as the NumPy backend (:mod:`linview.app.records`), so a bad record is named by
-  file and line and typed exactly as documented.  Spark takes new files in the order of
-  their modification times (then names), within a micro-batch too; write a file elsewhere
-  and move it into DIR, so that Spark never sees half of it.
+  file and line and typed exactly as documented.  The driver reads the batch's files
+  itself, at the paths Spark logged for the batch in the query's checkpoint
+  (:mod:`linview.app.spark_files`), so no Spark job runs per batch; if the log is not as
+  expected, one job collects the batch's DataFrame instead.  Spark takes new files in the
+  order of their modification times (then names), within a micro-batch too; write a file
+  elsewhere and move it into DIR, so that Spark never sees half of it.
+* **Checkpoint writes** go through Hadoop's FileSystem API
+  (:func:`use_fs_checkpoint_manager`): the default FileContext one forks ``readlink`` and
+  ``chmod`` processes for most steps on a local disk.
 * **Exactly once.**  The query's ``checkpointLocation`` is ``CK/query``; linview's state
   (``CK/state.npz``, ``CK/wal.log``, :mod:`linview.app.stream`) records the last applied
   ``batchId``.  A batch logged before a crash is re-applied from the log on restart; a
