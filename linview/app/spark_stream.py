@@ -147,7 +147,7 @@ def _read(path: str) -> bytes:
             from None
 
 
-#: Spark's checkpoint file manager on Hadoop's FileSystem API (Spark 4.1+, then before):
+#: Spark's checkpoint file manager on Hadoop's FileSystem API (its package moved in Spark 4):
 #: the default one (FileContext) forks a ``readlink`` or ``chmod`` process for most of
 #: its steps on a local disk, 15 per micro-batch, 60-100 ms of it on two cores
 _FS_MANAGERS = ("org.apache.spark.sql.execution.streaming.checkpointing."
