@@ -88,6 +88,7 @@ def test_uninterrupted_run(case):
     assert p.returncode == 0, p.stderr
     stats = json.loads(p.stdout)
     assert stats["batches"] == 8 and stats["applied"] == 8 * 13
+    assert stats["batches_read_from_log"] == 8  # no Spark job collected the files
     np.testing.assert_allclose(final(tmp, "plain"), expect, rtol=1e-10)
     assert log_batches(tmp, "plain") == list(range(8))
     results = read_results(tmp / "plain" / "out")

@@ -6,9 +6,15 @@ files, each micro-batch applied exactly once to the Spark trigger module.
   1) for back-pressure.  Its schema is Spark's fixed one (``path``, ``modificationTime``,
   ``length``, ``content``); every file of a micro-batch is parsed on the driver by the same
   strict reader as the NumPy backend (:mod:`linview.app.records`), so a bad record is named by
-  file and line and typed exactly as documented.  Spark takes new files in the order of
-  their modification times (then names), within a micro-batch too; write a file elsewhere
-  and move it into DIR, so that Spark never sees half of it.
+  file and line and typed exactly as documented.  The driver reads the batch's files
+  itself, at the paths Spark logged for the batch in the query's checkpoint
+  (:mod:`linview.app.spark_files`), so no Spark job runs per batch; if the log is not as
+  expected, one job collects the batch's DataFrame instead.  Spark takes new files in the
+  order of their modification times (then names), within a micro-batch too; write a file
+  elsewhere and move it into DIR, so that Spark never sees half of it.
+* **Checkpoint writes** go through Hadoop's FileSystem API
+  (:func:`use_fs_checkpoint_manager`): the default FileContext one forks ``readlink`` and
+  ``chmod`` processes for most steps on a local disk.
 * **Exactly once.**  The query's ``checkpointLocation`` is ``CK/query``; linview's state
   (``CK/state.npz``, ``CK/wal.log``, :mod:`linview.app.stream`) records the last applied
   ``batchId``.  A batch logged before a crash is re-applied from the log on restart; a
@@ -34,6 +40,7 @@ import time
 from pathlib import Path
 
 from linview.app.records import Record, read_text
+from linview.app.spark_files import batch_files
 from linview.backends.spark.session import get_session, spark_errors
 from linview.errors import BackendError, InputError, LinviewError
 
@@ -131,6 +138,39 @@ def file_records(path: str, content: bytes) -> list[Record]:
     return list(read_text(text, name))
 
 
+def _read(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read update file {path}: {e.strerror or e}",
+                         hint="leave update files in --updates until they are applied") \
+            from None
+
+
+#: Spark's checkpoint file manager on Hadoop's FileSystem API (its package moved in Spark 4):
+#: the default one (FileContext) forks a ``readlink`` or ``chmod`` process for most of
+#: its steps on a local disk, 15 per micro-batch, 60-100 ms of it on two cores
+_FS_MANAGERS = ("org.apache.spark.sql.execution.streaming.checkpointing."
+                "FileSystemBasedCheckpointFileManager",
+                "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager")
+_FS_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
+
+
+def use_fs_checkpoint_manager(spark) -> str | None:
+    """Write the query's checkpoint through Hadoop's FileSystem API (unless the session
+    names a manager already); the class used, or ``None``."""
+    if spark.conf.get(_FS_MANAGER_KEY, None):
+        return None
+    for name in _FS_MANAGERS:
+        try:
+            spark.sparkContext._jvm.java.lang.Class.forName(name)
+        except Exception:  # noqa: BLE001 - Py4J wraps ClassNotFoundException
+            continue
+        spark.conf.set(_FS_MANAGER_KEY, name)
+        return name
+    return None
+
+
 @contextlib.contextmanager
 def _interrupt_flag():
     """Ctrl-C sets an event instead of raising (PySpark's own handler would call the JVM
@@ -193,15 +233,23 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
             return
         try:
             t0 = time.time()
-            rows = sorted(df.select("modificationTime", "path", "content").collect(),
-                          key=lambda r: (r.modificationTime, r.path))
-            recs = [rec for r in rows for rec in file_records(r.path, bytes(r.content))]
+            files = batch_files(query_dir, batch_id)
+            if files is not None:  # the files Spark logged for the batch: read here
+                stream.stats["batches_read_from_log"] = \
+                    stream.stats.get("batches_read_from_log", 0) + 1
+                recs = [rec for _, path in files for rec in file_records(path, _read(path))]
+                newest = max((ms for ms, _ in files), default=None)
+            else:  # the checkpoint does not say: one Spark job collects them
+                rows = sorted(df.select("modificationTime", "path", "content").collect(),
+                              key=lambda r: (r.modificationTime, r.path))
+                recs = [rec for r in rows for rec in file_records(r.path, bytes(r.content))]
+                newest = max((r.modificationTime.timestamp() * 1e3 for r in rows),
+                             default=None)
             stream.stats["collect_seconds"] = stream.stats.get("collect_seconds", 0.0) \
                 + time.time() - t0
             stream.apply_batch(recs, source_batch=batch_id)
-            if rows:  # lag: from the newest file of the batch arriving to its outputs
-                newest = max(r.modificationTime for r in rows).timestamp()
-                stream.stats["lag_s"] = max(time.time() - newest, 0.0)
+            if newest is not None:  # lag: from the newest file of the batch arriving
+                stream.stats["lag_s"] = max(time.time() - newest / 1e3, 0.0)
             status.update(stream, stream.stats.get("lag_s"))
         except BaseException as e:  # noqa: BLE001 - re-raised on the main thread
             failure.append(e)
@@ -215,6 +263,7 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
                                    T.StructField("modificationTime", T.TimestampType()),
                                    T.StructField("length", T.LongType()),
                                    T.StructField("content", T.BinaryType())])
+            use_fs_checkpoint_manager(spark)
             reader = (spark.readStream.format("binaryFile").schema(schema)
                       .option("pathGlobFilter", "*.{jsonl,json,parquet}")
                       .option("maxFilesPerTrigger", args.max_batch or 1))
