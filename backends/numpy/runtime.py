@@ -43,6 +43,7 @@ from linview.backends.numpy.kernels import (  # noqa: F401 - part of the runtime
     blas_threads,
     one_hot,
     owned,
+    pools,
     size_text,
     source_hash,
     trigger_limit,
@@ -140,6 +141,8 @@ class TriggerModule(lowrank.PendingViews):
         else:
             raise InputError(f"blas_threads must be 'auto', None or a positive int, "
                              f"not {threads!r}")
+        if self._threads or self._wide:
+            pools()  # finding the BLAS libraries takes milliseconds: at load, not in an update
 
     # -------------------------------------------------------------- inputs
     def _validate_inputs(self, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:

@@ -153,8 +153,12 @@ def plot_bench(result: dict, path: str) -> None:
 
     names = list(result["strategies"])
     med = [result["strategies"][s]["mean_s"] * 1e3 for s in names]
-    lo = [m - result["strategies"][s]["p10_s"] * 1e3 for m, s in zip(med, names, strict=True)]
-    hi = [result["strategies"][s]["p90_s"] * 1e3 - m for m, s in zip(med, names, strict=True)]
+    # the p10–p90 range around the mean (a mean outside it, as a slow first update makes,
+    # gets no bar on that side)
+    lo = [max(0.0, m - result["strategies"][s]["p10_s"] * 1e3)
+          for m, s in zip(med, names, strict=True)]
+    hi = [max(0.0, result["strategies"][s]["p90_s"] * 1e3 - m)
+          for m, s in zip(med, names, strict=True)]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     bars = ax.bar([s.upper() for s in names], med, yerr=[lo, hi], capsize=4,
                   color=["#c44e52" if s == "reeval" else "#4c72b0" for s in names])
