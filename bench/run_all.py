@@ -33,9 +33,9 @@ from linview.app.report import plot_bench  # noqa: E402
 # REEVAL is the program as written; REEVAL_MODEL the program as compiled (where it differs)
 SUITE = [
     ("ols_n2000", "ols.m", {"m": 4000, "n": 2000, "p": 1}, 20, "reeval,incr,auto"),
-    ("ols_square_n4000", "ols.m", {"m": 4000, "n": 4000, "p": 1}, 6, "reeval,auto"),
+    ("ols_square_n4000", "ols.m", {"m": 4000, "n": 4000, "p": 1}, 16, "reeval,auto"),
     ("powers_n2000", "powers.m", {"n": 2000}, 10, "reeval,incr,auto"),
-    ("powers_n4000", "powers.m", {"n": 4000}, 5, "reeval,auto"),
+    ("powers_n4000", "powers.m", {"n": 4000}, 8, "reeval,auto"),
     ("sums_of_powers_n2000", "sums_of_powers.m", {"n": 2000}, 10, "reeval,auto"),
     ("general_form_n2000_p1", "general_form.m", {"n": 2000, "p": 1}, 20,
      "reeval,reeval_model,incr,hybrid,auto"),

@@ -20,6 +20,7 @@ from linview.backends.numpy.render import ExprPrinter, owned_code
 from linview.compiler import printer
 from linview.compiler.delta import Strategy, Trigger, ViewDelta, emitted_exprs
 from linview.compiler.ir import LEAVES, Node, Op
+from linview.compiler.optimize import symmetric_views
 from linview.compiler.plan import Plan, refresh_sets, size_entry, solved_inverses
 
 
@@ -285,6 +286,7 @@ class NumpyGenerator:
         body: list[str] = []
         ex = ExprPrinter(names, body, ind, trigger=True, shared=shared_nodes(roots),
                          update_factors=("U", "V"))
+        ex.symmetric = symmetric_views(self.prog)
         ex.fuse_products(roots)
         body.append(f"{ind}# phase 1: every delta from the old views")
         self._phase1(trig, names, ex, body)

@@ -36,6 +36,8 @@ class ExprPrinter:
         #: pass (a probe's, :meth:`NumpyGenerator._phase1`), and the results of those done
         self.riders: dict[str, tuple[str, str, str]] = {}
         self.riders_done: dict[str, str] = {}
+        #: views known to be symmetric: their products read them by columns (``Wᵀ·B``)
+        self.symmetric: set[str] = set()
 
     def fuse_products(self, roots: list[Node]) -> None:
         """Plan one pass per view and trigger level: the products ``W F1``, ``Wᵀ F2``... of
@@ -86,6 +88,9 @@ class ExprPrinter:
             blocks, ops = blocks + [block], ops + "N"
             names.append(result)
             self.riders_done[leaf.attr] = result
+        if leaf.op is Op.VIEW and leaf.attr in self.symmetric:
+            ops = "T" * len(ops)  # W = Wᵀ: Wᵀ·B reads W's columns, the faster way
+            math += f" ({view} is symmetric)"
         self.lines.append(f"{self.indent}# {math}: the products reading {view}, together")
         self.lines.append(f"{self.indent}{', '.join(names)} = rt.fused_dot({view}, "
                           f"{', '.join(blocks)}, ops={ops!r})")

@@ -101,9 +101,9 @@ class Ols(rt.TriggerModule):
         #   V_beta_inv = [beta_inv V_beta_arg]
         z_beta_inv = self._probe_rider('beta_inv', 'beta_arg', ('outer', U_beta_arg, V_beta_arg))
         # beta_inv U_beta_arg, beta_inv V_beta_arg, beta_inv D_beta_p1, beta_inv z_beta_inv (the
-        #   probe's): the products reading beta_inv, together
+        #   probe's) (beta_inv is symmetric): the products reading beta_inv, together
         t1, t2, t3, Wz_beta_inv = rt.fused_dot(beta_inv, U_beta_arg, V_beta_arg, D_beta_p1,
-            z_beta_inv, ops='NNNN')
+            z_beta_inv, ops='TTTT')
         U_beta_inv = -(t1 @ rt.core_inv(np.eye(2*k) + V_beta_arg.T @ t1, "beta_inv"))
         V_beta_inv = t2
         # Δbeta = D_beta = U_beta_inv (V_beta_invᵀ beta_p1) + (beta_inv D_beta_p1 + U_beta_inv
