@@ -349,3 +349,23 @@ def test_woodbury_terms_for_rank_one_and_higher(r):
 def test_brute_force_reference_on_the_textbook_example():
     """The reference itself, on the textbook example (10×30, 30×5, 5×60)."""
     assert brute_force_min([10, 30, 5, 60]) == 2 * (10 * 30 * 5 + 10 * 5 * 60)
+
+
+def test_a_dense_delta_multiplies_views_by_vectors_only():
+    """markov's p = (P^8)ᵀ p0 is kept by a dense delta: every product with the n×n view
+    P_pow4 in it is a matrix-vector product (its factor expressions, which no backend
+    evaluates, once lent it the thin product P_pow4ᵀ V as if already computed, and the
+    sum (Uᵀ P_pow4ᵀ + ...) p0 was multiplied out as a 4-column product)."""
+    import linview
+    from linview.compiler.delta import Strategy
+    from linview.compiler.ir import Op
+
+    prog = linview.compile_file("examples/markov.m", dims={"n": 2000})
+    vd = next(d for d in prog.plan.triggers["P"].deltas if d.name == "p")
+    assert vd.strategy is Strategy.HYBRID
+    products = [m for m in vd.dense.walk() if m.op is Op.MUL]
+    with_view = [m for m in products if any(
+        (c.children[0] if c.op is Op.T else c).op is Op.VIEW
+        and (c.children[0] if c.op is Op.T else c).attr == "P_pow4" for c in m.children)]
+    assert len(with_view) == 2
+    assert all(m.cols == 1 for m in with_view)

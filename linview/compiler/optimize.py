@@ -187,14 +187,23 @@ def has_factor(n: Node, memo: dict[int, bool]) -> bool:
     return hit
 
 
+def _vector(n: Node, left: bool) -> bool:
+    """``n`` is one column (``x`` in ``S x``) or, on the left, one row."""
+    return (n.rows if left else n.cols) == 1
+
+
 def distribute(n: Node) -> Node:
-    """Distribute products over sums, negations and scalings next to a thin factor."""
+    """Distribute products over sums, negations and scalings next to a thin factor, or
+    next to a vector in an expression with factors: ``(A + U Vᵀ) x`` becomes
+    ``A x + U (Vᵀ x)``, and ``(Uᵀ A + Uᵀ V Uᵀ) p`` becomes ``Uᵀ (A p) + ...`` (a
+    matrix-vector product, not a thin one of A)."""
     memo: dict[int, bool] = {}
 
     def mul(a: Node, b: Node) -> Node:
         if has_factor(b, memo) or has_factor(a, memo):
             for left, x, y in ((True, a, b), (False, b, a)):
-                if x.op in (Op.ADD, Op.SUB) and has_factor(y, memo):
+                if x.op in (Op.ADD, Op.SUB) and (has_factor(y, memo)
+                                                  or _vector(y, not left)):
                     p, q = (mul(c, y) if left else mul(y, c) for c in x.children)
                     return ir.add(p, q) if x.op is Op.ADD else ir.sub(p, q)
                 if x.op is Op.NEG:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from linview.compiler import check, ir
-from linview.compiler.delta import Trigger
+from linview.compiler.delta import Trigger, emitted_exprs
 from linview.compiler.ir import Node, Op
 from linview.compiler.ops import Term
 from linview.compiler.optimize import (
@@ -114,12 +114,23 @@ def optimize_trigger(trigger: Trigger, program: ir.Program, ctx: Context) -> Tri
     if check.enabled():
         check.check_trigger(trigger, program, "delta")
 
-    def fix(n: Node | None) -> Node | None:
-        return None if n is None else simplify(n, ctx)
+    def fix(n: Node | None, c: Context = ctx) -> Node | None:
+        return None if n is None else simplify(n, c)
 
-    deltas = tuple(replace(vd, terms=tuple(Term(fix(t.P), fix(t.Q)) for t in vd.terms),
-                           new_value=fix(vd.new_value), dense=fix(vd.dense))
-                   for vd in trigger.deltas)
+    def fix_delta(vd):
+        # what the backend evaluates shares the trigger's planner (a product built for
+        # one view is free for the next); the rest (a HYBRID view's factors, which no
+        # backend evaluates) gets a planner of its own, so that the emitted expressions
+        # do not take its products as already computed
+        emitted = {id(e) for e in emitted_exprs(vd)}
+        aside = replace(ctx, planner=ChainPlanner(ctx.sizes))
+
+        def one(n):
+            return fix(n, ctx if n is None or id(n) in emitted else aside)
+        return replace(vd, terms=tuple(Term(one(t.P), one(t.Q)) for t in vd.terms),
+                       new_value=one(vd.new_value), dense=one(vd.dense))
+
+    deltas = tuple(fix_delta(vd) for vd in trigger.deltas)
     out = replace(trigger, deltas=deltas)
     if check.enabled():
         check.check_trigger(out, program, "optimize_trigger")
