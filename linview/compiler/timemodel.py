@@ -161,10 +161,14 @@ def factor_level(nodes, levels: dict, size, one_hot=ONE_HOT) -> int:
     return level
 
 
-def fused_seconds(reads: dict, rt3: Roof) -> float:
+def fused_seconds(reads: dict, rt3: Roof, passes: Roof | None = None) -> float:
     """The fused products of each view and level (:func:`expr_seconds`'s ``reads``, by
     view, kind and level): one panel pass for both kinds together when they have at most
-    ``PANEL_MAX`` columns in all, else one product per kind."""
+    ``PANEL_MAX`` columns in all, else one product per kind.  Passes bound by memory (the
+    panel pass, matrix-vector products) are priced at the ``passes`` rates: the one-thread
+    ones, since one core already saturates memory here (gemv 4.5 ms at n = 4000 on one
+    thread, 3.6 ms on two, and slower when another process runs)."""
+    passes = passes or rt3
     levels: dict = {}
     for (view, _kind, level), (rows, cols, k) in reads.items():
         levels.setdefault((view, level), []).append((rows, cols, k))
@@ -173,9 +177,10 @@ def fused_seconds(reads: dict, rt3: Roof) -> float:
         width = sum(k for _, _, k in parts)
         rows, cols, _ = parts[0]
         if 1 < width <= PANEL_MAX:
-            t += panel_seconds(rows, cols, width, rt3)
+            t += panel_seconds(rows, cols, width, passes)
         else:
-            t += sum(thin_seconds(r, c, k, rt3) for r, c, k in parts)
+            t += sum(thin_seconds(r, c, k, passes if k <= GEMV_MAX else rt3)
+                     for r, c, k in parts)
     return t
 
 
@@ -326,7 +331,7 @@ def maintenance_seconds(program: ir.Program, x: str, trigger_options, sizes,
             reads[first][2] += 1
         else:  # or a matrix-vector pass of its own
             t += roof.seconds(2 * n * n, 8 * n * n)
-    return t + fused_seconds(reads, roof)
+    return t + fused_seconds(reads, roof, _rates(r, True))
 
 
 def trigger_choice(program: ir.Program, x: str, trigger_options, sizes,
