@@ -94,12 +94,13 @@ def choose_model(module_ast, source, filename, dims, rank,
                  base: Options | None = None) -> tuple[ir.Program, Options]:
     """``--model auto``: lower once with each iterative model (the program as written
     first) and keep the cheapest total trigger cost, where a trigger costs the cheaper of
-    maintaining and re-evaluating (:func:`.timemodel.model_seconds`).  Returns the lowered
-    program it chose, so the caller does not lower again.  Models whose program is over the
+    maintaining and re-evaluating (:func:`.timemodel.trigger_scores`); a model that makes
+    some trigger slower than the program as written is taken only when every model does.
+    Returns the lowered program it chose, so the caller does not lower again.  Models whose program is over the
     size limit are skipped; if every one is, the default model's error is raised.  ``base``
     carries the data's shapes and ``dims=`` of a specialised program
     (:mod:`linview.specialize`)."""
-    from linview.compiler.timemodel import model_seconds
+    from linview.compiler.timemodel import trigger_scores
 
     sizes = Sizes(dict(dims), rank)
     candidates = []
@@ -115,7 +116,7 @@ def choose_model(module_ast, source, filename, dims, rank,
         lower(module_ast, source, filename, first if base is None else
               replace(first, shapes=base.shapes, dims=base.dims))
     smallest = min(len(p.statements) for _, p in candidates)
-    best = None
+    best, written = None, None
     seen: set[tuple] = set()
     for opts, lowered in candidates:
         if len(lowered.statements) > max(AUTO_MAX_STATEMENTS, smallest):
@@ -125,11 +126,16 @@ def choose_model(module_ast, source, filename, dims, rank,
         if key in seen:  # no powers or recurrences: every model gives this program
             continue
         seen.add(key)
-        # per trigger the cheaper of maintaining and re-evaluating (seconds model)
-        total = model_seconds(program, TriggerOptions(choose=strategy_chooser(dims, rank)),
-                              sizes)
-        if best is None or total < best[0]:
-            best = (total, lowered, opts)
+        # per trigger the cheaper of maintaining and re-evaluating (seconds model); a model
+        # that would make some trigger slower than the program as written (the first
+        # candidate) is taken only if no model keeps every trigger at least as fast
+        scores = trigger_scores(program, TriggerOptions(choose=strategy_chooser(dims, rank)),
+                                sizes)
+        written = written or scores
+        loses = any(v > written[x] * (1 + 1e-9) for x, v in scores.items() if x in written)
+        key = (loses, sum(scores.values()))
+        if best is None or key < best[0]:
+            best = (key, lowered, opts)
     return best[1], best[2]
 
 
