@@ -96,8 +96,8 @@ def choose_model(module_ast, source, filename, dims, rank,
     first) and keep the cheapest total trigger cost, where a trigger costs the cheaper of
     maintaining and re-evaluating (:func:`.timemodel.trigger_scores`); a model that makes
     some trigger slower than the program as written is taken only when every model does.
-    Returns the lowered program it chose, so the caller does not lower again.  Models whose program is over the
-    size limit are skipped; if every one is, the default model's error is raised.  ``base``
+    Returns the lowered program it chose, so the caller does not lower again.  Models
+    whose program is over the size limit are skipped; if every one is, the default model's error is raised.  ``base``
     carries the data's shapes and ``dims=`` of a specialised program
     (:mod:`linview.specialize`)."""
     from linview.compiler.timemodel import trigger_scores
