@@ -97,9 +97,9 @@ def choose_model(module_ast, source, filename, dims, rank,
     maintaining and re-evaluating (:func:`.timemodel.trigger_scores`); a model that makes
     some trigger slower than the program as written is taken only when every model does.
     Returns the lowered program it chose, so the caller does not lower again.  Models
-    whose program is over the size limit are skipped; if every one is, the default model's error is raised.  ``base``
-    carries the data's shapes and ``dims=`` of a specialised program
-    (:mod:`linview.specialize`)."""
+    whose program is over the size limit are skipped; if every one is, the default model's
+    error is raised.  ``base`` carries the data's shapes and ``dims=`` of a specialised
+    program (:mod:`linview.specialize`)."""
     from linview.compiler.timemodel import trigger_scores
 
     sizes = Sizes(dict(dims), rank)
