@@ -229,9 +229,15 @@ def _decide(plan: Plan, trig_opts: TriggerOptions, strategy, backend: str) -> Pl
     """The plan's whole-trigger decisions and the views the module need not keep."""
     if backend == "spark":
         specialize.refuse_on_spark(plan)
-    if trig_opts.choose is not None and backend == "numpy":
+    if trig_opts.choose is not None:
         # cost-based: whole triggers may re-evaluate (the seconds model is NumPy's)
-        plan = decide_triggers(plan, trig_opts)
+        decided = decide_triggers(plan, trig_opts)
+        if backend == "numpy":
+            plan = decided
+        else:  # Spark: the driver's BLAS threads of a maintaining trigger (its views there)
+            plan = replace(plan, triggers={x: replace(t, blas_threads=(
+                t.blas_threads if decided.triggers[x].reevaluate
+                else decided.triggers[x].blas_threads)) for x, t in plan.triggers.items()})
     if strategy == "reeval":  # every view re-evaluated: the program re-runs after X += U Vᵀ
         plan = replace(plan, triggers={
             x: replace(t, reevaluate="forced by strategy 'reeval'", blas_threads=None)

@@ -93,6 +93,18 @@ def test_trigger_code_is_the_numpy_backends(name):
         assert body(spark_src) == body(numpy_src)
 
 
+@pytest.mark.parametrize("name", ["ols", "powers"])
+def test_spark_module_takes_the_numpy_models_threads_and_keeps_no_transient_view(name):
+    """The driver's share of a Spark trigger runs with the BLAS threads the seconds model
+    chose for the NumPy module; views read only through their inverse are not kept."""
+    spark_cls = compiled(name, "spark").module_class
+    numpy_cls = compiled(name, "numpy").module_class
+    assert spark_cls.TRIGGER_BLAS == numpy_cls.TRIGGER_BLAS
+    assert spark_cls.TRANSIENT == numpy_cls.TRANSIENT
+    assert not set(spark_cls.TRANSIENT) & set(spark_cls.VIEWS)
+    assert not set(spark_cls.TRANSIENT) & set(spark_cls.PARTITIONING)
+
+
 def test_package_zip_holds_the_subpackages(tmp_path):
     """What ``ship`` sends is importable on its own, as on an executor without linview."""
     path = srt.package_zip()
@@ -409,7 +421,8 @@ def test_driver_view_elements_keeps_small_views_on_the_driver(spark):
     ref = linview.compile_file("examples/ols.m").load(X=X, Y=Y)
     views = prog.load(X=X, Y=Y, spark=spark, distribute_min=2, driver_view_elements=64)
     kinds = {n: isinstance(v, DistMatrix) for n, v in views._views.items()}
-    assert kinds["X"] and not kinds["beta_inv"] and not kinds["beta_arg"]
+    assert kinds["X"] and not kinds["beta_inv"]
+    assert "beta_arg" not in kinds  # XᵀX: read only through its inverse, not kept
     for _ in range(4):
         U = np.zeros((30, 3))
         U[rng.choice(30, 3, replace=False), np.arange(3)] = 1.0

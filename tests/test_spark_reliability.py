@@ -30,12 +30,13 @@ def spark():
 def test_near_singular_then_separated_ols_ends_at_lstsq_on_spark(spark):
     prog = linview.compile(OLS, name="ols", backend="spark")
     v, refused, err = near_singular_stream(prog, 0, rows=5, spark=spark, **DIST)
-    assert {"beta_arg", "beta_inv"} <= set(v.distributed())
+    assert {"X", "beta_inv"} <= set(v.distributed())
+    assert "beta_arg" not in v._views  # XᵀX: read only through its inverse, not kept
     assert err < 1e-8 and np.linalg.cond(v["X"]) < 10
     assert refused == 2  # ε = 1e-9 and 1e-5: cond(XᵀX) over the limit
     assert v.stats["probe_failures"] >= 1 and v.probes["beta_inv"]["residual"] < 1e-12
     assert v.stats["fallbacks"] == v.stats["partial_refreshes"] >= 1
-    assert v.last_fallback["refreshed"] == ("beta_inv", "beta")  # XᵀX is kept on Spark
+    assert v.last_fallback["refreshed"] == ("beta_arg", "beta_inv", "beta")
     assert v.verify() < 1e-8
 
 

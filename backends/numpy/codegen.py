@@ -78,13 +78,11 @@ class NumpyGenerator:
     #: the runtime module the generated code imports as ``rt``, and the base class
     RUNTIME = "linview.backends.numpy"
     BASE_CLASS = "rt.TriggerModule"
-    #: leave the plan's transient views (read only through a Woodbury-maintained inverse)
-    #: out of the module's state: evaluated to be inverted, never kept nor updated
-    DROP_TRANSIENT = True
-
     @property
     def transient(self) -> frozenset[str]:
-        return self.plan.transient if self.DROP_TRANSIENT else frozenset()
+        """The plan's transient views (read only through a Woodbury-maintained inverse):
+        evaluated to be inverted, never kept nor updated."""
+        return self.plan.transient
 
     def module_doc(self) -> list[str]:
         """The generated module's docstring, line by line."""

@@ -183,7 +183,8 @@ class Prober:
         re-evaluation, for a view that is not kept afterwards)."""
         z = self.rng.standard_normal((Am.shape[0], 1))
         self.seeds[A_name] = (z, matmul(Am, z))
-        self.norms[A_name] = _norm(Am)  # then kept as an upper bound of ‖A‖_F
+        # then kept as an upper bound of ‖A‖_F (a Spark DistMatrix computes its own)
+        self.norms[A_name] = Am.norm() if hasattr(Am, "norm") else _norm(Am)
 
     def commit(self) -> None:
         self.states.update(self.pending)

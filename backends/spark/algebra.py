@@ -140,11 +140,16 @@ class BlockAlgebra:
             * self.scale
 
     def reduce_rdd(self, tag, what: str):
-        """``(tag, value)`` per block: "max" (of |entries|) or "finite" (all finite)."""
+        """``(tag, value)`` per block: "max" (of |entries|), "sumsq" (of squares) or "finite"
+        (all finite)."""
         return self._blocks()[0].map(functools.partial(tasks.w_reduce, tag, what, self.scale))
 
     def max_abs(self) -> float:
         return max(v for _, v in self.reduce_rdd(None, "max").collect())
+
+    def norm(self) -> float:
+        """The Frobenius norm (pending low-rank terms folded first)."""
+        return float(np.sqrt(sum(v for _, v in self.reduce_rdd(None, "sumsq").collect())))
 
     def all_finite(self) -> bool:
         return bool(np.isfinite(self.scale)) and all(

@@ -86,7 +86,6 @@ class SparkGenerator(NumpyGenerator):
 
     RUNTIME = "linview.backends.spark"
     BASE_CLASS = "rt.SparkTriggerModule"
-    DROP_TRANSIENT = False  # Spark modules keep every view
 
     def module_doc(self) -> list[str]:
         prog = self.prog
@@ -108,7 +107,8 @@ class SparkGenerator(NumpyGenerator):
 
     def class_attributes(self) -> list[str]:
         uses = access(self.plan)
-        parts = partitioning(self.plan)
+        parts = {n: lay for n, lay in partitioning(self.plan).items()
+                 if n not in self.transient}
         width = max(len(n) for n in parts)
         lines = ["", "    # Hybrid partitioning, from the products that read each view:",
                  f"    #   {'view'.ljust(width)}  blocks  read as"]

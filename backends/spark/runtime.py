@@ -268,11 +268,13 @@ class SparkTriggerModule(runtime.TriggerModule):
         self._prober.reset()
         try:
             placed = {n: self._place(n, a, input=True) for n, a in arrays.items()}
-            computed = self._evaluate(self.dims, placed)
+            kept, transient = self._kept_values(self._evaluate(self.dims, placed))
             # the products may have added a layout to an input (a relayout): drop it
             views = {n: self._place(n, v, input=True) for n, v in placed.items()}
-            views.update({n: self._place(n, v) for n, v in computed.items()})
             self._materialize(views)
+            views.update(kept)
+            for name, val in transient.items():  # evaluated to be inverted, not kept
+                self._prober.seed(name, val)
         except BaseException:
             self._sweep()  # drop what this attempt cached; the old views stay
             raise
@@ -356,10 +358,11 @@ class SparkTriggerModule(runtime.TriggerModule):
     _view = _lazy
 
     def _kept_values(self, computed):
-        """Re-evaluated views placed in blocks and materialized (none is transient)."""
-        views = {n: self._place(n, v) for n, v in computed.items()}
+        """Re-evaluated views placed in blocks and materialized, and the ``TRANSIENT``
+        ones apart (as computed: a transient one is read once, by the probe's seed)."""
+        views = {n: self._place(n, v) for n, v in computed.items() if n not in self.TRANSIENT}
         self._materialize(views)
-        return views, {}
+        return views, {n: v for n, v in computed.items() if n in self.TRANSIENT}
 
     def reevaluate_update(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
         """Apply ``name += U Vᵀ`` by re-evaluating every view (old views kept on error)."""
@@ -389,6 +392,8 @@ class SparkTriggerModule(runtime.TriggerModule):
             top: dict[tuple[str, str], float] = {}
             jobs = []
             for name, ref in fresh.items():
+                if name in self.TRANSIENT:
+                    continue
                 for key, m in (("diff", self._views[name] - ref), ("ref", ref)):
                     if isinstance(m, _DIST):
                         jobs.append(m.reduce_rdd((name, key), "max"))
@@ -397,7 +402,8 @@ class SparkTriggerModule(runtime.TriggerModule):
             for tag, val in (self._ctx.sc.union(jobs).collect() if jobs else []):
                 top[tag] = max(top.get(tag, 0.0), val)
             self._sweep()
-        errs = {n: top[n, "diff"] / max(top[n, "ref"], 1e-300) for n in fresh}
+        errs = {n: top[n, "diff"] / max(top[n, "ref"], 1e-300) for n in fresh
+                if n not in self.TRANSIENT}
         self._checked(errs)
         return errs if detail else max(errs.values(), default=0.0)
 

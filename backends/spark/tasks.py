@@ -108,10 +108,13 @@ def w_split(splits, axis, kv):
 
 
 def w_reduce(tag, what, s, kv):
-    """``(tag, all entries finite)`` or ``(tag, max |s·b|)`` of one block."""
+    """``(tag, all entries finite)``, ``(tag, max |s·b|)`` or ("sumsq") ``(tag, ‖s·b‖²_F)``
+    of one block."""
     b = kv[1]
     if what == "finite":
         return tag, bool(np.all(np.isfinite(b)))
+    if what == "sumsq":
+        return tag, float(np.sum(np.square(b))) * s * s
     return tag, (float(np.max(np.abs(b))) * abs(s) if b.size else 0.0)
 
 
