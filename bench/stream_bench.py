@@ -8,6 +8,8 @@ OLS ``beta = (X'X) \\ (X'Y)`` with X of m×n (default 4000×1000) and Y m×1.  F
 batch size k (default 1, 16, 256) the stream is ``--batches`` micro-batches of k records
 ``{"input": "X", "row": i, "add": [...]}`` (random rows), one file per micro-batch.
 
+Both run with the BLAS settings of ``linview run`` (``run_cli.BLAS_ENV``).
+
 * NumPy: the stream engine of ``linview run`` (:class:`linview.app.stream.Stream`) in this
   process, with a checkpoint directory (write-ahead log, one fsync per batch) and an
   output directory (Parquet results table + latest.npz + log line per batch).
@@ -38,10 +40,14 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+
+from linview.app.run_cli import quiet_blas_workers  # noqa: E402
+
+quiet_blas_workers()  # as `linview run` does, before NumPy loads OpenBLAS
+
+import numpy as np  # noqa: E402
 
 import linview  # noqa: E402
 from linview.app.records import read_text  # noqa: E402

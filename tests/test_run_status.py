@@ -1,10 +1,18 @@
 """``linview run``'s status line: the formatting function and the last error check it shows
 (the probe's residual or a verification, from a real stream of updates)."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 
 import linview
+from linview.app import run_cli
 from linview.app.run_cli import status_text
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SRC = "function beta = ols(X, Y)\n %#linview dims X(m,n) Y(m,p)\n" \
       " beta = (X' * X) \\ (X' * Y);\nend\n"
@@ -56,3 +64,21 @@ def test_status_check_is_the_probe_residual_then_the_verification():
     ref = np.linalg.solve(v["X"].T @ v["X"], v["X"].T @ v["Y"])
     assert abs(err) < 1e-10 and np.allclose(v["beta"], ref, atol=1e-10)
     assert f"check ok (verify {err:.1e}," in line(v.last_check, now=v.last_check["at"])
+
+
+def test_run_sets_the_blas_worker_timeout_before_numpy_loads_and_a_users_value_wins():
+    """``linview run`` puts OpenBLAS's idle workers to sleep at once (``BLAS_ENV``): only
+    possible while NumPy is not loaded yet, so the CLI's modules must not import it."""
+    code = ("import sys, os\n"
+            "from linview.app import cli, run_cli\n"
+            "assert 'numpy' not in sys.modules\n"
+            "run_cli.quiet_blas_workers()\n"
+            "print(os.environ['OPENBLAS_THREAD_TIMEOUT'])\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == run_cli.BLAS_ENV["OPENBLAS_THREAD_TIMEOUT"]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**env, "OPENBLAS_THREAD_TIMEOUT": "12"}, cwd=ROOT)
+    assert out.stdout.strip() == "12"

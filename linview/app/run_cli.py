@@ -4,8 +4,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+
+#: OpenBLAS's idle workers spin for 2^28 cycles (~0.1 s) after each parallel call before
+#: they sleep; OPENBLAS_THREAD_TIMEOUT=4 (its minimum, 2^4 cycles) puts them to sleep at
+#: once.  A stream service shares its cores with the steps between triggers (Spark's JVM
+#: in local mode, the log, the outputs): with spinning workers Spark's own micro-batch
+#: steps took about twice as long (``bench/stream_bench.py``, batches of 256).  Read by
+#: OpenBLAS when it loads, so set before NumPy is imported; a user's value wins.
+BLAS_ENV = {"OPENBLAS_THREAD_TIMEOUT": "4"}
+
+
+def quiet_blas_workers() -> None:
+    """Set :data:`BLAS_ENV` for this process and its children (unless already set)."""
+    for k, v in BLAS_ENV.items():
+        os.environ.setdefault(k, v)
 
 RECORDS_HELP = """\
 update records (JSON lines, or Parquet rows with the same fields; indices 1-based):
