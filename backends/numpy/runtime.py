@@ -343,12 +343,10 @@ class TriggerModule(lowrank.PendingViews):
         return out[0], out[1]
 
     def reevaluate_update(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
-        """Apply ``name += U Vᵀ`` by re-evaluating every view from the updated inputs (the
-        baseline incremental maintenance is measured against, and the fallback when a
-        Woodbury core is refused).  On a NumericalError the old state is kept."""
-        arrays = {n: self._views[n] for n in self.INPUTS}
-        arrays[name] = arrays[name] + U @ V.T
-        self._views = self._reevaluate(arrays)
+        """Apply ``name += U Vᵀ`` in place and re-evaluate every view from the inputs (the
+        program re-run: the baseline incremental maintenance is measured against, and the
+        fallback when a Woodbury core is refused).  On an error the old state is kept."""
+        self._reevaluate_trigger(name, U, V)
 
     def _reevaluate_trigger(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
         """A trigger that re-evaluates (the cost model found maintenance slower): ``name +=

@@ -115,6 +115,16 @@ def others_running() -> int:
         return max(0, round(os.getloadavg()[0]) - 1)
 
 
+def idle_cores() -> int:
+    """Cores no other process is running on now (:func:`others_running`, looked at most
+    every 50 ms: about 0.1 ms to look), at least 1."""
+    cores = os.cpu_count() or 1
+    now = time.monotonic()
+    if now - _WIDE.get("at", -1.0) > 0.05:
+        _WIDE["at"], _WIDE["others"] = now, others_running()
+    return max(1, cores - _WIDE["others"])
+
+
 def wide(A: np.ndarray, enough_columns: bool = True):
     """Every core for one large, compute-heavy BLAS call of a trigger (a trigger otherwise
     runs on :data:`TRIGGER_THREADS`): when ``A`` has at least :data:`WIDE_MIN` elements,
@@ -123,12 +133,8 @@ def wide(A: np.ndarray, enough_columns: bool = True):
     cores = os.cpu_count() or 1
     if not (_WIDE["allowed"] and enough_columns and cores > 1 and A.size >= WIDE_MIN):
         return contextlib.nullcontext()
-    now = time.monotonic()
-    if now - _WIDE.get("at", -1.0) > 0.05:  # about 0.1 ms to look: at most every 50 ms
-        _WIDE["at"], _WIDE["others"] = now, others_running()
-    if _WIDE["others"] > cores - 2:
-        return contextlib.nullcontext()
-    return blas_limit(cores, None)
+    idle = idle_cores()
+    return contextlib.nullcontext() if idle < 2 else blas_limit(idle, None)
 
 
 def update_threads(A: np.ndarray, k: int):
@@ -152,11 +158,12 @@ def blas_threads() -> int | None:
 
 def trigger_limit(threads: int | None, reevaluates: bool):
     """The BLAS threads while a trigger runs: ``threads`` for every library; or, for all of
-    them (None), every core for the kernels' library and one for the others (a maintaining
-    trigger), or no change (a re-evaluating one: its products are NumPy's).  One thread
-    pool works at a time (see :func:`blas_limit`)."""
+    them (None), every idle core (:func:`idle_cores`: a thread on a core another process
+    keeps busy waits for it) for the kernels' library and one for the others (a
+    maintaining trigger), or no change (a re-evaluating one: its products are NumPy's).
+    One thread pool works at a time (see :func:`blas_limit`)."""
     if threads is not None:
         return blas_limit(threads)
     if reevaluates:
         return contextlib.nullcontext()
-    return blas_limit(os.cpu_count() or 1, 1)
+    return blas_limit(idle_cores(), 1)

@@ -235,6 +235,11 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
                 predicted = report["trigger"]
             threads = getattr(views, "_threads", {}).get(x) if not s.startswith("reeval") \
                 else None
+            if threads is None and x in getattr(views, "_threads", {}) \
+                    and not trig.reevaluate:  # every idle core (threads.trigger_limit)
+                from linview.backends.numpy.threads import idle_cores
+
+                threads = idle_cores()
             t = np.array(times)
             result["strategies"][s] = {
                 "median_s": float(np.median(t)), "p10_s": float(np.percentile(t, 10)),

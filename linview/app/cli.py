@@ -119,7 +119,8 @@ def cmd_bench(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from linview.app.run_cli import cmd_run as run, quiet_blas_workers
+    from linview.app.run_cli import cmd_run as run
+    from linview.app.run_cli import quiet_blas_workers
 
     quiet_blas_workers()  # before NumPy loads OpenBLAS
     return run(args, _compile, load_options)

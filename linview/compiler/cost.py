@@ -100,7 +100,7 @@ def choose_model(module_ast, source, filename, dims, rank,
     whose program is over the size limit are skipped; if every one is, the default model's
     error is raised.  ``base`` carries the data's shapes and ``dims=`` of a specialised
     program (:mod:`linview.specialize`)."""
-    from linview.compiler.timemodel import trigger_scores
+    from linview.compiler.timemodel import MODEL_GAIN, trigger_scores
 
     sizes = Sizes(dict(dims), rank)
     candidates = []
@@ -128,12 +128,14 @@ def choose_model(module_ast, source, filename, dims, rank,
         seen.add(key)
         # per trigger the cheaper of maintaining and re-evaluating (seconds model); a model
         # that would make some trigger slower than the program as written (the first
-        # candidate) is taken only if no model keeps every trigger at least as fast
+        # candidate) is taken only if no model keeps every trigger at least as fast, and
+        # a rewritten program must be predicted MODEL_GAIN times faster than as written
         scores = trigger_scores(program, TriggerOptions(choose=strategy_chooser(dims, rank)),
                                 sizes)
+        gain = 1.0 if written is None else MODEL_GAIN
         written = written or scores
         loses = any(v > written[x] * (1 + 1e-9) for x, v in scores.items() if x in written)
-        key = (loses, sum(scores.values()))
+        key = (loses, gain * sum(scores.values()))
         if best is None or key < best[0]:
             best = (key, lowered, opts)
     return best[1], best[2]
@@ -199,9 +201,9 @@ def cost_report(compiled, formulas: bool = False) -> dict:
             totals["chosen"][0] += _num(f)
             totals["chosen"][1] += _num(b)
         reeval_total = _num(re_fl) + apply
-        # the baseline: the program as written, re-run after X + U Vᵀ (in new memory)
+        # the baseline: the program as written, re-run after X += U Vᵀ in place
         base_s = timemodel.program_seconds(written, sizes, r) + \
-            timemodel.input_update_seconds(prog, x, sizes, r, False, in_place=False) + \
+            timemodel.input_update_seconds(prog, x, sizes, r, False) + \
             timemodel.evaluation_overhead(written, sizes, r, False)
         choice = timemodel.trigger_choice(prog, x, topts, sizes, r) if topts and \
             topts.choose else None

@@ -114,13 +114,12 @@ def strategy_counts(st: ir.Statement, terms: list[Term] | None, sizes: Sizes,
 
 def program_counts(program: ir.Program, size: SizeFn,
                    sizes: Sizes | None = None) -> tuple[object, object]:
-    """``(flops, bytes)`` of evaluating every view of ``program`` once (products in the
-    order chosen for ``sizes``)."""
-    planner = ChainPlanner(sizes or Sizes())
+    """``(flops, bytes)`` of evaluating every view of ``program`` once, as re-evaluation
+    computes it (:func:`.passes.evaluation_order` for ``sizes``)."""
     seen: set[int] = set()
     fl = by = 0
-    for st in program.statements:
-        f, b = count(planner.order(st.expr), size, seen)
+    for _, expr in passes.evaluation_order(program, sizes or Sizes()):
+        f, b = count(expr, size, seen)
         fl, by = fl + f, by + b
     return fl, by
 

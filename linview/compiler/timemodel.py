@@ -34,7 +34,6 @@ from linview.compiler.counts import (  # noqa: F401 - node_counts is part of thi
 from linview.compiler.delta import Strategy, build_trigger
 from linview.compiler.ir import Node, Op
 from linview.compiler.ops import sum_terms
-from linview.compiler.optimize import ChainPlanner
 
 #: a trigger uses every BLAS thread only when that is predicted this much faster
 THREADS_GAIN = 1.25
@@ -43,6 +42,11 @@ THREADS_GAIN = 1.25
 #: ``auto`` must not lose to the program as written (general_form n=2000, p=1: maintaining
 #: predicted 10.8 ms, measured 18.6, against 12.4 ms to re-evaluate)
 MAINTAIN_GAIN = 1.25
+#: ``--model auto`` rewrites the program (an iterative model) only when that is predicted
+#: this much faster than the program as written: the rewritten program maintains more and
+#: larger views, whose passes the model prices optimistically (pagerank n=4000: the skip
+#: model predicted 25 ms per update, measured 32.8 ms, against 26 ms to re-run the 10 steps)
+MODEL_GAIN = 1.25
 
 
 #: the NumPy runtime's kernels (``linview.backends.numpy.kernels``), mirrored here: the
@@ -246,35 +250,32 @@ def solvable(program: ir.Program) -> frozenset[str]:
 def program_seconds(program: ir.Program, sizes, r: Rates | None = None,
                     one_thread: bool = False) -> float:
     """Seconds to evaluate every view of ``program`` once (on every BLAS thread, or one);
-    a :func:`solvable` inverse costs its LU factorisation (2n³/3), its product a solve."""
-
-
+    a :func:`solvable` inverse costs its LU factorisation (2n³/3), its product a solve.
+    Each statement is priced as re-evaluation computes it (:func:`.passes.evaluation_order`:
+    transposes pushed down, so ``(A A)ᵀ p`` is two matrix-vector products, not a product)."""
     r = r or rates()
-    planner = ChainPlanner(sizes)
     seen: set[int] = set()
     rt3 = _rates(r, one_thread)
     solved = solvable(program)
     t = 0.0
-    for st in program.statements:
+    for st, (_, expr) in zip(program.statements, passes.evaluation_order(program, sizes),
+                             strict=True):
         if st.name in solved:
             n = sizes.value(st.expr.rows)
             seen |= {id(st.expr)}
             t += expr_seconds(st.expr.children[0], sizes.value, rt3, seen, frozenset()) \
                 + rt3.seconds(2 * n ** 3 / 3, 16 * n * n)
             continue
-        t += expr_seconds(planner.order(st.expr), sizes.value, rt3, seen, frozenset())
+        t += expr_seconds(expr, sizes.value, rt3, seen, frozenset())
     return t
 
 
 def input_update_seconds(program: ir.Program, x: str, sizes, r: Rates, one_thread: bool,
-                         in_place: bool = True, one_hot=ONE_HOT) -> float:
-    """``X += U Vᵀ``: in place on the touched rows (a one-hot U), else a pass over X; the
-    baseline (``reevaluate_update``) forms ``X + U Vᵀ`` in new memory (three passes)."""
+                         one_hot=ONE_HOT) -> float:
+    """``X += U Vᵀ`` in place: on the touched rows (a one-hot U), else a pass over X."""
     d = program.input(x)
     rows, cols, k = (sizes.value(d.shape[0]), sizes.value(d.shape[1]), sizes.rank)
     roof = _rates(r, one_thread)
-    if not in_place:
-        return roof.seconds(2 * rows * cols * k, 24 * rows * cols)
     if "U" in one_hot:
         return roof.seconds(2 * k * cols * k, 16 * k * cols)
     return roof.seconds(2 * rows * cols * k, 16 * rows * cols)
