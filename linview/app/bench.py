@@ -2,8 +2,8 @@
 
 For each strategy the program is compiled with that strategy forced (``auto`` = the cost
 model's choice), loaded on the same random inputs, and fed the same stream of random
-rank-k updates.  ``reeval`` is the baseline: each update is applied to the input and the
-program *as written* is re-run (``views.reevaluate_update`` of the program lowered with
+rank-k updates.  ``reeval`` is the baseline: each update is applied to the input in place
+(as a user changes a row) and the program *as written* is re-run (``views.reevaluate_update`` of the program lowered with
 ``model="written"``: loops step by step, ``^`` by squaring, products in the best chain
 order); ``reeval_model`` re-runs the program as compiled instead.  Each result records the
 BLAS threads and the load average next to its times, and the predicted seconds.
