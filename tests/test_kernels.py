@@ -1,5 +1,5 @@
 """The NumPy runtime's product kernels against plain NumPy products (``backends/numpy/kernels.py``):
-fused products of one view (panel pass, reduced columns, one-hot blocks) and the BLAS thread
+fused products of one view (the one-pass kernel, reduced columns, one-hot blocks) and the BLAS thread
 pools a trigger uses."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from linview.backends.numpy import kernels
 
-#: a view large enough for the panel pass and the column reduction (kernels.WIDE_MIN)
+#: a view large enough for the one-pass kernel and the column reduction (kernels.WIDE_MIN)
 N_LARGE = 1100
 
 
@@ -64,12 +64,12 @@ def test_fused_products_equal_numpy_products(case, seed):
 
 
 @pytest.mark.parametrize("cn, ct", [(0, 2), (1, 1), (3, 4), (0, 8), (5, 0)])
-def test_panel_pass_equals_both_products(cn, ct):
+def test_one_pass_equals_both_products(cn, ct):
     rng = np.random.default_rng(cn * 10 + ct)
-    A = np.asfortranarray(rng.standard_normal((N_LARGE, 900)))
-    BN = rng.standard_normal((900, cn)) if cn else None
+    A = np.asfortranarray(rng.standard_normal((N_LARGE, 903)))
+    BN = rng.standard_normal((903, cn)) if cn else None
     BT = rng.standard_normal((N_LARGE, ct)) if ct else None
-    outN, outT = kernels.panel_dot(A, BN, BT)
+    outN, outT = kernels.pass_dot(A, BN, BT)
     if cn:
         np.testing.assert_allclose(outN, A @ BN, rtol=1e-12, atol=1e-11)
     else:
@@ -78,6 +78,36 @@ def test_panel_pass_equals_both_products(cn, ct):
         np.testing.assert_allclose(outT, A.T @ BT, rtol=1e-12, atol=1e-11)
     else:
         assert outT is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 40), st.integers(0, 9), st.integers(0, 9),
+       st.integers(0, 2**32 - 1), st.booleans())
+def test_one_pass_kernel_on_every_shape(rows, cols, cn, ct, seed, poison):
+    """The compiled kernel (blocks of four columns of A, three of Bᵀ, and what is left over)
+    against NumPy for every small shape and column count; a NaN or infinity in A reaches
+    exactly the results it enters, as in NumPy (fastmath keeps IEEE special values)."""
+    from linview.backends.numpy import fused
+
+    rng = np.random.default_rng(seed)
+    A = np.asfortranarray(rng.standard_normal((rows, cols)) * 10.0 ** rng.integers(-6, 6))
+    if poison:
+        A[rng.integers(rows), rng.integers(cols)] = rng.choice([np.nan, np.inf, -np.inf])
+    BN = rng.standard_normal((cols, cn)) if cn else None
+    BT = rng.standard_normal((rows, ct)) if ct else None
+    outN, outT = fused.pass_dot(A, BN, BT)
+    with np.errstate(invalid="ignore"):
+        for got, want in ((outN, None if BN is None else A @ BN),
+                          (outT, None if BT is None else A.T @ BT)):
+            if want is None:
+                assert got is None
+                continue
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+            np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+            fin = np.isfinite(want)
+            scale = np.abs(A[np.isfinite(A)]).max(initial=1.0) * 40
+            np.testing.assert_allclose(got[fin], want[fin], rtol=1e-12, atol=1e-13 * scale)
 
 
 def test_dependent_columns_are_computed_once_as_combinations():

@@ -351,9 +351,9 @@ def test_runtime_kernels_and_the_seconds_model_agree_on_thin_products():
     from linview.backends.numpy import kernels, lowrank
 
     assert (kernels.GEMV_MAX, kernels.WIDE_MIN, kernels.WIDE_RANK, kernels.PANEL_MAX,
-            kernels.PANEL_BYTES, lowrank.FOLD_RANK, lowrank.MIN_ELEMENTS) == (
+            lowrank.FOLD_RANK, lowrank.MIN_ELEMENTS) == (
         timemodel.GEMV_MAX, timemodel.WIDE_MIN, timemodel.WIDE_RANK, timemodel.PANEL_MAX,
-        timemodel.PANEL_BYTES, timemodel.FOLD_RANK, timemodel.WIDE_MIN)
+        timemodel.FOLD_RANK, timemodel.WIDE_MIN)
 
 
 def test_thin_products_of_one_view_are_charged_one_fused_pass():
@@ -374,10 +374,9 @@ def test_thin_products_of_one_view_are_charged_one_fused_pass():
     # W F1 and W F2 (factor blocks, ready together) in one group; W (F2 S) on its own
     assert reads == {("W", "N", 0): [3000, 3000, 5]}
     fused = timemodel.fused_seconds(reads, roof)
-    # one pass over W's column panels (memory), each of the 5 columns multiplied in cache
-    # at half the gemm rate; 3000 rows: panels of 174 columns, 18 of them
+    # one pass over W (memory), the 5 columns multiplied in cache at half the gemm rate
     assert fused == pytest.approx(8 * 3000 ** 2 / roof.stream
-                                  + 5 * 2 * 3000 ** 2 / (0.5 * roof.gemm) + 5 * 18 * roof.call)
+                                  + 5 * 2 * 3000 ** 2 / (0.5 * roof.gemm) + roof.call)
     # products of both kinds at one level share the pass; beyond PANEL_MAX columns in all,
     # one packing dgemm per kind (the thin rate)
     both_kinds = {("W", "N", 0): [3000, 3000, 3], ("W", "T", 0): [3000, 3000, 2]}

@@ -126,13 +126,11 @@ def dot(A, X: np.ndarray) -> np.ndarray:
 
 
 #: the products of one large view at one trigger level with at most this many distinct
-#: factor columns in all (``A·B`` and ``Aᵀ·C`` together) run as one pass over the view's
-#: column panels, each multiplied by every column while it is in cache (one-thread
-#: ``dgemv`` calls, measured n = 4000: 2 columns 6.7 ms, 3 7.9, 4 9.6, 8 16 against
-#: 8.6, 16.4, 17.3 and 36 ms for the matrix-vector passes and ``dgemm`` per kind)
+#: factor columns in all (``A·B`` and ``Aᵀ·C`` together) run as one pass over the view
+#: (:func:`.fused.pass_dot`; measured n = 4000, one thread: 3 columns 8.3 ms, 4 9.8, 2+2
+#: 11.0, 4+4 17.6 against 14.5, 17.3, 16.5 and 29 ms for one ``dgemv`` per column over
+#: cached panels, and 30 ms for a thin ``dgemm``)
 PANEL_MAX = 8
-#: bytes of one column panel (a few columns of the view: it stays in the last-level cache)
-PANEL_BYTES = 4 << 20
 
 
 def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray]:
@@ -140,7 +138,7 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     of one view at one trigger level, computed together.  One-hot blocks read only their
     columns of A (see :func:`dot`).  The other blocks of each kind are reduced to their
     distinct columns (:func:`distinct_columns`), and then, for a large view, at most
-    :data:`PANEL_MAX` columns in all run as one pass over A (:func:`panel_dot`), more as
+    :data:`PANEL_MAX` columns in all run as one pass over A (:func:`pass_dot`), more as
     one ``dgemm`` per kind (:func:`wide`); small views take one product per kind."""
     ops = ops or "N" * len(blocks)
     out: list = [None] * len(blocks)
@@ -155,8 +153,8 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
              for o, idx in kinds.items()}
     width = sum(b.shape[1] for b, _ in basis.values())
     if large and 1 < width <= PANEL_MAX:
-        res = dict(zip("NT", panel_dot(A, *(basis[o][0] if o in basis else None
-                                            for o in "NT")), strict=True))
+        res = dict(zip("NT", pass_dot(A, *(basis[o][0] if o in basis else None
+                                           for o in "NT")), strict=True))
     else:
         res = {o: _thin_dot(A.T if o == "T" else A, b) for o, (b, _) in basis.items()}
     for o, idx in kinds.items():
@@ -172,24 +170,19 @@ def _panel_ok(A) -> bool:
             and A.dtype == np.float64 and A.size >= WIDE_MIN)
 
 
-def panel_dot(A: np.ndarray, BN: np.ndarray | None, BT: np.ndarray | None):
+def pass_dot(A: np.ndarray, BN: np.ndarray | None, BT: np.ndarray | None):
     """``(A @ BN, Aᵀ @ BT)`` (None for a missing block) in one pass over the Fortran-ordered
-    ``A``: column panel ``P = A[:, J]`` gives rows ``J`` of ``Aᵀ BT`` (``Pᵀ BT``) and adds
-    ``P BN[J]`` to ``A BN``, one matrix-vector product per column while the panel is in
-    cache.  A thin ``dgemm`` would pack all of A first (about three passes over it)."""
-    rows, cols = A.shape
-    outN = None if BN is None else np.zeros((rows, BN.shape[1]), order="F")
-    outT = None if BT is None else np.empty((cols, BT.shape[1]), order="F")
-    tcols = [] if BT is None else [np.ascontiguousarray(BT[:, c]) for c in range(BT.shape[1])]
-    ncols = [] if BN is None else [np.ascontiguousarray(BN[:, c]) for c in range(BN.shape[1])]
-    step = max(8, PANEL_BYTES // (8 * rows))
-    for j in range(0, cols, step):
-        panel = A[:, j:j + step]
-        for c, t in enumerate(tcols):
-            outT[j:j + step, c] = blas.dgemv(1.0, panel, t, trans=1)
-        for c, v in enumerate(ncols):
-            blas.dgemv(1.0, panel, v[j:j + step], beta=1.0, y=outN[:, c], overwrite_y=1)
-    return outN, outT
+    float64 ``A`` (:mod:`.fused`, compiled by numba: imported with the first large view)."""
+    from linview.backends.numpy.fused import pass_dot as one_pass
+
+    return one_pass(A, BN, BT)
+
+
+def warm(arrays) -> None:
+    """Compile (or load from numba's cache) the one-pass kernel when some array is large
+    enough to use it: at load, so that no update pays for it."""
+    if any(_panel_ok(a) for a in arrays):
+        import linview.backends.numpy.fused  # noqa: F401 - compiled on import
 
 
 def _thin_dot(A, B: np.ndarray) -> np.ndarray:

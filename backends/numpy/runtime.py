@@ -48,6 +48,7 @@ from linview.backends.numpy.kernels import (  # noqa: F401 - part of the runtime
     source_hash,
     trigger_limit,
     user_threads,
+    warm,
     wide_products,
 )
 from linview.backends.numpy.lowrank import add_outer, dot, fused_dot  # noqa: F401 - rt.*
@@ -114,11 +115,11 @@ class TriggerModule(lowrank.PendingViews):
         self.saved_meta: dict = {}
         if _state is not None:
             self.dims, self._views, self.updates = _state
-            return
-        self.dims = {}
-        arrays = self._validate_inputs(inputs)
-        self._views = self._reevaluate(arrays)
-        self.updates = 0
+        else:
+            self.dims = {}
+            self._views = self._reevaluate(self._validate_inputs(inputs))
+            self.updates = 0
+        warm(self._views.values())
 
     def _configure(self, opts: dict) -> None:
         """Apply the constructor's options (``OPTIONS`` keys) before any input is read."""
