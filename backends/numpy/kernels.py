@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import numpy as np
+import scipy.linalg
 import scipy.linalg.blas as blas
 import scipy.sparse as sps
 
@@ -237,7 +238,45 @@ def distinct_columns(blocks: list[np.ndarray], dependent: bool = True):
 def _independent(Bt: np.ndarray, cand: np.ndarray):
     """``(kept, coef)``: the rows of ``Bt`` (columns of B) among ``cand`` that are not a
     combination of earlier kept ones, and ``coef`` (kept × all rows) with ``Bt[j] =
-    coef[:, j] @ Bt[kept]`` for every candidate j; ``coef`` None when nothing depends."""
+    coef[:, j] @ Bt[kept]`` for every candidate j; ``coef`` None when nothing depends.
+    The kept columns are orthonormalised as they come (classical Gram–Schmidt, twice:
+    ``Q R``), a candidate's combination solves ``R x = Qᵀ b``, and it is taken only if the
+    combination itself reproduces b to rounding (the residual test of the docstring above,
+    computed from the columns, not from Q)."""
+    eps = np.finfo(float).eps
+    norms = np.linalg.norm(Bt[cand], axis=1)
+    if not np.all(np.isfinite(norms)):
+        return cand, None  # a non-finite column: no combination is exact
+    kept: list[int] = []
+    combos: dict[int, np.ndarray] = {}
+    Qt = np.empty((len(cand), Bt.shape[1]))  # orthonormal rows spanning the kept columns
+    R = np.zeros((len(cand), len(cand)))
+    for j, nj in zip(cand, norms, strict=True):
+        b, r = Bt[j], len(kept)
+        h = Qt[:r] @ b
+        res = b - h @ Qt[:r]
+        h2 = Qt[:r] @ res
+        res -= h2 @ Qt[:r]
+        h += h2
+        if r:
+            x = scipy.linalg.solve_triangular(R[:r, :r], h, check_finite=False)
+            resid = np.linalg.norm(b - x @ Bt[kept])
+            scale = np.abs(x) @ norms[np.searchsorted(cand, kept)] + nj
+            if np.all(np.isfinite(x)) and resid <= 8 * eps * scale:
+                combos[int(j)] = x
+                continue
+        rn = np.linalg.norm(res)
+        if not rn > 0:  # a zero column first, or one lost to rounding: no basis vector
+            return _independent_lstsq(Bt, cand)
+        Qt[r] = res / rn
+        R[:r, r], R[r, r] = h, rn
+        kept.append(int(j))
+    return _combinations(Bt.shape[0], kept, combos, cand)
+
+
+def _independent_lstsq(Bt: np.ndarray, cand: np.ndarray):
+    """:func:`_independent` by one least-squares solve per candidate (the case Gram–Schmidt
+    cannot orthonormalise: a zero or vanishing kept column)."""
     eps = np.finfo(float).eps
     kept: list[int] = []
     combos: dict[int, np.ndarray] = {}
@@ -252,9 +291,13 @@ def _independent(Bt: np.ndarray, cand: np.ndarray):
                 combos[int(j)] = x
                 continue
         kept.append(int(j))
+    return _combinations(Bt.shape[0], kept, combos, cand)
+
+
+def _combinations(rows: int, kept: list[int], combos: dict, cand: np.ndarray):
     if not combos:
         return cand, None
-    coef = np.zeros((len(kept), Bt.shape[0]))
+    coef = np.zeros((len(kept), rows))
     for i, j in enumerate(kept):
         coef[i, j] = 1.0
     for j, x in combos.items():
