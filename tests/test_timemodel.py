@@ -381,9 +381,9 @@ def test_thin_products_of_one_view_are_charged_one_fused_pass():
     # one packing dgemm per kind (the thin rate)
     both_kinds = {("W", "N", 0): [3000, 3000, 3], ("W", "T", 0): [3000, 3000, 2]}
     assert timemodel.fused_seconds(both_kinds, roof) == pytest.approx(fused)
-    wide = {("W", "N", 0): [3000, 3000, 6], ("W", "T", 0): [3000, 3000, 6]}
+    wide = {("W", "N", 0): [3000, 3000, 9], ("W", "T", 0): [3000, 3000, 9]}
     assert timemodel.fused_seconds(wide, roof) == pytest.approx(2 * (max(
-        2 * 3000 ** 2 * 6 / roof.gemm, 8 * 3000 ** 2 / roof.thin) + roof.call))
+        2 * 3000 ** 2 * 9 / roof.gemm, 8 * 3000 ** 2 / roof.thin) + roof.call))
     separate = timemodel.expr_seconds(ir.matmul(W, F1), sizes.value, roof, set(), frozenset()) \
         + timemodel.expr_seconds(ir.matmul(W, F2), sizes.value, roof, set(), frozenset())
     assert fused < separate

@@ -128,10 +128,10 @@ def dot(A, X: np.ndarray) -> np.ndarray:
 
 #: the products of one large view at one trigger level with at most this many distinct
 #: factor columns in all (``A·B`` and ``Aᵀ·C`` together) run as one pass over the view
-#: (:func:`.fused.pass_dot`; measured n = 4000, one thread: 3 columns 8.3 ms, 4 9.8, 2+2
-#: 11.0, 4+4 17.6 against 14.5, 17.3, 16.5 and 29 ms for one ``dgemv`` per column over
-#: cached panels, and 30 ms for a thin ``dgemm``)
-PANEL_MAX = 8
+#: (:func:`.fused.pass_dot`; ``bench/kernel_bench.py``, n = 4000, one thread: 3 columns
+#: 8.3 ms, 2+2 11.0, 4+4 17.6, 8+8 29 ms, against 14.5, 16.5, 29 and 50 ms for one
+#: ``dgemv`` per column over cached panels, and 30 to 70 ms for thin ``dgemm`` calls)
+PANEL_MAX = 16
 
 
 def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray]:

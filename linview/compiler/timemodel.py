@@ -58,7 +58,7 @@ MODEL_GAIN = 1.25
 WIDE_MIN = 1 << 20
 WIDE_RANK = 8
 GEMV_MAX = 2
-PANEL_MAX = 8
+PANEL_MAX = 16
 #: the rank at which a large view's pending low-rank terms are added to it
 FOLD_RANK = 64
 #: the one-pass kernel's flops run at this share of ``dgemm``'s rate, beyond the pass over
