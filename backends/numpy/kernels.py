@@ -149,7 +149,7 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
             out[i] = dot(A.T if o == "T" else A, B)
         else:
             kinds.setdefault(o, []).append(i)
-    large = _panel_ok(A)
+    large = _one_pass_ok(A)
     basis = {o: distinct_columns([blocks[i] for i in idx], dependent=large)
              for o, idx in kinds.items()}
     width = sum(b.shape[1] for b, _ in basis.values())
@@ -166,7 +166,7 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     return out
 
 
-def _panel_ok(A) -> bool:
+def _one_pass_ok(A) -> bool:
     return (isinstance(A, np.ndarray) and A.ndim == 2 and A.flags.f_contiguous
             and A.dtype == np.float64 and A.size >= WIDE_MIN)
 
@@ -182,7 +182,7 @@ def pass_dot(A: np.ndarray, BN: np.ndarray | None, BT: np.ndarray | None):
 def warm(arrays) -> None:
     """Compile (or load from numba's cache) the one-pass kernel when some array is large
     enough to use it: at load, so that no update pays for it."""
-    if any(_panel_ok(a) for a in arrays):
+    if any(_one_pass_ok(a) for a in arrays):
         import linview.backends.numpy.fused  # noqa: F401 - compiled on import
 
 
