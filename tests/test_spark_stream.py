@@ -60,17 +60,17 @@ def case(tmp_path_factory):
     return tmp, np.linalg.solve(X.T @ X, X.T @ Y)
 
 
-def command(tmp, name):
+def command(tmp, name, updates=None):
     return [sys.executable, "-m", "linview.app.cli", "run", str(tmp / "ols.m"), "--backend",
             "spark", "--master", "local[2]", "--partitions", "2", "--input",
             f"X={tmp / 'X.npy'}", "--input", f"Y={tmp / 'Y.npy'}", "--updates",
-            str(tmp / "upd"), "--checkpoint", str(tmp / name / "ck"), "--out",
+            str(updates or tmp / "upd"), "--checkpoint", str(tmp / name / "ck"), "--out",
             str(tmp / name / "out"), "--once", "--checkpoint-every", "3"]
 
 
-def run(tmp, name, env=None):
-    return subprocess.run(command(tmp, name), capture_output=True, text=True, check=False,
-                          env={**os.environ, **(env or {})})
+def run(tmp, name, env=None, updates=None, extra=()):
+    return subprocess.run([*command(tmp, name, updates), *extra], capture_output=True,
+                          text=True, check=False, env={**os.environ, **(env or {})})
 
 
 def final(tmp, name):
@@ -168,3 +168,47 @@ def test_without_once_the_query_runs_until_ctrl_c(case):
     assert json.loads(out)["batch"] == 8 and "Traceback" not in err
     assert (tmp / "live" / "ck" / "wal.log").read_bytes() == b""  # saved on the way out
     np.testing.assert_allclose(final(tmp, "live"), expect, rtol=1e-10)
+
+
+def test_resume_refuses_another_or_changed_source_and_restart_starts_over(case):
+    """Resuming checks the update directory: another directory (even with the same
+    files, which Spark would read again as new), an applied file removed, an applied
+    file changed; --restart discards the checkpoint and starts from the inputs."""
+    tmp, expect = case
+    own = tmp / "src" / "upd"
+    shutil.copytree(tmp / "upd", own)  # copy2: modification times kept
+    p = run(tmp, "src", updates=own)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["batch"] == 8
+
+    other = tmp / "src" / "other"
+    shutil.copytree(own, other)
+    p = run(tmp, "src", updates=other)
+    assert p.returncode == 2, p.stderr
+    assert f"the update source {other} is not the one checkpoint" in p.stderr
+    assert str(own) in p.stderr and "Traceback" not in p.stderr
+
+    applied = own / "u002.jsonl"
+    saved = tmp / "src" / "u002.saved"
+    shutil.move(applied, saved)
+    p = run(tmp, "src", updates=own)
+    assert p.returncode == 2, p.stderr
+    assert f"no longer holds {applied}, applied in micro-batch 2" in p.stderr
+
+    shutil.copy2(saved, applied)
+    lines = applied.read_text().splitlines()
+    lines[1] = json.dumps({"input": "Y", "row": 1, "set": [0.25]})
+    applied.write_text("\n".join(lines) + "\n")
+    os.utime(applied, (1e9 + 2, 1e9 + 2))
+    p = run(tmp, "src", updates=own)
+    assert p.returncode == 2, p.stderr
+    assert "no longer holds the records this checkpoint applied" in p.stderr
+    assert log_batches(tmp, "src") == list(range(8))  # nothing was applied
+
+    shutil.copy2(saved, applied)
+    p = run(tmp, "src", updates=own, extra=["--restart"])
+    assert p.returncode == 0, p.stderr
+    stats = json.loads(p.stdout)
+    assert stats["batch"] == 8 and stats["applied"] == 8 * 13 and stats["resumed_at"] == 0
+    np.testing.assert_allclose(final(tmp, "src"), expect, rtol=1e-10)
+    assert log_batches(tmp, "src") == list(range(8))
