@@ -1,5 +1,6 @@
 """``linview run`` (NumPy): records, micro-batches, outputs, checkpoints, crash recovery."""
 
+import io
 import json
 import os
 import signal
@@ -169,25 +170,42 @@ def test_bad_records_name_file_and_line_and_skip_drops_them(setup, capsys, line,
 
 
 def test_a_shorter_or_changed_source_and_other_inputs_are_refused(setup, capsys):
+    """Each refusal alone (the other parts as the checkpoint started), naming what
+    differs; the same command then resumes with nothing new, and --restart starts over."""
     tmp, _ = setup
     ck = str(tmp / "ckpt")
     assert cli(tmp, "--checkpoint", ck) == 0
     capsys.readouterr()
-    src = tmp / "updates.jsonl"
+    src, X, prog = tmp / "updates.jsonl", tmp / "X.npy", tmp / "ols.m"
+    original = {f: f.read_bytes() for f in (src, X, prog)}
     lines = src.read_text().splitlines()
-    src.write_text("\n".join(lines[:40]) + "\n")
-    assert cli(tmp, "--checkpoint", ck) == 2
-    assert "ends after 40 records, but this checkpoint applied 60" in capsys.readouterr().err
-    lines[3] = json.dumps({"input": "Y", "row": 1, "add": [0.25]})
-    src.write_text("\n".join(lines) + "\n")
-    assert cli(tmp, "--checkpoint", ck) == 2
-    assert "no longer holds the records" in capsys.readouterr().err
-    np.save(tmp / "X.npy", np.load(tmp / "X.npy") * 2)
-    assert cli(tmp, "--checkpoint", ck) == 2
-    assert "--input X differs" in capsys.readouterr().err
-    (tmp / "ols.m").write_text(SRC.replace("(X' * Y)", "(X' * Y) * 2"))
-    assert cli(tmp, "--checkpoint", ck) == 2
-    assert "error:" in capsys.readouterr().err
+    changed_line = lines.copy()
+    changed_line[3] = json.dumps({"input": "Y", "row": 1, "add": [0.25]})
+    buf = io.BytesIO()
+    np.save(buf, np.load(X) * 2)
+    changes = [
+        (src, "\n".join(lines[:40]) + "\n",
+         "the update source", "ends after 40 records, but this checkpoint applied 60"),
+        (src, "\n".join(changed_line) + "\n",
+         "the update source", "no longer holds the records this checkpoint applied"),
+        (X, buf.getvalue(), "--input X differs", "from the one checkpoint"),
+        (prog, SRC.replace("(X' * Y)", "(X' * Y) * 2"),
+         "the program differs from the one checkpoint", "written by program"),
+    ]
+    for path, content, what, detail in changes:
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        assert cli(tmp, "--checkpoint", ck) == 2
+        err = capsys.readouterr().err
+        assert what in err and detail in err and "Traceback" not in err
+        assert [w for w in ("update source", "--input", "program differs") if w in err] \
+            == [w for w in ("update source", "--input", "program differs") if w in what]
+        path.write_bytes(original[path])
+    assert cli(tmp, "--checkpoint", ck) == 0  # everything as it was: resumes, nothing new
+    assert json.loads(capsys.readouterr().out)["applied"] == 0
+    prog.write_text(SRC.replace("(X' * Y)", "(X' * Y) * 2"))
     assert cli(tmp, "--checkpoint", ck, "--restart", "--out", str(tmp / "out")) == 0
     assert json.loads(capsys.readouterr().out)["applied"] == 60
 
