@@ -106,16 +106,20 @@ def test_crashes_mid_batch_and_between_batches_then_kill_9(case):
     assert p.returncode == 87, p.stderr
     p = run(tmp, "crash", env={"LINVIEW_TEST_CRASH_AFTER": "5"})
     assert p.returncode == 86, p.stderr
+    # each batch sleeps 1 s after its output: the kill lands inside batch 6 (id 5)
     proc = subprocess.Popen(command(tmp, "crash"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE,
-                            env={**os.environ, "LINVIEW_TEST_BATCH_DELAY": "0.3"})
+                            env={**os.environ, "LINVIEW_TEST_BATCH_DELAY": "1.0"})
     log = tmp / "crash" / "out" / "log.jsonl"
     deadline = time.time() + 240
     while time.time() < deadline and log.read_text().count("\n") < 6 \
             and proc.poll() is None:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate()
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, err  # killed while running
+    assert log_batches(tmp, "crash") == list(range(6))
     p = run(tmp, "crash")
     assert p.returncode == 0, p.stderr
     stats = json.loads(p.stdout)

@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -102,23 +103,37 @@ def test_crash_and_resume_lose_nothing_and_apply_nothing_twice(setup):
 
 @pytest.mark.parametrize("delay", [0.05, 0.3])
 def test_kill_9_and_restart_equal_an_uninterrupted_run(setup, delay):
+    """SIGKILL ``delay`` seconds after the third batch's log line, while the run is still
+    going (asserted: killed by the signal; a run that finished first is started over with
+    slower batches); the same command then finishes with the uninterrupted result."""
     tmp, expect = setup
     cmd = [sys.executable, "-m", "linview.app.cli", "run", str(tmp / "ols.m"), "--input",
            f"X={tmp / 'X.npy'}", "--input", f"Y={tmp / 'Y.npy'}", "--updates",
            str(tmp / "updates.jsonl"), "--out", str(tmp / "out"), "--checkpoint",
            str(tmp / "ckpt"), "--checkpoint-every", "3"]
-    env = {**os.environ, "LINVIEW_TEST_BATCH_DELAY": "0.02"}
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = tmp / "out" / "log.jsonl"
-    deadline = time.time() + 60
-    while time.time() < deadline and not (log.exists() and log.read_text().count("\n") >= 3):
-        time.sleep(0.01)
-    time.sleep(delay)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+    for batch_delay in ("0.02", "0.1", "0.5"):
+        shutil.rmtree(tmp / "out", ignore_errors=True)
+        shutil.rmtree(tmp / "ckpt", ignore_errors=True)
+        env = {**os.environ, "LINVIEW_TEST_BATCH_DELAY": batch_delay}
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while time.time() < deadline and p.poll() is None \
+                and not (log.exists() and log.read_text().count("\n") >= 3):
+            time.sleep(0.01)
+        time.sleep(delay)
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+        p.wait()
+        if p.returncode == -signal.SIGKILL:
+            break
+    assert p.returncode == -signal.SIGKILL  # killed while running, not after it ended
+    done = log.read_text().count("\n")
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     stats = json.loads(proc.stdout)
+    assert stats["batch"] >= done >= 3
     np.testing.assert_allclose(np.load(tmp / "out" / "latest.npz")["beta"], expect, rtol=1e-9)
     assert log_batches(tmp) == list(range(1, stats["batch"] + 1))
 
