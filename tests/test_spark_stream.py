@@ -35,6 +35,7 @@ def case(tmp_path_factory):
     np.save(tmp / "Y.npy", Y)
     (tmp / "ols.m").write_text(SRC)
     (tmp / "upd").mkdir()
+    betas = []
     for f in range(8):
         lines = []
         for _ in range(6):
@@ -57,7 +58,9 @@ def case(tmp_path_factory):
             path = tmp / "upd" / f"u{f:03d}.jsonl"
             path.write_text("".join(json.dumps(x) + "\n" for x in lines))
         os.utime(path, (1e9 + f, 1e9 + f))  # Spark takes files by modification time
-    return tmp, np.linalg.solve(X.T @ X, X.T @ Y)
+        betas.append(np.linalg.solve(X.T @ X, X.T @ Y))
+    np.save(tmp / "betas.npy", np.stack(betas))  # the estimate after each file
+    return tmp, betas[-1]
 
 
 def command(tmp, name, updates=None):
@@ -141,18 +144,35 @@ def test_replayed_batch_is_skipped(case):
 
 
 def test_bad_record_is_named_and_nothing_is_half_applied(case):
-    tmp, _ = case
+    """A bad record in the middle of micro-batch 5's file: the outputs and the state stay
+    those after batch 4; with the file fixed, the same command applies batch 5 once."""
+    tmp, expect = case
     bad = tmp / "bad"
     shutil.copytree(tmp / "upd", bad / "upd")
-    (bad / "upd" / "u005.jsonl").write_text('{"input": "X", "row": 2.0, "add": []}\n')
-    os.utime(bad / "upd" / "u005.jsonl", (1e9 + 5, 1e9 + 5))  # in its place in the stream
-    cmd = command(tmp, "bad")
-    cmd[cmd.index(str(tmp / "upd"))] = str(bad / "upd")
+    target = bad / "upd" / "u005.jsonl"
+    lines = target.read_text().splitlines()
+    target.write_text("\n".join([*lines[:6], '{"input": "X", "row": 2.0, "add": []}',
+                                 *lines[6:]]) + "\n")
+    os.utime(target, (1e9 + 5, 1e9 + 5))  # in its place in the stream
+    cmd = command(tmp, "bad", updates=bad / "upd")
     p = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert p.returncode == 2, p.stderr
-    assert "u005.jsonl:1: row must be an integer, not 2.0" in p.stderr
+    assert "u005.jsonl:7: row must be an integer, not 2.0" in p.stderr
     assert "Traceback" not in p.stderr
     assert log_batches(tmp, "bad") == list(range(5))
+    after4 = np.load(tmp / "betas.npy")[4]
+    np.testing.assert_allclose(final(tmp, "bad"), after4, rtol=1e-10)
+    assert sorted(read_results(tmp / "bad" / "out")) == list(range(1, 6))
+    from linview import restore
+
+    state = restore(tmp / "bad" / "ck" / "state.npz")
+    np.testing.assert_allclose(state["beta"], after4, rtol=1e-10)
+    assert state.saved_meta["extra"]["offset"] == 5 * 13
+    shutil.copy2(tmp / "upd" / "u005.jsonl", target)
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(final(tmp, "bad"), expect, rtol=1e-10)
+    assert log_batches(tmp, "bad") == list(range(8))
 
 
 def test_without_once_the_query_runs_until_ctrl_c(case):

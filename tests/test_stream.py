@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+import linview
 from linview.app.cli import main
 from linview.app.stream_out import read_results
 
@@ -276,3 +277,67 @@ def test_quiet_hides_warnings_and_bad_input_files_are_errors(setup, capsys):
     assert main(["run", str(tmp / "ols.m"), "--input", f"X={tmp / 'X.txt'}", "--updates",
                  str(tmp / "updates.jsonl")]) == 2
     assert "unsupported file type '.txt'" in capsys.readouterr().err
+
+
+def test_a_bad_record_in_the_middle_of_a_batch_changes_nothing(setup, capsys):
+    """Batch 2 = good, bad, good records: with --on-error stop the outputs and the state
+    after it are those after batch 1 (a resume with the record fixed applies all of batch
+    2 once); with skip, batch 2 is its two good records."""
+    tmp, _ = setup
+    X, Y = np.load(tmp / "X.npy"), np.load(tmp / "Y.npy")
+    rng = np.random.default_rng(11)
+    d1, d3, d4 = (rng.standard_normal(6).tolist() for _ in range(3))
+    first = [{"input": "X", "row": 1, "add": d1, "batch": 1},
+             {"input": "Y", "row": 2, "set": [0.5], "batch": 1},
+             {"input": "X", "row": 3, "add": d3, "batch": 1}]
+    good = {"input": "X", "row": 4, "add": d4, "batch": 2}
+    bad = {"input": "X", "row": 31, "add": d4, "batch": 2}
+    last = {"input": "Y", "row": 5, "add": [0.1], "batch": 2}
+
+    def write(recs):
+        (tmp / "updates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+    def beta(with_batch2, middle=False):
+        Xe, Ye = X.copy(), Y.copy()
+        Xe[0] += d1
+        Ye[1] = 0.5
+        Xe[2] += d3
+        if with_batch2:
+            Xe[3] += np.multiply(d4, 2 if middle else 1)
+            Ye[4] += 0.1
+        return np.linalg.solve(Xe.T @ Xe, Xe.T @ Ye)
+
+    write(first)
+    assert cli(tmp, "--out", str(tmp / "only1")) == 0
+    write([*first, good, bad, last])
+    ck = str(tmp / "ck")
+    assert cli(tmp, "--out", str(tmp / "out"), "--checkpoint", ck) == 2
+    err = capsys.readouterr().err
+    assert "updates.jsonl:5: row 31 is out of range 1..30" in err
+    assert "nothing of its batch was applied" in err
+    after = np.load(tmp / "out" / "latest.npz")["beta"]
+    np.testing.assert_allclose(after, beta(False), rtol=1e-9)
+    np.testing.assert_array_equal(after, np.load(tmp / "only1" / "latest.npz")["beta"])
+    assert log_batches(tmp) == [1]
+    results = read_results(tmp / "out")
+    assert sorted(results) == [1]
+    np.testing.assert_array_equal(results[1]["beta"], read_results(tmp / "only1")[1]["beta"])
+    state = linview.restore(tmp / "ck" / "state.npz")
+    np.testing.assert_allclose(state["beta"], beta(False), rtol=1e-9)
+    assert state.saved_meta["extra"]["offset"] == 3
+
+    write([*first, good, {**bad, "row": 4}, last])  # fixed: batch 2 applied once, whole
+    assert cli(tmp, "--out", str(tmp / "out"), "--checkpoint", ck) == 0
+    assert json.loads(capsys.readouterr().out)["applied"] == 3
+    np.testing.assert_allclose(np.load(tmp / "out" / "latest.npz")["beta"],
+                               beta(True, middle=True), rtol=1e-9)
+    assert log_batches(tmp) == [1, 2]
+
+    write([*first, good, bad, last])
+    assert cli(tmp, "--out", str(tmp / "skip"), "--on-error", "skip") == 0
+    cap = capsys.readouterr()
+    assert "skipped update record" in cap.err and "updates.jsonl:5: row 31" in cap.err
+    stats = json.loads(cap.out)
+    assert stats["applied"] == 5 and stats["skipped"] == 1 and stats["batch"] == 2
+    np.testing.assert_allclose(np.load(tmp / "skip" / "latest.npz")["beta"], beta(True),
+                               rtol=1e-9)
