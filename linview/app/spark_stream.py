@@ -179,7 +179,7 @@ def check_applied(stream, query_dir: Path, src: Path) -> None:
     that differ.  Where Spark no longer keeps a batch's offsets (it keeps the last
     ``spark.sql.streaming.minBatchesToRetain``, default 100) the records cannot be
     checked, and a warning says so."""
-    from linview.app.stream import _START, chain
+    from linview.app.stream import CHAIN_START, chain
 
     last = stream.pos["source_batch"]
     if last < 0:
@@ -189,7 +189,7 @@ def check_applied(stream, query_dir: Path, src: Path) -> None:
         raise StateError(f"checkpoint {query_dir.parent} holds a state at Spark batch {last} "
                          f"but no Spark query checkpoint {query_dir}",
                          hint="run with --restart to start over")
-    h, seq = _START, 0
+    h, seq = CHAIN_START, 0
     for b in range(last + 1):
         files = batch_files(query_dir, b)
         if files is None:

@@ -46,7 +46,7 @@ _CRASH_AFTER = int(os.environ.get("LINVIEW_TEST_CRASH_AFTER", "0") or 0)
 _CRASH_LOGGED = int(os.environ.get("LINVIEW_TEST_CRASH_LOGGED", "0") or 0)
 #: fault injection for tests: sleep this long after every batch (to kill -9 mid-stream)
 _DELAY = float(os.environ.get("LINVIEW_TEST_BATCH_DELAY", "0") or 0)
-_START = "0" * 16
+CHAIN_START = "0" * 16
 
 
 def chain(h: str, raw: str) -> str:
@@ -81,7 +81,7 @@ class Stream:
         given = dict(input_files.load(s) for s in inputs)
         digests = {n: input_files.digest(v) for n, v in given.items()}
         opts = load_options or {}
-        entries, self.pos = [], {"batch": 0, "offset": 0, "ring": 0, "chain": _START,
+        entries, self.pos = [], {"batch": 0, "offset": 0, "ring": 0, "chain": CHAIN_START,
                                  "source_batch": -1}
         if self.state is not None and self.state.exists():
             scan = wal.scan(self.wal_path)
@@ -310,8 +310,8 @@ class Stream:
     def records_after_prefix(self, source: str) -> Iterator[Record]:
         """The source's records after those already consumed, once the consumed prefix is
         checked against the hash chain (else :class:`StateError` says where it differs)."""
-        h, seq, last = _START, 0, max(self.expected)
-        if self.expected.get(0, _START) != _START:
+        h, seq, last = CHAIN_START, 0, max(self.expected)
+        if self.expected.get(0, CHAIN_START) != CHAIN_START:
             raise StateError("the checkpoint's hash chain does not start empty")
         for rec in read_records(source):
             if seq >= last:
