@@ -183,6 +183,7 @@ def test_forgetting_factor_matches_weighted_lstsq(same_batch):
     X[:n0], Y[:n0] = rng.standard_normal((n0, n)), rng.standard_normal((n0, 1))
     prog = linview.compile(OLS, name="ols")
     s = Stream(prog, inputs=[], load_options={"X": X.copy(), "Y": Y.copy()})
+    evaluations = spy_evaluations(s.views)
     weights = np.zeros(cap)
     weights[:n0] = 1.0
     for t in range(T):
@@ -199,7 +200,25 @@ def test_forgetting_factor_matches_weighted_lstsq(same_batch):
         w = np.sqrt(weights)[:, None]
         beta, *_ = np.linalg.lstsq(w * X, w * Y, rcond=None)
         np.testing.assert_allclose(s.views["beta"], beta, rtol=1e-8, atol=1e-12)
-    assert s.views.stats["refreshes"] == 0 and s.views.verify() < 1e-9
+    # every forget was a scaling of the views, none a re-evaluation from the inputs
+    assert evaluations == [] and s.views.stats["refreshes"] == 0
+    assert s.views.verify() < 1e-9
+
+
+def spy_evaluations(views) -> list:
+    """Record every evaluation of the views from their inputs (``_reevaluate``, as the
+    fallback of :func:`scale_views` and a refresh do, or ``_evaluate``)."""
+    calls: list = []
+
+    def spy(name, orig):
+        def call(*a, **k):
+            calls.append(name)
+            return orig(*a, **k)
+        return call
+
+    for name in ("_reevaluate", "_evaluate"):
+        setattr(views, name, spy(name, getattr(views, name)))
+    return calls
 
 
 def test_scaling_factors_of_views_follow_their_degrees():
@@ -217,6 +236,8 @@ def test_scale_record_on_an_inhomogeneous_program_reevaluates():
     prog = linview.compile("function B = f(A)\n B = inv(A + eye(3)) * A;\nend\n", name="f")
     A = np.random.default_rng(8).standard_normal((3, 3)) / 4
     s = Stream(prog, inputs=[], load_options={"A": A.copy()})
+    evaluations = spy_evaluations(s.views)
     s.apply_batch([parse_line('{"scale": 1.5}', "t:1")])
+    assert "_reevaluate" in evaluations  # the spy sees the fallback where there is one
     np.testing.assert_allclose(s.views["B"], np.linalg.inv(1.5 * A + np.eye(3)) @ (1.5 * A),
                                rtol=1e-12)

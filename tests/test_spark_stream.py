@@ -35,6 +35,7 @@ def case(tmp_path_factory):
     np.save(tmp / "Y.npy", Y)
     (tmp / "ols.m").write_text(SRC)
     (tmp / "upd").mkdir()
+    betas = []
     for f in range(8):
         lines = []
         for _ in range(6):
@@ -57,20 +58,22 @@ def case(tmp_path_factory):
             path = tmp / "upd" / f"u{f:03d}.jsonl"
             path.write_text("".join(json.dumps(x) + "\n" for x in lines))
         os.utime(path, (1e9 + f, 1e9 + f))  # Spark takes files by modification time
-    return tmp, np.linalg.solve(X.T @ X, X.T @ Y)
+        betas.append(np.linalg.solve(X.T @ X, X.T @ Y))
+    np.save(tmp / "betas.npy", np.stack(betas))  # the estimate after each file
+    return tmp, betas[-1]
 
 
-def command(tmp, name):
+def command(tmp, name, updates=None):
     return [sys.executable, "-m", "linview.app.cli", "run", str(tmp / "ols.m"), "--backend",
             "spark", "--master", "local[2]", "--partitions", "2", "--input",
             f"X={tmp / 'X.npy'}", "--input", f"Y={tmp / 'Y.npy'}", "--updates",
-            str(tmp / "upd"), "--checkpoint", str(tmp / name / "ck"), "--out",
+            str(updates or tmp / "upd"), "--checkpoint", str(tmp / name / "ck"), "--out",
             str(tmp / name / "out"), "--once", "--checkpoint-every", "3"]
 
 
-def run(tmp, name, env=None):
-    return subprocess.run(command(tmp, name), capture_output=True, text=True, check=False,
-                          env={**os.environ, **(env or {})})
+def run(tmp, name, env=None, updates=None, extra=()):
+    return subprocess.run([*command(tmp, name, updates), *extra], capture_output=True,
+                          text=True, check=False, env={**os.environ, **(env or {})})
 
 
 def final(tmp, name):
@@ -106,16 +109,20 @@ def test_crashes_mid_batch_and_between_batches_then_kill_9(case):
     assert p.returncode == 87, p.stderr
     p = run(tmp, "crash", env={"LINVIEW_TEST_CRASH_AFTER": "5"})
     assert p.returncode == 86, p.stderr
+    # each batch sleeps 1 s after its output: the kill lands inside batch 6 (id 5)
     proc = subprocess.Popen(command(tmp, "crash"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE,
-                            env={**os.environ, "LINVIEW_TEST_BATCH_DELAY": "0.3"})
+                            env={**os.environ, "LINVIEW_TEST_BATCH_DELAY": "1.0"})
     log = tmp / "crash" / "out" / "log.jsonl"
     deadline = time.time() + 240
     while time.time() < deadline and log.read_text().count("\n") < 6 \
             and proc.poll() is None:
         time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate()
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGKILL)
+    _, err = proc.communicate()
+    assert proc.returncode == -signal.SIGKILL, err  # killed while running
+    assert log_batches(tmp, "crash") == list(range(6))
     p = run(tmp, "crash")
     assert p.returncode == 0, p.stderr
     stats = json.loads(p.stdout)
@@ -137,18 +144,35 @@ def test_replayed_batch_is_skipped(case):
 
 
 def test_bad_record_is_named_and_nothing_is_half_applied(case):
-    tmp, _ = case
+    """A bad record in the middle of micro-batch 5's file: the outputs and the state stay
+    those after batch 4; with the file fixed, the same command applies batch 5 once."""
+    tmp, expect = case
     bad = tmp / "bad"
     shutil.copytree(tmp / "upd", bad / "upd")
-    (bad / "upd" / "u005.jsonl").write_text('{"input": "X", "row": 2.0, "add": []}\n')
-    os.utime(bad / "upd" / "u005.jsonl", (1e9 + 5, 1e9 + 5))  # in its place in the stream
-    cmd = command(tmp, "bad")
-    cmd[cmd.index(str(tmp / "upd"))] = str(bad / "upd")
+    target = bad / "upd" / "u005.jsonl"
+    lines = target.read_text().splitlines()
+    target.write_text("\n".join([*lines[:6], '{"input": "X", "row": 2.0, "add": []}',
+                                 *lines[6:]]) + "\n")
+    os.utime(target, (1e9 + 5, 1e9 + 5))  # in its place in the stream
+    cmd = command(tmp, "bad", updates=bad / "upd")
     p = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert p.returncode == 2, p.stderr
-    assert "u005.jsonl:1: row must be an integer, not 2.0" in p.stderr
+    assert "u005.jsonl:7: row must be an integer, not 2.0" in p.stderr
     assert "Traceback" not in p.stderr
     assert log_batches(tmp, "bad") == list(range(5))
+    after4 = np.load(tmp / "betas.npy")[4]
+    np.testing.assert_allclose(final(tmp, "bad"), after4, rtol=1e-10)
+    assert sorted(read_results(tmp / "bad" / "out")) == list(range(1, 6))
+    from linview import restore
+
+    state = restore(tmp / "bad" / "ck" / "state.npz")
+    np.testing.assert_allclose(state["beta"], after4, rtol=1e-10)
+    assert state.saved_meta["extra"]["offset"] == 5 * 13
+    shutil.copy2(tmp / "upd" / "u005.jsonl", target)
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_allclose(final(tmp, "bad"), expect, rtol=1e-10)
+    assert log_batches(tmp, "bad") == list(range(8))
 
 
 def test_without_once_the_query_runs_until_ctrl_c(case):
@@ -168,3 +192,47 @@ def test_without_once_the_query_runs_until_ctrl_c(case):
     assert json.loads(out)["batch"] == 8 and "Traceback" not in err
     assert (tmp / "live" / "ck" / "wal.log").read_bytes() == b""  # saved on the way out
     np.testing.assert_allclose(final(tmp, "live"), expect, rtol=1e-10)
+
+
+def test_resume_refuses_another_or_changed_source_and_restart_starts_over(case):
+    """Resuming checks the update directory: another directory (even with the same
+    files, which Spark would read again as new), an applied file removed, an applied
+    file changed; --restart discards the checkpoint and starts from the inputs."""
+    tmp, expect = case
+    own = tmp / "src" / "upd"
+    shutil.copytree(tmp / "upd", own)  # copy2: modification times kept
+    p = run(tmp, "src", updates=own)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["batch"] == 8
+
+    other = tmp / "src" / "other"
+    shutil.copytree(own, other)
+    p = run(tmp, "src", updates=other)
+    assert p.returncode == 2, p.stderr
+    assert f"the update source {other} is not the one checkpoint" in p.stderr
+    assert str(own) in p.stderr and "Traceback" not in p.stderr
+
+    applied = own / "u002.jsonl"
+    saved = tmp / "src" / "u002.saved"
+    shutil.move(applied, saved)
+    p = run(tmp, "src", updates=own)
+    assert p.returncode == 2, p.stderr
+    assert f"no longer holds {applied}, applied in micro-batch 2" in p.stderr
+
+    shutil.copy2(saved, applied)
+    lines = applied.read_text().splitlines()
+    lines[1] = json.dumps({"input": "Y", "row": 1, "set": [0.25]})
+    applied.write_text("\n".join(lines) + "\n")
+    os.utime(applied, (1e9 + 2, 1e9 + 2))
+    p = run(tmp, "src", updates=own)
+    assert p.returncode == 2, p.stderr
+    assert "no longer holds the records this checkpoint applied" in p.stderr
+    assert log_batches(tmp, "src") == list(range(8))  # nothing was applied
+
+    shutil.copy2(saved, applied)
+    p = run(tmp, "src", updates=own, extra=["--restart"])
+    assert p.returncode == 0, p.stderr
+    stats = json.loads(p.stdout)
+    assert stats["batch"] == 8 and stats["applied"] == 8 * 13 and stats["resumed_at"] == 0
+    np.testing.assert_allclose(final(tmp, "src"), expect, rtol=1e-10)
+    assert log_batches(tmp, "src") == list(range(8))

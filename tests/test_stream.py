@@ -1,7 +1,9 @@
 """``linview run`` (NumPy): records, micro-batches, outputs, checkpoints, crash recovery."""
 
+import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+import linview
 from linview.app.cli import main
 from linview.app.stream_out import read_results
 
@@ -101,23 +104,37 @@ def test_crash_and_resume_lose_nothing_and_apply_nothing_twice(setup):
 
 @pytest.mark.parametrize("delay", [0.05, 0.3])
 def test_kill_9_and_restart_equal_an_uninterrupted_run(setup, delay):
+    """SIGKILL ``delay`` seconds after the third batch's log line, while the run is still
+    going (asserted: killed by the signal; a run that finished first is started over with
+    slower batches); the same command then finishes with the uninterrupted result."""
     tmp, expect = setup
     cmd = [sys.executable, "-m", "linview.app.cli", "run", str(tmp / "ols.m"), "--input",
            f"X={tmp / 'X.npy'}", "--input", f"Y={tmp / 'Y.npy'}", "--updates",
            str(tmp / "updates.jsonl"), "--out", str(tmp / "out"), "--checkpoint",
            str(tmp / "ckpt"), "--checkpoint-every", "3"]
-    env = {**os.environ, "LINVIEW_TEST_BATCH_DELAY": "0.02"}
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = tmp / "out" / "log.jsonl"
-    deadline = time.time() + 60
-    while time.time() < deadline and not (log.exists() and log.read_text().count("\n") >= 3):
-        time.sleep(0.01)
-    time.sleep(delay)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+    for batch_delay in ("0.02", "0.1", "0.5"):
+        shutil.rmtree(tmp / "out", ignore_errors=True)
+        shutil.rmtree(tmp / "ckpt", ignore_errors=True)
+        env = {**os.environ, "LINVIEW_TEST_BATCH_DELAY": batch_delay}
+        p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while time.time() < deadline and p.poll() is None \
+                and not (log.exists() and log.read_text().count("\n") >= 3):
+            time.sleep(0.01)
+        time.sleep(delay)
+        if p.poll() is None:
+            p.send_signal(signal.SIGKILL)
+        p.wait()
+        if p.returncode == -signal.SIGKILL:
+            break
+    assert p.returncode == -signal.SIGKILL  # killed while running, not after it ended
+    done = log.read_text().count("\n")
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     stats = json.loads(proc.stdout)
+    assert stats["batch"] >= done >= 3
     np.testing.assert_allclose(np.load(tmp / "out" / "latest.npz")["beta"], expect, rtol=1e-9)
     assert log_batches(tmp) == list(range(1, stats["batch"] + 1))
 
@@ -169,25 +186,42 @@ def test_bad_records_name_file_and_line_and_skip_drops_them(setup, capsys, line,
 
 
 def test_a_shorter_or_changed_source_and_other_inputs_are_refused(setup, capsys):
+    """Each refusal alone (the other parts as the checkpoint started), naming what
+    differs; the same command then resumes with nothing new, and --restart starts over."""
     tmp, _ = setup
     ck = str(tmp / "ckpt")
     assert cli(tmp, "--checkpoint", ck) == 0
     capsys.readouterr()
-    src = tmp / "updates.jsonl"
+    src, X, prog = tmp / "updates.jsonl", tmp / "X.npy", tmp / "ols.m"
+    original = {f: f.read_bytes() for f in (src, X, prog)}
     lines = src.read_text().splitlines()
-    src.write_text("\n".join(lines[:40]) + "\n")
-    assert cli(tmp, "--checkpoint", ck) == 2
-    assert "ends after 40 records, but this checkpoint applied 60" in capsys.readouterr().err
-    lines[3] = json.dumps({"input": "Y", "row": 1, "add": [0.25]})
-    src.write_text("\n".join(lines) + "\n")
-    assert cli(tmp, "--checkpoint", ck) == 2
-    assert "no longer holds the records" in capsys.readouterr().err
-    np.save(tmp / "X.npy", np.load(tmp / "X.npy") * 2)
-    assert cli(tmp, "--checkpoint", ck) == 2
-    assert "--input X differs" in capsys.readouterr().err
-    (tmp / "ols.m").write_text(SRC.replace("(X' * Y)", "(X' * Y) * 2"))
-    assert cli(tmp, "--checkpoint", ck) == 2
-    assert "error:" in capsys.readouterr().err
+    changed_line = lines.copy()
+    changed_line[3] = json.dumps({"input": "Y", "row": 1, "add": [0.25]})
+    buf = io.BytesIO()
+    np.save(buf, np.load(X) * 2)
+    changes = [
+        (src, "\n".join(lines[:40]) + "\n",
+         "the update source", "ends after 40 records, but this checkpoint applied 60"),
+        (src, "\n".join(changed_line) + "\n",
+         "the update source", "no longer holds the records this checkpoint applied"),
+        (X, buf.getvalue(), "--input X differs", "from the one checkpoint"),
+        (prog, SRC.replace("(X' * Y)", "(X' * Y) * 2"),
+         "the program differs from the one checkpoint", "written by program"),
+    ]
+    for path, content, what, detail in changes:
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        assert cli(tmp, "--checkpoint", ck) == 2
+        err = capsys.readouterr().err
+        assert what in err and detail in err and "Traceback" not in err
+        assert [w for w in ("update source", "--input", "program differs") if w in err] \
+            == [w for w in ("update source", "--input", "program differs") if w in what]
+        path.write_bytes(original[path])
+    assert cli(tmp, "--checkpoint", ck) == 0  # everything as it was: resumes, nothing new
+    assert json.loads(capsys.readouterr().out)["applied"] == 0
+    prog.write_text(SRC.replace("(X' * Y)", "(X' * Y) * 2"))
     assert cli(tmp, "--checkpoint", ck, "--restart", "--out", str(tmp / "out")) == 0
     assert json.loads(capsys.readouterr().out)["applied"] == 60
 
@@ -243,3 +277,67 @@ def test_quiet_hides_warnings_and_bad_input_files_are_errors(setup, capsys):
     assert main(["run", str(tmp / "ols.m"), "--input", f"X={tmp / 'X.txt'}", "--updates",
                  str(tmp / "updates.jsonl")]) == 2
     assert "unsupported file type '.txt'" in capsys.readouterr().err
+
+
+def test_a_bad_record_in_the_middle_of_a_batch_changes_nothing(setup, capsys):
+    """Batch 2 = good, bad, good records: with --on-error stop the outputs and the state
+    after it are those after batch 1 (a resume with the record fixed applies all of batch
+    2 once); with skip, batch 2 is its two good records."""
+    tmp, _ = setup
+    X, Y = np.load(tmp / "X.npy"), np.load(tmp / "Y.npy")
+    rng = np.random.default_rng(11)
+    d1, d3, d4 = (rng.standard_normal(6).tolist() for _ in range(3))
+    first = [{"input": "X", "row": 1, "add": d1, "batch": 1},
+             {"input": "Y", "row": 2, "set": [0.5], "batch": 1},
+             {"input": "X", "row": 3, "add": d3, "batch": 1}]
+    good = {"input": "X", "row": 4, "add": d4, "batch": 2}
+    bad = {"input": "X", "row": 31, "add": d4, "batch": 2}
+    last = {"input": "Y", "row": 5, "add": [0.1], "batch": 2}
+
+    def write(recs):
+        (tmp / "updates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+    def beta(with_batch2, middle=False):
+        Xe, Ye = X.copy(), Y.copy()
+        Xe[0] += d1
+        Ye[1] = 0.5
+        Xe[2] += d3
+        if with_batch2:
+            Xe[3] += np.multiply(d4, 2 if middle else 1)
+            Ye[4] += 0.1
+        return np.linalg.solve(Xe.T @ Xe, Xe.T @ Ye)
+
+    write(first)
+    assert cli(tmp, "--out", str(tmp / "only1")) == 0
+    write([*first, good, bad, last])
+    ck = str(tmp / "ck")
+    assert cli(tmp, "--out", str(tmp / "out"), "--checkpoint", ck) == 2
+    err = capsys.readouterr().err
+    assert "updates.jsonl:5: row 31 is out of range 1..30" in err
+    assert "nothing of its batch was applied" in err
+    after = np.load(tmp / "out" / "latest.npz")["beta"]
+    np.testing.assert_allclose(after, beta(False), rtol=1e-9)
+    np.testing.assert_array_equal(after, np.load(tmp / "only1" / "latest.npz")["beta"])
+    assert log_batches(tmp) == [1]
+    results = read_results(tmp / "out")
+    assert sorted(results) == [1]
+    np.testing.assert_array_equal(results[1]["beta"], read_results(tmp / "only1")[1]["beta"])
+    state = linview.restore(tmp / "ck" / "state.npz")
+    np.testing.assert_allclose(state["beta"], beta(False), rtol=1e-9)
+    assert state.saved_meta["extra"]["offset"] == 3
+
+    write([*first, good, {**bad, "row": 4}, last])  # fixed: batch 2 applied once, whole
+    assert cli(tmp, "--out", str(tmp / "out"), "--checkpoint", ck) == 0
+    assert json.loads(capsys.readouterr().out)["applied"] == 3
+    np.testing.assert_allclose(np.load(tmp / "out" / "latest.npz")["beta"],
+                               beta(True, middle=True), rtol=1e-9)
+    assert log_batches(tmp) == [1, 2]
+
+    write([*first, good, bad, last])
+    assert cli(tmp, "--out", str(tmp / "skip"), "--on-error", "skip") == 0
+    cap = capsys.readouterr()
+    assert "skipped update record" in cap.err and "updates.jsonl:5: row 31" in cap.err
+    stats = json.loads(cap.out)
+    assert stats["applied"] == 5 and stats["skipped"] == 1 and stats["batch"] == 2
+    np.testing.assert_allclose(np.load(tmp / "skip" / "latest.npz")["beta"], beta(True),
+                               rtol=1e-9)

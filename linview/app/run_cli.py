@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 
@@ -61,7 +62,10 @@ def add_run_arguments(r) -> None:
                    "(columns row, values), .csv, or a number")
     r.add_argument("--updates", required=True,
                    help="a .jsonl/.parquet file, a directory of them, or - (stdin); "
-                   "with --backend spark, a directory watched by Structured Streaming")
+                   "with --backend spark, a directory watched by Structured Streaming. "
+                   "--updates, --checkpoint and --out are paths on the driver's own "
+                   "filesystem (local, or a shared directory mounted there); URIs such as "
+                   "hdfs:// or s3a:// are refused")
     r.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="state, write-ahead log (and Spark's query checkpoint): a rerun "
                    "of the same command resumes where the last one stopped")
@@ -88,6 +92,25 @@ def add_run_arguments(r) -> None:
                    help="Spark's log level (default ERROR; WARN, INFO, ...)")
 
 
+#: ``scheme:/...`` (a scheme of two letters or more, so ``C:/`` stays a path)
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
+
+
+def check_local_paths(args) -> None:
+    """``--updates``, ``--checkpoint`` and ``--out`` are read and written by the driver
+    as local paths: a URI (``hdfs://``, ``s3a://``, ``file://``) is refused by name
+    instead of becoming a local directory called ``hdfs:``."""
+    from linview.errors import InputError
+
+    for flag in ("updates", "checkpoint", "out"):
+        value = getattr(args, flag)
+        if value and _URI.match(value):
+            raise InputError(f"--{flag} {value}: a URI, but linview run reads and writes "
+                             "--updates, --checkpoint and --out on the driver's own "
+                             "filesystem", hint="give a local path (on a cluster, a shared "
+                             "directory mounted on the driver, e.g. NFS)")
+
+
 def cmd_run(args, compile_program, load_options) -> int:
     from linview.errors import CompileError
 
@@ -95,6 +118,7 @@ def cmd_run(args, compile_program, load_options) -> int:
         v = getattr(args, flag)
         if v is not None and v < 1:
             raise CompileError(f"--{flag.replace('_', '-')} must be at least 1")
+    check_local_paths(args)
     prog = compile_program(args)
     status = Status(quiet=args.quiet)
     try:

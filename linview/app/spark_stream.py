@@ -42,7 +42,7 @@ from pathlib import Path
 from linview.app.records import Record, read_text
 from linview.app.spark_files import batch_files
 from linview.backends.spark.session import get_session, spark_errors
-from linview.errors import BackendError, InputError, LinviewError
+from linview.errors import BackendError, InputError, LinviewError, StateError
 
 LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
 #: the driver's log4j2 configuration: the root logger at WARN (what Spark's shell check
@@ -171,6 +171,47 @@ def use_fs_checkpoint_manager(spark) -> str | None:
     return None
 
 
+def check_applied(stream, query_dir: Path, src: Path) -> None:
+    """On resume: the files of the micro-batches already applied (``0 ..
+    source_batch``), at the paths Spark's checkpoint lists for them, still hold the
+    records the state's hash chain covers, as :meth:`Stream.records_after_prefix` checks
+    a NumPy source; a :class:`StateError` names the missing file or the micro-batches
+    that differ.  Where Spark no longer keeps a batch's offsets (it keeps the last
+    ``spark.sql.streaming.minBatchesToRetain``, default 100) the records cannot be
+    checked, and a warning says so."""
+    from linview.app.stream import CHAIN_START, chain
+
+    last = stream.pos["source_batch"]
+    if last < 0:
+        return
+    hint = "give the same --updates, or use --restart to start over"
+    if not (query_dir / "offsets").is_dir():
+        raise StateError(f"checkpoint {query_dir.parent} holds a state at Spark batch {last} "
+                         f"but no Spark query checkpoint {query_dir}",
+                         hint="run with --restart to start over")
+    h, seq = CHAIN_START, 0
+    for b in range(last + 1):
+        files = batch_files(query_dir, b)
+        if files is None:
+            stream.warn(f"Spark's checkpoint {query_dir} no longer lists the files of "
+                        f"micro-batch {b}: the records already applied were not checked "
+                        f"against {src}")
+            return
+        for _, path in files:
+            if not Path(path).is_file():
+                raise StateError(f"the update source {src} no longer holds {path}, applied "
+                                 f"in micro-batch {b}", hint=hint)
+            for rec in file_records(path, _read(path)):
+                h = chain(h, rec.raw)
+                seq += 1
+        if stream.expected.get(seq, h) != h or seq > stream.pos["offset"]:
+            break
+    if (seq, h) != (stream.pos["offset"], stream.pos["chain"]):
+        raise StateError(f"the update source {src} no longer holds the records this "
+                         f"checkpoint applied: the files of micro-batches 0..{b} differ",
+                         hint=hint)
+
+
 @contextlib.contextmanager
 def _interrupt_flag():
     """Ctrl-C sets an event instead of raising (PySpark's own handler would call the JVM
@@ -214,7 +255,8 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
                     restart=args.restart, load_options={
                         "driver_view_elements": driver_view_elements(args),
                         **load_options, "spark": spark},
-                    warn=status.warn)
+                    warn=status.warn, source=str(src.resolve()))
+    check_applied(stream, query_dir, src)
     stream.stats["replayed_batches_skipped"] = 0
     failure: list[BaseException] = []
     closed: list[bool] = []

@@ -46,7 +46,7 @@ _CRASH_AFTER = int(os.environ.get("LINVIEW_TEST_CRASH_AFTER", "0") or 0)
 _CRASH_LOGGED = int(os.environ.get("LINVIEW_TEST_CRASH_LOGGED", "0") or 0)
 #: fault injection for tests: sleep this long after every batch (to kill -9 mid-stream)
 _DELAY = float(os.environ.get("LINVIEW_TEST_BATCH_DELAY", "0") or 0)
-_START = "0" * 16
+CHAIN_START = "0" * 16
 
 
 def chain(h: str, raw: str) -> str:
@@ -60,9 +60,11 @@ class Stream:
 
     def __init__(self, prog, *, inputs: list[str], checkpoint=None, out=None,
                  checkpoint_every: int = 100, on_error: str = "stop", restart: bool = False,
-                 load_options: dict | None = None, warn=None):
+                 load_options: dict | None = None, warn=None, source: str | None = None):
         """Long on purpose: It checks a resumed checkpoint against the program, the inputs and the
-        source in one place, before anything is applied."""
+        source in one place, before anything is applied.  ``source``: the identity of the
+        update source, kept in the state and compared on resume (Spark: the directory,
+        whose files its query checkpoint names by path)."""
         import linview
 
         self.prog = prog
@@ -73,12 +75,13 @@ class Stream:
         self.state = self.ckpt / "state.npz" if self.ckpt else None
         self.wal_path = self.ckpt / "wal.log" if self.ckpt else None
         self.out = Outputs(Path(out)) if out else None
+        self.source = source
         if restart:
             self._discard()
         given = dict(input_files.load(s) for s in inputs)
         digests = {n: input_files.digest(v) for n, v in given.items()}
         opts = load_options or {}
-        entries, self.pos = [], {"batch": 0, "offset": 0, "ring": 0, "chain": _START,
+        entries, self.pos = [], {"batch": 0, "offset": 0, "ring": 0, "chain": CHAIN_START,
                                  "source_batch": -1}
         if self.state is not None and self.state.exists():
             scan = wal.scan(self.wal_path)
@@ -86,9 +89,17 @@ class Stream:
                 self.warn(f"discarded a torn last entry of {self.wal_path} at byte "
                           f"{scan.torn_at} (written when the run stopped; its records are "
                           "read again from the source)")
-            self.views = linview.restore(self.state, program=prog, **opts)
+            try:
+                self.views = linview.restore(self.state, program=prog, **opts)
+            except StateError as e:
+                if not e.message.startswith(("the saved state was written by program",
+                                             "the saved state was written by a different")):
+                    raise
+                raise StateError(f"the program differs from the one checkpoint {self.ckpt} "
+                                 f"started with ({e.message})", hint="run the same program, "
+                                 "or use --restart to start over with this one") from None
             extra = dict(self.views.saved_meta.get("extra", {}))
-            self._check_identity(extra, digests)
+            self._check_identity(extra, digests, source)
             self.digests = extra["inputs"]
             self.pos = {k: extra[k] for k in self.pos}
             entries = [e for e in scan.entries if e["batch"] > self.pos["batch"]]
@@ -129,7 +140,7 @@ class Stream:
         self.since_save = len(entries)
 
     # -------------------------------------------------------------- identity
-    def _check_identity(self, extra: dict, digests: dict) -> None:
+    def _check_identity(self, extra: dict, digests: dict, source: str | None) -> None:
         if "inputs" not in extra:
             raise StateError(f"{self.state} was not written by linview run",
                              hint="use --restart to start over")
@@ -141,6 +152,11 @@ class Stream:
                 raise StateError(f"--input {name} differs from the one checkpoint "
                                  f"{self.ckpt} started from", hint="give the same file, "
                                  "or use --restart to start over from the new one")
+        if source is not None and extra.get("source", source) != source:
+            raise StateError(f"the update source {source} is not the one checkpoint "
+                             f"{self.ckpt} started from ({extra['source']})",
+                             hint="give the same --updates, or use --restart to start over "
+                             "from the new one")
 
     def _discard(self) -> None:
         for p in (self.state, self.wal_path):
@@ -150,7 +166,10 @@ class Stream:
             self.out.clear()
 
     def _save(self) -> None:
-        self.views.save(self.state, extra={**self.pos, "inputs": self.digests})
+        extra = {**self.pos, "inputs": self.digests}
+        if self.source is not None:
+            extra["source"] = self.source
+        self.views.save(self.state, extra=extra)
 
     # -------------------------------------------------------------- batches
     def check(self, recs: list[Record]) -> list[tuple[Record, list]]:
@@ -291,8 +310,8 @@ class Stream:
     def records_after_prefix(self, source: str) -> Iterator[Record]:
         """The source's records after those already consumed, once the consumed prefix is
         checked against the hash chain (else :class:`StateError` says where it differs)."""
-        h, seq, last = _START, 0, max(self.expected)
-        if self.expected.get(0, _START) != _START:
+        h, seq, last = CHAIN_START, 0, max(self.expected)
+        if self.expected.get(0, CHAIN_START) != CHAIN_START:
             raise StateError("the checkpoint's hash chain does not start empty")
         for rec in read_records(source):
             if seq >= last:

@@ -66,7 +66,8 @@ class Outputs:
         })
         path = self.results / f"batch-{batch:08d}.parquet"
         tmp = path.with_name("." + path.name + ".tmp")  # hidden: readers skip it
-        pq.write_table(table, tmp)
+        with open(tmp, "wb") as f:  # a file, not a name pyarrow could take for a URI
+            pq.write_table(table, f)
         os.replace(tmp, path)
         with open(self.root / "latest.npz.tmp", "wb") as f:
             np.savez(f, **outs)
@@ -90,7 +91,9 @@ def read_results(root) -> dict[int, dict[str, np.ndarray]]:
 
     out: dict[int, dict[str, np.ndarray]] = {}
     for p in sorted(Path(root, "results").glob("batch-*.parquet")):
-        for r in pq.read_table(p).to_pylist():
+        with open(p, "rb") as f:
+            rows = pq.read_table(f).to_pylist()
+        for r in rows:
             out.setdefault(r["batch"], {})[r["output"]] = np.reshape(
                 r["values"], (r["rows"], r["cols"]), order="F")
     return out
