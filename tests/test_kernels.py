@@ -1,6 +1,6 @@
-"""The NumPy runtime's product kernels against plain NumPy products (``backends/numpy/kernels.py``):
-fused products of one view (the one-pass kernel, reduced columns, one-hot blocks) and the BLAS thread
-pools a trigger uses."""
+"""The NumPy runtime's product kernels against plain NumPy products
+(``backends/numpy/kernels.py``): fused products of one view (the one-pass kernel, reduced
+columns, one-hot blocks) and the BLAS thread pools a trigger uses."""
 
 from __future__ import annotations
 

@@ -3,9 +3,9 @@
 For each strategy the program is compiled with that strategy forced (``auto`` = the cost
 model's choice), loaded on the same random inputs, and fed the same stream of random
 rank-k updates.  ``reeval`` is the baseline: each update is applied to the input in place
-(as a user changes a row) and the program *as written* is re-run (``views.reevaluate_update`` of the program lowered with
-``model="written"``: loops step by step, ``^`` by squaring, products in the best chain
-order); ``reeval_model`` re-runs the program as compiled instead.  Each result records the
+(as a user changes a row) and the program *as written* is re-run
+(``views.reevaluate_update`` of the program lowered with ``model="written"``: loops step
+by step, ``^`` by squaring, products in the best chain order); ``reeval_model`` re-runs the program as compiled instead.  Each result records the
 BLAS threads and the load average next to its times, and the predicted seconds.
 
 Per-update wall times give the mean, median, p10 and p90; speedups are ratios of means
