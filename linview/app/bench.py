@@ -5,8 +5,9 @@ model's choice), loaded on the same random inputs, and fed the same stream of ra
 rank-k updates.  ``reeval`` is the baseline: each update is applied to the input in place
 (as a user changes a row) and the program *as written* is re-run
 (``views.reevaluate_update`` of the program lowered with ``model="written"``: loops step
-by step, ``^`` by squaring, products in the best chain order); ``reeval_model`` re-runs the program as compiled instead.  Each result records the
-BLAS threads and the load average next to its times, and the predicted seconds.
+by step, ``^`` by squaring, products in the best chain order); ``reeval_model`` re-runs
+the program as compiled instead.  Each result records the BLAS threads and the load
+average next to its times, and the predicted seconds.
 
 Per-update wall times give the mean, median, p10 and p90; speedups are ratios of means
 against REEVAL measured in the same run.  The mean is the amortized cost: updates may leave
