@@ -132,7 +132,9 @@ def check_deltas(trigger: str, deltas: dict[str, tuple[np.ndarray, ...]]) -> Non
     view names to parts: ``{"S": (U_S, V_S), "beta": (new_beta,)}``."""
     for view, parts in deltas.items():
         for a in parts:
-            if not np.all(np.isfinite(a)):
+            with np.errstate(over="ignore", invalid="ignore"):
+                total = np.sum(a)  # finite parts sum to a finite number unless it overflows
+            if not np.isfinite(total) and not np.all(np.isfinite(a)):
                 raise IllConditioned(f"update of {trigger}: the delta of {view} is not finite")
         if len(parts) == 2 and parts[0].size and parts[1].size:
             with np.errstate(over="ignore", invalid="ignore"):

@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import numpy as np
-import scipy.linalg
 import scipy.linalg.blas as blas
 import scipy.sparse as sps
 
@@ -93,6 +92,8 @@ def owned(A: np.ndarray) -> np.ndarray:
 def one_hot(X: np.ndarray) -> np.ndarray | None:
     """The non-zero rows of an update factor when they are few (a row, column or cell
     update), else None."""
+    if np.count_nonzero(X) * 4 > X.size:  # a dense factor: no row-by-row look needed
+        return None
     rows = np.flatnonzero(X.any(axis=1))
     return rows if rows.size * 4 <= X.shape[0] else None
 
@@ -197,6 +198,9 @@ def _thin_dot(A, B: np.ndarray) -> np.ndarray:
 
 #: columns up to which :func:`distinct_columns` also looks for linear dependence
 DEPENDENT_MAX = 16
+#: a combination that adds up more than this many times the column's own norm would lose
+#: more than four bits to cancellation in the product: the column is computed itself
+CANCEL_MAX = 16
 
 
 def distinct_columns(blocks: list[np.ndarray], dependent: bool = True):
@@ -208,8 +212,9 @@ def distinct_columns(blocks: list[np.ndarray], dependent: bool = True):
     :data:`DEPENDENT_MAX` columns (``dependent``: for a large view, where a column costs a
     pass over it), a column that is a combination of the columns kept
     before it to rounding (``Xᵀu + V·s`` beside ``Xᵀu`` and ``V``) is computed as that
-    combination of their products: exact algebra, an error within the product's own
-    rounding (the test: residual ≤ 8·eps·Σ|cᵢ|‖bᵢ‖)."""
+    combination of their products: exact algebra, an error within a few times the
+    product's own rounding (the test: residual ≤ 8·eps·(Σ|cᵢ|‖bᵢ‖ + ‖b‖), and no more
+    cancellation than Σ|cᵢ|‖bᵢ‖ ≤ :data:`CANCEL_MAX`·‖b‖)."""
     Bt = np.vstack([b.T for b in blocks])  # columns as rows: gathers of rows are cheap
     c = Bt.shape[0]
     keep, rep = np.arange(c), np.arange(c)
@@ -239,67 +244,35 @@ def _independent(Bt: np.ndarray, cand: np.ndarray):
     """``(kept, coef)``: the rows of ``Bt`` (columns of B) among ``cand`` that are not a
     combination of earlier kept ones, and ``coef`` (kept × all rows) with ``Bt[j] =
     coef[:, j] @ Bt[kept]`` for every candidate j; ``coef`` None when nothing depends.
-    The kept columns are orthonormalised as they come (classical Gram–Schmidt, twice:
-    ``Q R``), a candidate's combination solves ``R x = Qᵀ b``, and it is taken only if the
-    combination itself reproduces b to rounding (the residual test of the docstring above,
-    computed from the columns, not from Q)."""
+    One QR factorisation of the candidates (``C = Q R``) reduces each least-squares
+    problem to R's few rows (``min ‖R[:, K] x − R[:, j]‖``); a combination is taken only
+    if it reproduces the column itself to rounding (the residual test of
+    :func:`distinct_columns`, computed from the columns, not from Q)."""
     eps = np.finfo(float).eps
-    norms = np.linalg.norm(Bt[cand], axis=1)
+    C = Bt[cand]
+    norms = np.sqrt(np.einsum("ij,ij->i", C, C))
     if not np.all(np.isfinite(norms)):
         return cand, None  # a non-finite column: no combination is exact
-    kept: list[int] = []
+    R = np.linalg.qr(C.T, mode="r")
+    kept: list[int] = []  # positions in cand
     combos: dict[int, np.ndarray] = {}
-    Qt = np.empty((len(cand), Bt.shape[1]))  # orthonormal rows spanning the kept columns
-    R = np.zeros((len(cand), len(cand)))
-    for j, nj in zip(cand, norms, strict=True):
-        b, r = Bt[j], len(kept)
-        h = Qt[:r] @ b
-        res = b - h @ Qt[:r]
-        h2 = Qt[:r] @ res
-        res -= h2 @ Qt[:r]
-        h += h2
-        if r:
-            x = scipy.linalg.solve_triangular(R[:r, :r], h, check_finite=False)
-            resid = np.linalg.norm(b - x @ Bt[kept])
-            scale = np.abs(x) @ norms[np.searchsorted(cand, kept)] + nj
-            if np.all(np.isfinite(x)) and resid <= 8 * eps * scale:
-                combos[int(j)] = x
-                continue
-        rn = np.linalg.norm(res)
-        if not rn > 0:  # a zero column first, or one lost to rounding: no basis vector
-            return _independent_lstsq(Bt, cand)
-        Qt[r] = res / rn
-        R[:r, r], R[r, r] = h, rn
-        kept.append(int(j))
-    return _combinations(Bt.shape[0], kept, combos, cand)
-
-
-def _independent_lstsq(Bt: np.ndarray, cand: np.ndarray):
-    """:func:`_independent` by one least-squares solve per candidate (the case Gram–Schmidt
-    cannot orthonormalise: a zero or vanishing kept column)."""
-    eps = np.finfo(float).eps
-    kept: list[int] = []
-    combos: dict[int, np.ndarray] = {}
-    norms = np.linalg.norm(Bt[cand], axis=1)
-    for j, nj in zip(cand, norms, strict=True):
+    for j in range(len(cand)):
         if kept:
-            K = Bt[kept].T
-            x, *_ = np.linalg.lstsq(K, Bt[j], rcond=None)
-            resid = np.linalg.norm(Bt[j] - K @ x)
-            scale = np.abs(x) @ np.linalg.norm(Bt[kept], axis=1) + nj
-            if np.all(np.isfinite(x)) and resid <= 8 * eps * scale:
-                combos[int(j)] = x
+            x = np.linalg.lstsq(R[:j + 1, kept], R[:j + 1, j], rcond=None)[0]
+            full = np.zeros(j)
+            full[kept] = x
+            miss = C[j] - full @ C[:j]
+            mass = np.abs(x) @ norms[kept]  # what the combination adds up
+            if np.all(np.isfinite(x)) and mass <= CANCEL_MAX * norms[j] and \
+                    np.sqrt(miss @ miss) <= 8 * eps * (mass + norms[j]):
+                combos[int(cand[j])] = x
                 continue
-        kept.append(int(j))
-    return _combinations(Bt.shape[0], kept, combos, cand)
-
-
-def _combinations(rows: int, kept: list[int], combos: dict, cand: np.ndarray):
+        kept.append(j)
     if not combos:
         return cand, None
-    coef = np.zeros((len(kept), rows))
-    for i, j in enumerate(kept):
-        coef[i, j] = 1.0
+    kept = [int(cand[j]) for j in kept]
+    coef = np.zeros((len(kept), Bt.shape[0]))
+    coef[np.arange(len(kept)), kept] = 1.0
     for j, x in combos.items():
         coef[:x.size, j] = x  # x combines the columns kept before j (kept only grows)
     return np.asarray(kept), coef

@@ -69,9 +69,15 @@ class Pending:
         share of the terms (``P (Qᵀ B)``, or ``Q (Pᵀ B)`` for a transposed product)."""
         out = kernels.fused_dot(self.base, *blocks, ops=ops)
         if self.rank:
-            for i, (B, o) in enumerate(zip(blocks, ops, strict=True)):
+            for o in set(ops):  # the blocks of one kind together: two products in all
+                idx = [i for i, x in enumerate(ops) if x == o]
                 left, right = (self.P, self.Q) if o == "N" else (self.Q, self.P)
-                out[i] = out[i] + left @ (right.T @ B)
+                terms = left @ (right.T @ np.hstack([blocks[i] for i in idx]))
+                at = 0
+                for i in idx:
+                    width = blocks[i].shape[1]
+                    out[i] = out[i] + terms[:, at:at + width]
+                    at += width
         return out
 
     def add(self, P: np.ndarray, Q: np.ndarray) -> None:
