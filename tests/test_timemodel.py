@@ -52,6 +52,23 @@ def test_forced_strategies_never_reevaluate_whole_triggers():
     assert not prog.plan.triggers["A"].reevaluate
 
 
+def test_forced_strategies_are_priced_as_the_trigger_runs_them(examples):
+    # OLS with every view INCR: the trigger reads inv(XᵀX) once for all of its products
+    # (Woodbury's factors, beta's U_beta_p1 and the probe), so its prediction must not
+    # charge beta's product a matrix-vector pass of its own, as the per-view rows do
+    n = 2000
+    dims = {"m": 4000, "n": n, "p": 1}
+    forced = cost_report(linview.compile_file(examples / "ols.m", dims=dims,
+                                              strategy="incr"))["triggers"][0]
+    assert forced["input"] == "X"
+    per_view = sum(v["incr"]["seconds"] for v in forced["views"])
+    gemv = timemodel.thin_seconds(n, n, 1, timemodel._rates(REFERENCE, True))
+    assert forced["trigger"]["seconds"] < per_view - gemv
+    # and it costs what the chosen plan's trigger costs: both make one pass over the inverse
+    auto = cost_report(linview.compile_file(examples / "ols.m", dims=dims))["triggers"][0]
+    assert forced["trigger"]["seconds"] == pytest.approx(auto["trigger"]["seconds"], rel=0.2)
+
+
 def test_written_model_keeps_loops_and_squares_powers():
     names = [s.name for s in linview.compile(GENERAL, name="g", model="written").program
              .statements]

@@ -217,8 +217,9 @@ def cost_report(compiled, formulas: bool = False) -> dict:
             trig_s = timemodel.program_seconds(prog, sizes, r) + \
                 timemodel.input_update_seconds(prog, x, sizes, r, False) + \
                 timemodel.evaluation_overhead(prog, sizes, r, False)
-        else:
-            trig_s = sum(v[v["chosen"]]["seconds"] for v in rows)
+        else:  # forced strategies: priced as the trigger runs them (one pass per view)
+            trig_s = timemodel.maintenance_seconds(prog, x, topts, sizes, r,
+                                                   trig.blas_threads == 1)
         if trig.reevaluate:  # the whole program runs: its flops and bytes
             fl, by = program_counts(prog, sizes.value, sizes)
             totals["chosen"] = [_num(fl), _num(by)]
