@@ -31,7 +31,8 @@ test: venv octave
 lint: venv
 	$(VENV)/bin/ruff check linview backends tests bench examples
 
-bench: venv
+bench:
+	$(MAKE) venv EXTRAS=$(EXTRAS),peers
 	$(PY) bench/run_all.py
 
 clean:

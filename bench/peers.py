@@ -7,7 +7,9 @@ Each peer takes the benchmark's inputs and update stream and returns per-update 
 * ``octave``: GNU Octave running the same ``.m`` file on the same inputs, timed inside
   Octave (``tic``/``toc`` around each call; start-up excluded);
 * OLS: ``normal_cholesky`` keeps ``XᵀX`` and ``XᵀY`` up to date (one rank-2 pass per
-  changed row) and re-solves with a Cholesky factorisation;
+  changed row) and re-solves with a Cholesky factorisation; ``recursive_ls`` (statsmodels)
+  and ``intelex`` (scikit-learn-intelex) are append-only: each changed row is appended as
+  a new observation instead (a different update of the same size; see their functions);
 * PageRank: ``scipy_sparse`` runs the same number of damped power-iteration steps with a
   ``scipy.sparse`` matrix of the same size and 8 links per page (a different, sparse
   input: the time a sparse representation gives, not the same computation).
@@ -122,6 +124,69 @@ def normal_cholesky(inputs: dict, x: str, stream) -> list[float] | None:
             b[:] += np.outer(new - old, Y[i])
         scipy.linalg.cho_solve(scipy.linalg.cho_factor(G, check_finite=False), b,
                                check_finite=False)
+
+    return _times(step, stream)
+
+
+def _changed_rows(X, U, V):
+    """Apply ``X += U Vᵀ`` on the touched rows and yield each row's index."""
+    for i in np.flatnonzero(U.any(axis=1)):
+        X[i] += V @ U[i]
+        yield i
+
+
+def recursive_ls(inputs: dict, x: str, stream) -> list[float] | None:
+    """OLS peer, append-only: statsmodels' ``RecursiveLS`` (its Kalman filter) takes each
+    changed row as one *new* observation, starting from the current fit (the coefficients
+    and ``inv(XᵀX)`` as its known initial state, as ``results.extend`` does; the result is
+    least squares over the rows so far, to rounding).  It cannot remove the old row, so
+    this is a different update of the same size: the time of one step of its recursion.
+    None when statsmodels is not installed."""
+    try:
+        from statsmodels.regression.recursive_ls import RecursiveLS
+    except ImportError:
+        return None
+    if x != "X" or np.asarray(inputs["Y"]).reshape(len(inputs["X"]), -1).shape[1] != 1:
+        return None
+    X = np.array(inputs["X"], order="F")
+    y = np.asarray(inputs["Y"], dtype=float).reshape(-1)
+    P = np.linalg.inv(X.T @ X)
+    state = {"beta": P @ (X.T @ y), "P": P}
+
+    def step(U, V):
+        for i in _changed_rows(X, U, V):
+            mod = RecursiveLS(y[i:i + 1], X[i:i + 1], initialization="known",
+                              initial_state=state["beta"], initial_state_cov=state["P"])
+            # unit observation variance, so the covariance stays inv(XᵀX) (a concentrated
+            # filter reports it scaled by the one observation's variance estimate)
+            mod.ssm.filter_concentrated = False
+            res = mod.filter(return_ssm=True)
+            state["beta"] = res.filtered_state[:, -1]
+            state["P"] = res.filtered_state_cov[:, :, -1]
+
+    return _times(step, stream)
+
+
+def intelex_incremental(inputs: dict, x: str, stream) -> list[float] | None:
+    """OLS peer, append-only: scikit-learn-intelex's ``IncrementalLinearRegression``
+    (oneDAL) fitted on X, then each changed row ``partial_fit`` as one new observation and
+    the coefficients read (which finalizes: a solve with the accumulated XᵀX).  None when
+    it is not installed."""
+    try:
+        from sklearnex.linear_model import IncrementalLinearRegression
+    except ImportError:
+        return None
+    if x != "X":
+        return None
+    X = np.array(inputs["X"], order="F")
+    Y = np.asarray(inputs["Y"], dtype=float).reshape(X.shape[0], -1)
+    model = IncrementalLinearRegression(fit_intercept=False)
+    model.partial_fit(X, Y)
+
+    def step(U, V):
+        for i in _changed_rows(X, U, V):
+            model.partial_fit(X[i:i + 1], Y[i:i + 1])
+        model.coef_  # noqa: B018 - reading it finalizes the fit
 
     return _times(step, stream)
 

@@ -50,8 +50,8 @@ SUITE = [
 ]
 QUICK = {"n": 200, "m": 400, "p": 1}
 #: peers per example (bench/peers.py), measured after linview on the same inputs/updates
-PEERS = {"ols": ("numpy", "octave", "normal_cholesky"), "pagerank": ("numpy", "octave",
-                                                                     "scipy_sparse")}
+PEERS = {"ols": ("numpy", "octave", "normal_cholesky", "recursive_ls", "intelex"),
+         "pagerank": ("numpy", "octave", "scipy_sparse")}
 DEFAULT_PEERS = ("numpy", "octave")
 
 # the thesis' single-machine (Octave) numbers for the same programs (§6.6), for context
@@ -84,6 +84,10 @@ def run_peers(prog, example: str, r: dict, quick: bool) -> dict:
                                  stream[: min(len(stream), 3 if quick else 5)])
             elif peer == "normal_cholesky":
                 t = peers.normal_cholesky(dict(inputs), r["input"], stream)
+            elif peer == "recursive_ls":
+                t = peers.recursive_ls(dict(inputs), r["input"], stream)
+            elif peer == "intelex":
+                t = peers.intelex_incremental(dict(inputs), r["input"], stream)
             else:
                 t = peers.scipy_sparse_pagerank(dict(inputs), stream)
         except (RuntimeError, OSError, subprocess.SubprocessError) as e:
@@ -214,7 +218,11 @@ def render(results: list[dict], load: tuple[float, ...] | None = None,
         "ran on the same inputs and updates after linview: `numpy` the program written in",
         "NumPy, `octave` GNU Octave running the `.m` file (timed inside Octave around the",
         "call, 5 updates), `normal_cholesky` keeps XᵀX, XᵀY and re-solves by Cholesky,",
-        "`scipy_sparse` 10 power-iteration steps on a sparse matrix (8 links per page).",
+        "`recursive_ls` (statsmodels' `RecursiveLS`) and `intelex` (scikit-learn-intelex's",
+        "`IncrementalLinearRegression`) are append-only: they take each changed row as one",
+        "new observation (a different update of the same size; no peer row when the",
+        "package is not installed), `scipy_sparse` 10 power-iteration steps on a sparse",
+        "matrix (8 links per page).",
         "",
         "| benchmark | strategy | mean / update | p10–p90 | speedup vs REEVAL | predicted "
         "| ÷floor | error | thr | load |",

@@ -2,7 +2,8 @@
 
 For each strategy the program is compiled with that strategy forced (``auto`` = the cost
 model's choice), loaded on the same random inputs, and fed the same stream of random
-rank-k updates.  ``reeval`` is the baseline: each update is applied to the input in place
+rank-k updates; the strategies take turns update by update (the first one rotating), so
+that a drift in the machine's speed during the run falls on all of them alike.  ``reeval`` is the baseline: each update is applied to the input in place
 (as a user changes a row) and the program *as written* is re-run
 (``views.reevaluate_update`` of the program lowered with ``model="written"``: loops step
 by step, ``^`` by squaring, products in the best chain order); ``reeval_model`` re-runs
@@ -190,6 +191,7 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
         bar = Progress(transient=True)
         bar.start()
     try:
+        variants = {}
         for s in strategies:
             # "reeval" is the baseline: update the input, re-run the program as written;
             # "reeval_model": the same with the program as compiled (transformed by the model)
@@ -201,20 +203,29 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
                 else None, rank=rank)
             views = variant.load(**inputs, **(load_options or {}))
             step = views.reevaluate_update if s.startswith("reeval") else views.update
-            load_before = os.getloadavg()[0]
-            times = []
-            task = bar.add_task(f"{s:>7}", total=updates) if bar else None
-            for U, V in stream:
+            variants[s] = (variant, views, step)
+        # the strategies take turns, update by update (the first one rotating), so that a
+        # change in the machine's speed during the run (load, clock, another process) falls
+        # on all of them alike, and none always runs right after the same other one
+        order = list(strategies)
+        times: dict = {s: [] for s in order}
+        load_before = os.getloadavg()[0]
+        task = bar.add_task("updates", total=updates * len(order)) if bar else None
+        for i, (U, V) in enumerate(stream):
+            for s in order[i % len(order):] + order[:i % len(order)]:
+                step = variants[s][2]
                 t0 = time.perf_counter()
                 step(x, U, V)
-                times.append(time.perf_counter() - t0)
+                times[s].append(time.perf_counter() - t0)
                 if bar:
                     bar.advance(task)
+        for s in strategies:
+            variant, views, step = variants.pop(s)
             # updates may leave low-rank terms pending (backends/numpy/lowrank.py): adding
             # them is part of the stream's cost, shared by its updates (amortized)
             t0 = time.perf_counter()
             getattr(views, "flush", lambda: None)()
-            times = [t + (time.perf_counter() - t0) / len(times) for t in times]
+            ts = [t + (time.perf_counter() - t0) / len(times[s]) for t in times[s]]
             stats = dict(views.stats)  # the probe's share of the measured triggers
             tracemalloc.start()
             base_mem = tracemalloc.get_traced_memory()[0]
@@ -241,7 +252,7 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
                 from linview.backends.numpy.threads import idle_cores
 
                 threads = idle_cores()
-            t = np.array(times)
+            t = np.array(ts)
             result["strategies"][s] = {
                 "median_s": float(np.median(t)), "p10_s": float(np.percentile(t, 10)),
                 "p90_s": float(np.percentile(t, 90)), "mean_s": float(t.mean()),
@@ -250,8 +261,8 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
                 "peak_temp_bytes": int(peak),
                 "view_bytes": int(sum(v.nbytes for v in views._views.values())),
                 "fallbacks": views.stats["fallbacks"],
-                "probe_s": stats.get("probe_seconds", 0.0) / len(times),
-                "probe_share": (stats.get("probe_seconds", 0.0) / sum(times)) if sum(times)
+                "probe_s": stats.get("probe_seconds", 0.0) / len(ts),
+                "probe_share": (stats.get("probe_seconds", 0.0) / sum(ts)) if sum(ts)
                 else 0.0,
                 "probe_failures": stats.get("probe_failures", 0),
                 "predicted_flops": predicted["flops"],
