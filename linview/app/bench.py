@@ -3,8 +3,9 @@
 For each strategy the program is compiled with that strategy forced (``auto`` = the cost
 model's choice), loaded on the same random inputs, and fed the same stream of random
 rank-k updates; the strategies take turns update by update (the first one rotating), so
-that a drift in the machine's speed during the run falls on all of them alike.  ``reeval`` is the baseline: each update is applied to the input in place
-(as a user changes a row) and the program *as written* is re-run
+that a drift in the machine's speed during the run falls on all of them alike.
+``reeval`` is the baseline: each update is applied to the input in place (as a user
+changes a row) and the program *as written* is re-run
 (``views.reevaluate_update`` of the program lowered with ``model="written"``: loops step
 by step, ``^`` by squaring, products in the best chain order); ``reeval_model`` re-runs
 the program as compiled instead.  Each result records the BLAS threads and the load
