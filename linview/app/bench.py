@@ -2,8 +2,9 @@
 
 For each strategy the program is compiled with that strategy forced (``auto`` = the cost
 model's choice), loaded on the same random inputs, and fed the same stream of random
-rank-k updates; the strategies take turns update by update (the first one rotating), so
-that a drift in the machine's speed during the run falls on all of them alike.
+rank-k updates; the strategies take turns update by update (the first one rotating, with
+a pause before each, :data:`TURN_PAUSE_S`), so that a drift in the machine's speed during
+the run falls on all of them alike.
 ``reeval`` is the baseline: each update is applied to the input in place (as a user
 changes a row) and the program *as written* is re-run
 (``views.reevaluate_update`` of the program lowered with ``model="written"``: loops step
@@ -114,6 +115,9 @@ def memory_floor(views, trigger) -> float:
     return total
 
 
+#: the pause before each timed update (see run_bench)
+TURN_PAUSE_S = 0.2
+
 #: predictions closer than this factor rank as a tie
 PREDICTED_TIE = 1.1
 
@@ -215,6 +219,9 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
         for i, (U, V) in enumerate(stream):
             for s in order[i % len(order):] + order[:i % len(order)]:
                 step = variants[s][2]
+                # BLAS workers spin for ~0.1 s after a parallel call (OpenBLAS): let those
+                # of the previous turn park, or they slow this one as no user run would be
+                time.sleep(TURN_PAUSE_S)
                 t0 = time.perf_counter()
                 step(x, U, V)
                 times[s].append(time.perf_counter() - t0)
