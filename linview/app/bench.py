@@ -2,9 +2,9 @@
 
 For each strategy the program is compiled with that strategy forced (``auto`` = the cost
 model's choice), loaded on the same random inputs, and fed the same stream of random
-rank-k updates; the strategies take turns update by update (the first one rotating, with
-a pause before each, :data:`TURN_PAUSE_S`), so that a drift in the machine's speed during
-the run falls on all of them alike.
+rank-k updates; the strategies take turns in :data:`ROUNDS` blocks of consecutive updates
+(the first one rotating, with a pause before each block, :data:`TURN_PAUSE_S`), so that a
+drift in the machine's speed during the run falls on all of them alike.
 ``reeval`` is the baseline: each update is applied to the input in place (as a user
 changes a row) and the program *as written* is re-run
 (``views.reevaluate_update`` of the program lowered with ``model="written"``: loops step
@@ -115,7 +115,9 @@ def memory_floor(views, trigger) -> float:
     return total
 
 
-#: the pause before each timed update (see run_bench)
+#: the strategies take turns in this many blocks of the update stream (see run_bench)
+ROUNDS = 4
+#: the pause before each block
 TURN_PAUSE_S = 0.2
 
 #: predictions closer than this factor rank as a tie
@@ -209,24 +211,27 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
             views = variant.load(**inputs, **(load_options or {}))
             step = views.reevaluate_update if s.startswith("reeval") else views.update
             variants[s] = (variant, views, step)
-        # the strategies take turns, update by update (the first one rotating), so that a
-        # change in the machine's speed during the run (load, clock, another process) falls
-        # on all of them alike, and none always runs right after the same other one
+        # the strategies take turns in blocks of consecutive updates (ROUNDS rounds, the
+        # first strategy rotating), so that a change in the machine's speed during the run
+        # (load, clock, another process) falls on all of them alike, while each block runs
+        # as a user's stream does, one update after another
         order = list(strategies)
         times: dict = {s: [] for s in order}
         load_before = os.getloadavg()[0]
         task = bar.add_task("updates", total=updates * len(order)) if bar else None
-        for i, (U, V) in enumerate(stream):
-            for s in order[i % len(order):] + order[:i % len(order)]:
+        size = -(-len(stream) // ROUNDS)
+        for r, first in enumerate(range(0, len(stream), size)):
+            for s in order[r % len(order):] + order[:r % len(order)]:
                 step = variants[s][2]
                 # BLAS workers spin for ~0.1 s after a parallel call (OpenBLAS): let those
-                # of the previous turn park, or they slow this one as no user run would be
+                # of the previous block park, or they slow this one as no user's run would be
                 time.sleep(TURN_PAUSE_S)
-                t0 = time.perf_counter()
-                step(x, U, V)
-                times[s].append(time.perf_counter() - t0)
-                if bar:
-                    bar.advance(task)
+                for U, V in stream[first:first + size]:
+                    t0 = time.perf_counter()
+                    step(x, U, V)
+                    times[s].append(time.perf_counter() - t0)
+                    if bar:
+                        bar.advance(task)
         for s in strategies:
             variant, views, step = variants.pop(s)
             # updates may leave low-rank terms pending (backends/numpy/lowrank.py): adding
