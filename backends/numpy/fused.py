@@ -2,12 +2,13 @@
 with a few columns each, reading every element of ``A`` from memory once.
 
 BLAS has no such call.  ``dgemm`` with a thin right-hand side packs ``A`` first (about
-three passes over its memory: 30 ms for ``Wᵀ·[b₁ b₂ b₃]`` at n = 4000 on one thread, where
-one matrix-vector pass takes 7.5 ms), and one ``dgemv`` per column reads ``A`` once per
-column, from memory or, panel by panel, from cache (14.5 ms for three columns).  This kernel
+three passes over its memory: 14.7 ms for ``Wᵀ·[b₁ b₂ b₃]`` at n = 4000 on one thread, where
+one matrix-vector pass takes 3.8 ms), and one ``dgemv`` per column reads ``A`` once per
+column, from memory or, panel by panel, from cache (8.4 ms for three columns).  This kernel
 takes four columns of the Fortran-ordered ``A`` at a time (4·rows·8 bytes, in L2) and
 multiplies them by up to three columns of ``BT`` in registers, and adds them, scaled, into
-``A @ BN``: three columns cost 8.3 ms, the time of the pass itself (``bench/kernel_bench.py``).
+``A @ BN``: three columns cost 4.6 ms, little more than the pass itself
+(``bench/kernel_bench.py``, table in ``bench/README.md``).
 It is compiled once by numba (cached on disk beside this file, or in ``NUMBA_CACHE_DIR``).
 
 Floating point: sums may be reassociated (``fastmath`` reassoc and contract only), as

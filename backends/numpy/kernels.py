@@ -130,8 +130,8 @@ def dot(A, X: np.ndarray) -> np.ndarray:
 #: the products of one large view at one trigger level with at most this many distinct
 #: factor columns in all (``A·B`` and ``Aᵀ·C`` together) run as one pass over the view
 #: (:func:`.fused.pass_dot`; ``bench/kernel_bench.py``, n = 4000, one thread: 3 columns
-#: 8.3 ms, 2+2 11.0, 4+4 17.6, 8+8 29 ms, against 14.5, 16.5, 29 and 50 ms for one
-#: ``dgemv`` per column over cached panels, and 30 to 70 ms for thin ``dgemm`` calls)
+#: 4.6 ms, 2+2 5.5, 4+4 9.0, 8+8 12.6 ms, against 8.4, 9.7, 15.6 and 28 ms for one
+#: ``dgemv`` per column over cached panels, and 15 to 27 ms for thin ``dgemm`` calls)
 PANEL_MAX = 16
 
 
