@@ -164,17 +164,21 @@ def merge_common_factors(terms: list[Term]) -> list[Term]:
             p = ir.add(p, t.P)
         return Term(p, ts[0].Q)
 
-    def join_q(ts):
-        q = ts[0].Q
-        for t in ts[1:]:
-            q = ir.add(q, t.Q)
-        return Term(ts[0].P, q)
+    def unsigned(x: Node) -> Node:
+        return x.children[0] if x.op is Op.NEG else x
+
+    def join_q(ts):  # (-X) Aᵀ + X Bᵀ = X (B - A)ᵀ: the sign goes back to the right factor
+        q = None
+        for t in ts:
+            qt = ir.neg(t.Q) if t.P.op is Op.NEG else t.Q
+            q = qt if q is None else ir.add(q, qt)
+        return Term(unsigned(ts[0].P), q)
 
     def strip(t: Term) -> Term:  # move signs to the left factor so Q's can match
         return Term(ir.neg(t.P), t.Q.children[0]) if t.Q.op is Op.NEG else t
 
     terms = [strip(t) for t in terms]
-    return merge(merge(terms, lambda t: t.Q, join_p), lambda t: t.P, join_q)
+    return merge(merge(terms, lambda t: t.Q, join_p), lambda t: unsigned(t.P), join_q)
 
 
 def woodbury_terms(w: Node, arg: ViewDelta) -> list[Term]:

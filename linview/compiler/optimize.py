@@ -114,7 +114,12 @@ def materialize_products(program: ir.Program, sizes: Sizes) -> ir.Program:
         return f"{base}_p{i}"
 
     def lift(st: ir.Statement, t: Node, factors: set[int], root: bool) -> Node:
-        """Views for the inner products of the ordered chain ``t``."""
+        """Views for the inner products of the ordered chain ``t``; the scalings and signs
+        that :meth:`ChainPlanner.order` floated out of it stay outside."""
+        if t.op is Op.NEG:
+            return ir.neg(lift(st, t.children[0], factors, root))
+        if t.op is Op.SCALE and not t.is_scalar and id(t) not in factors:
+            return ir.scale(t.children[0], lift(st, t.children[1], factors, root))
         if t.op is not Op.MUL or id(t) in factors:
             return t
         m = ir.matmul(lift(st, t.children[0], factors, False),
