@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 from oracle import GenProgram, programs
@@ -180,11 +181,23 @@ def test_materialize_products_preserves_every_view_and_splits_long_chains(case):
             assert len(c) <= 2, f"{stmt.name}: a chain of {len(c)} factors is left"
 
 
-def test_materialize_products_splits_a_chain_with_a_scaling_inside():
+@pytest.mark.parametrize("body", [
+    "E = A * (2 * X) * Y * A;",
+    "E = -A * X * (0.5 * Y);",
+    # the scaling floats out of a chain whose product is 1x1
+    "E = eye(1, size(A, 1)) * A * (0.5 * eye(size(A, 1), 1));",
+    "E = 3 * A * (X * 2 * Y);",  # two scalings float out, one around the other
+])
+def test_materialize_products_splits_a_chain_with_a_scaling_inside(body):
     prog = lowered("function E = f(A, X, Y)\n  %#linview dims A(n,n) X(n,n) Y(n,n)\n"
-                   "  E = A * (2 * X) * Y * A;\nend\n")
+                   f"  {body}\nend\n")
     out = materialize_products(prog, Sizes({"n": 10}))
     assert all(len(c) <= 2 for stmt in out.statements for c in chains(stmt.expr))
+    rng = np.random.default_rng(0)
+    inputs = {x: rng.standard_normal((10, 10)) for x in "AXY"}
+    before = interp.evaluate(prog, inputs, {"n": 10})
+    after = interp.evaluate(out, inputs, {"n": 10})
+    assert_close(after["E"], before["E"], "E")
 
 
 

@@ -118,7 +118,7 @@ def materialize_products(program: ir.Program, sizes: Sizes) -> ir.Program:
         that :meth:`ChainPlanner.order` floated out of it stay outside."""
         if t.op is Op.NEG:
             return ir.neg(lift(st, t.children[0], factors, root))
-        if t.op is Op.SCALE and not t.is_scalar and id(t) not in factors:
+        if t.op is Op.SCALE and id(t) not in factors:
             return ir.scale(t.children[0], lift(st, t.children[1], factors, root))
         if t.op is not Op.MUL or id(t) in factors:
             return t
