@@ -367,9 +367,9 @@ def test_runtime_kernels_and_the_seconds_model_agree_on_thin_products():
     """The model mirrors the NumPy kernels' thresholds (a changed kernel must change both)."""
     from linview.backends.numpy import kernels, lowrank
 
-    assert (kernels.GEMV_MAX, kernels.WIDE_MIN, kernels.WIDE_RANK, kernels.PANEL_MAX,
+    assert (kernels.GEMV_MAX, kernels.WIDE_MIN, kernels.WIDE_RANK, kernels.ONE_PASS_MAX,
             lowrank.FOLD_RANK, lowrank.MIN_ELEMENTS) == (
-        timemodel.GEMV_MAX, timemodel.WIDE_MIN, timemodel.WIDE_RANK, timemodel.PANEL_MAX,
+        timemodel.GEMV_MAX, timemodel.WIDE_MIN, timemodel.WIDE_RANK, timemodel.ONE_PASS_MAX,
         timemodel.FOLD_RANK, timemodel.WIDE_MIN)
 
 
@@ -394,7 +394,7 @@ def test_thin_products_of_one_view_are_charged_one_fused_pass():
     # one pass over W (memory), the 5 columns multiplied in cache at half the gemm rate
     assert fused == pytest.approx(8 * 3000 ** 2 / roof.stream
                                   + 5 * 2 * 3000 ** 2 / (0.5 * roof.gemm) + roof.call)
-    # products of both kinds at one level share the pass; beyond PANEL_MAX columns in all,
+    # products of both kinds at one level share the pass; beyond ONE_PASS_MAX columns in all,
     # one packing dgemm per kind (the thin rate)
     both_kinds = {("W", "N", 0): [3000, 3000, 3], ("W", "T", 0): [3000, 3000, 2]}
     assert timemodel.fused_seconds(both_kinds, roof) == pytest.approx(fused)

@@ -132,7 +132,7 @@ def dot(A, X: np.ndarray) -> np.ndarray:
 #: (:func:`.fused.pass_dot`; ``bench/kernel_bench.py``, n = 4000, one thread: 3 columns
 #: 4.6 ms, 2+2 5.5, 4+4 9.0, 8+8 12.6 ms, against 8.4, 9.7, 15.6 and 28 ms for one
 #: ``dgemv`` per column over cached panels, and 15 to 27 ms for thin ``dgemm`` calls)
-PANEL_MAX = 16
+ONE_PASS_MAX = 16
 
 
 def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray]:
@@ -140,7 +140,7 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     of one view at one trigger level, computed together.  One-hot blocks read only their
     columns of A (see :func:`dot`).  The other blocks of each kind are reduced to their
     distinct columns (:func:`distinct_columns`), and then, for a large view, at most
-    :data:`PANEL_MAX` columns in all run as one pass over A (:func:`pass_dot`), more as
+    :data:`ONE_PASS_MAX` columns in all run as one pass over A (:func:`pass_dot`), more as
     one ``dgemm`` per kind (:func:`wide`); small views take one product per kind."""
     ops = ops or "N" * len(blocks)
     out: list = [None] * len(blocks)
@@ -154,7 +154,7 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     basis = {o: distinct_columns([blocks[i] for i in idx], dependent=large)
              for o, idx in kinds.items()}
     width = sum(b.shape[1] for b, _ in basis.values())
-    if large and 1 < width <= PANEL_MAX:
+    if large and 1 < width <= ONE_PASS_MAX:
         res = dict(zip("NT", pass_dot(A, *(basis[o][0] if o in basis else None
                                            for o in "NT")), strict=True))
     else:

@@ -51,19 +51,19 @@ MODEL_GAIN = 1.25
 
 #: the NumPy runtime's kernels (``linview.backends.numpy.kernels``), mirrored here: the
 #: products of a view of at least ``WIDE_MIN`` elements at one trigger level with at most
-#: ``PANEL_MAX`` columns in all run as one pass over it, a wider block of
+#: ``ONE_PASS_MAX`` columns in all run as one pass over it, a wider block of
 #: one kind as one ``dgemm`` on every core of an idle machine, a block of at most
 #: ``GEMV_MAX`` columns alone as matrix-vector products (tests/test_timemodel.py checks
 #: that the two agree)
 WIDE_MIN = 1 << 20
 WIDE_RANK = 8
 GEMV_MAX = 2
-PANEL_MAX = 16
+ONE_PASS_MAX = 16
 #: the rank at which a large view's pending low-rank terms are added to it
 FOLD_RANK = 64
 #: the one-pass kernel's flops run at this share of ``dgemm``'s rate, beyond the pass over
 #: the view (measured n = 4000, one thread: 3 columns 0.8 ms, 2+2 3.5, 4+4 10 ms beyond it)
-PANEL_FLOP_SHARE = 0.5
+ONE_PASS_FLOP_SHARE = 0.5
 #: a block of at most this many columns is thin: its product is bound by the passes over
 #: the view (``thin_bytes``), not by flops
 THIN_MAX = 64
@@ -96,12 +96,12 @@ def thin_seconds(rows: int, cols: int, k: int, roof: Roof) -> float:
     return max(2 * rows * cols * k / roof.gemm, 8 * rows * cols / roof.thin) + roof.call
 
 
-def panel_seconds(rows: int, cols: int, k: int, roof: Roof) -> float:
+def one_pass_seconds(rows: int, cols: int, k: int, roof: Roof) -> float:
     """The products of a large ``rows×cols`` view with ``k`` columns in all (``A·B`` and
     ``Aᵀ·C``), as the runtime's ``pass_dot`` runs them: one pass over the view, the
     columns multiplied while a few of its columns are in cache."""
     return (8 * rows * cols / roof.stream
-            + k * 2 * rows * cols / (roof.gemm * PANEL_FLOP_SHARE) + roof.call)
+            + k * 2 * rows * cols / (roof.gemm * ONE_PASS_FLOP_SHARE) + roof.call)
 
 
 def thin_product(m: Node, size, one_hot=ONE_HOT) -> tuple | None:
@@ -171,7 +171,7 @@ def factor_level(nodes, levels: dict, size, one_hot=ONE_HOT) -> int:
 def fused_seconds(reads: dict, rt3: Roof, passes: Roof | None = None) -> float:
     """The fused products of each view and level (:func:`expr_seconds`'s ``reads``, by
     view, kind and level): one pass for both kinds together when they have at most
-    ``PANEL_MAX`` columns in all, else one product per kind.  Passes bound by memory (the
+    ``ONE_PASS_MAX`` columns in all, else one product per kind.  Passes bound by memory (the
     one-pass kernel, matrix-vector products) are priced at the ``passes`` rates: the one-thread
     ones, since one core already saturates memory here (gemv 4.5 ms at n = 4000 on one
     thread, 3.6 ms on two, and slower when another process runs)."""
@@ -183,8 +183,8 @@ def fused_seconds(reads: dict, rt3: Roof, passes: Roof | None = None) -> float:
     for parts in levels.values():
         width = sum(k for _, _, k in parts)
         rows, cols, _ = parts[0]
-        if 1 < width <= PANEL_MAX:
-            t += panel_seconds(rows, cols, width, passes)
+        if 1 < width <= ONE_PASS_MAX:
+            t += one_pass_seconds(rows, cols, width, passes)
         else:
             t += sum(thin_seconds(r, c, k, passes if k <= GEMV_MAX else rt3)
                      for r, c, k in parts)
