@@ -17,6 +17,7 @@ import importlib
 import re
 import sys
 import types
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -103,13 +104,19 @@ class CompiledProgram:
 
         When the data does not fit the program as compiled without it (a 1x1 input the
         program took for a matrix, a size assumed not to be 1), and sizes were left open,
-        the program is specialised to the data's shapes (see :meth:`specialize`)."""
+        the program is specialised to the data's shapes (see :meth:`specialize`).
+        ``reuse=`` (live views of another program, or a state file's path) and ``store=``
+        (a folder) offer views by key: those with this program's keys are taken, the
+        others computed (``views.reuse_report`` says which; ``backends/numpy/reuse.py``)."""
+        extra = {}
+        if "reuse" in inputs or "store" in inputs or "_reuse" in inputs:
+            inputs, extra = _reuse_option(self, inputs)
         scalars = [d.name for d in self.program.inputs if not d.scalar and d.name in inputs
                    and specialize.is_number(inputs[d.name])]
         if scalars and not self.options.get("shapes"):  # a 1x1 input is a scalar
-            return self.specialize(**inputs).load(**inputs)
+            return self.specialize(**inputs).load(**inputs, **extra)
         try:
-            return self.module_class(**inputs)
+            return self.module_class(**inputs, **extra)
         except InputError as first:
             if not self.program.dim_symbols or self.options.get("shapes") or not all(
                     specialize.has_shape(inputs.get(n)) for n in self.options["inputs"]):
@@ -123,7 +130,7 @@ class CompiledProgram:
                 raise
             except LinviewError:
                 raise first from None
-            return special.load(**inputs)
+            return special.load(**inputs, **extra)
 
     def specialize(self, /, **inputs) -> CompiledProgram:
         """This program compiled for the shapes of ``inputs`` (arrays, numbers, or
@@ -219,6 +226,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     text, module = _emit(plan, backend, program.name)
     getattr(module, plan.class_name).PROGRAM_INFO = _program_info(
         source, program.name, filename, dims, model, rank, backend, strategy, shapes)
+    getattr(module, plan.class_name).KEY_PROGRAM = plan.program
     cls = SolveProgram if any(st.expr.op is Op.SOLVE for st in program.statements) \
         else CompiledProgram  # solve views load as linview.solve.views.SolveViews
     return cls(program.name, plan, backend, text, module,
@@ -364,7 +372,36 @@ def restore(path, program: CompiledProgram | None = None, **options):
         except (LinviewError, TypeError, ValueError, AttributeError) as e:
             raise StateError(f"the program stored in {path} does not compile with this "
                              f"linview: {e}") from None
+    cls = program.module_class
+    if meta.get("hash") != cls.SOURCE_HASH and program.backend == "numpy" \
+            and "keys" in meta and set(cls.INPUTS) <= set(views):
+        # an edited program over the same inputs: every saved view whose key it still
+        # has is reused, the others computed (backends/numpy/reuse.py)
+        return program.load(**{n: views[n] for n in cls.INPUTS}, reuse=path, **options)
     return program.module_class._from_saved(meta, views, **options)
+
+
+def _reuse_option(prog: CompiledProgram, inputs: dict) -> tuple[dict, dict]:
+    """``reuse=`` (live views, or a state file's path) and ``store=`` (a folder of views
+    by key) of :meth:`CompiledProgram.load`, apart from the inputs and turned into the
+    module's ``_reuse`` offer (an input of the same name takes precedence)."""
+    from linview.backends.numpy import reuse
+
+    names = {d.name for d in prog.program.inputs}
+    inputs = dict(inputs)
+    if "_reuse" in inputs:  # already an offer (a specialised program's second try)
+        return inputs, {"_reuse": inputs.pop("_reuse")}
+    old = inputs.pop("reuse", None) if "reuse" not in names else None
+    store = inputs.pop("store", None) if "store" not in names else None
+    if prog.backend != "numpy":
+        raise InputError("reuse= and store= need the NumPy backend",
+                         hint="load without them on Spark (every view is computed)")
+    offer = reuse.offer_of(old) if old is not None else reuse.Offer()
+    if store is not None:
+        offer.store = Path(store)
+        offer.store.mkdir(parents=True, exist_ok=True)
+        offer.warn = lambda msg: warnings.warn(msg, stacklevel=4)
+    return inputs, {"_reuse": offer}
 
 
 __all__ = ["compile", "compile_file", "restore", "CompiledProgram", "LinviewError"]

@@ -46,6 +46,16 @@ def _digest(a: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def content_digest(a: np.ndarray) -> str:
+    """SHA-256 of a matrix's shape and values (column-major), read in place when the
+    array is Fortran-ordered: what view keys (:mod:`linview.compiler.keys`) call an
+    input's or a view's content."""
+    a = np.asfortranarray(np.asarray(a, dtype=np.float64))
+    h = hashlib.sha256(f"f8{a.shape}".encode())
+    h.update(memoryview(a.T if a.ndim == 2 else a.reshape(-1)))
+    return h.hexdigest()
+
+
 def write(path, views: dict[str, np.ndarray], manifest: dict) -> None:
     """Write ``views`` and ``manifest`` (plus format fields and hashes) to ``path``
     atomically: a temporary file, fsynced, renamed over ``path``."""
@@ -130,9 +140,11 @@ def _check_fields(path, doc: dict) -> None:
     ok = (program
           and isinstance(doc.get("updates"), int)
           and isinstance(doc.get("dims"), dict)
-          and all(isinstance(v, int) for v in doc["dims"].values()))
+          and all(isinstance(v, int) for v in doc["dims"].values())
+          and all(isinstance(k, str) and isinstance(v, str)
+                  for k, v in (doc.get("keys") or {}).items()))
     if not ok:
         raise StateError(f"{path} is corrupt: its manifest is malformed")
 
 
-__all__ = ["write", "read", "FORMAT_VERSION"]
+__all__ = ["write", "read", "content_digest", "FORMAT_VERSION"]

@@ -228,24 +228,23 @@ class NumpyGenerator:
 
     def evaluate_some_method(self) -> list[str]:
         """``_evaluate_some(d, views, names)``: the statements in ``names`` (a union of
-        ``REFRESH`` entries), reading every other view from ``views``."""
-        sets = refresh_sets(self.plan, self.transient) if self.PARTIAL_REFRESH else {}
-        if not sets:
+        ``REFRESH`` entries, or the views a program edit must recompute: see
+        ``backends/numpy/reuse.py``), reading every other view from ``views``."""
+        if not self.PARTIAL_REFRESH:
             return []
-        chain = set().union(*sets.values())
         ind = " " * 8
         lines = ["    def _evaluate_some(self, d, views, names):",
-                 '        """Partial re-evaluation: the views in ``names`` (REFRESH entries), '
-                 'from the',
-                 '        current inputs and views."""']
+                 '        """Partial re-evaluation: the views in ``names``, from the current '
+                 'inputs and',
+                 '        views (a view in ``names`` need not be in ``views``)."""']
         todo = [(name, expr, st) for (name, expr), st in zip(
-            self.plan.evaluation, self.prog.statements, strict=True) if name in chain]
-        kept = {d_.name for d_ in self.prog.inputs} | {
-            s.name for s in self.prog.statements if s.name not in self.transient}
+            self.plan.evaluation, self.prog.statements, strict=True)]
+        inputs = {d_.name for d_ in self.prog.inputs}
         read = {n.attr for _, e, _ in todo for n in e.walk() if n.op in (Op.VIEW, Op.INPUT)}
         for nm in [d_.name for d_ in self.prog.inputs] + [s.name for s in self.prog.statements]:
-            if nm in read and nm in kept:
-                lines.append(f"{ind}{self.names('view', nm)} = views[{nm!r}]")
+            if nm in read and nm not in self._not_formed():
+                get = f"views[{nm!r}]" if nm in inputs else f"views.get({nm!r})"
+                lines.append(f"{ind}{self.names('view', nm)} = {get}")
         lines.append(f"{ind}out = {{}}")
         inverses = self._not_formed()
         for name, expr, st in todo:

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 import scipy.sparse as sps
 
-from linview.backends.numpy import fallback, lowrank
+from linview.backends.numpy import fallback, input_shapes, lowrank, reuse
 from linview.backends.numpy import probe as _probe
 from linview.backends.numpy.guards import (  # noqa: F401 - part of the runtime's interface
     CORE_CONDITION_LIMIT,
@@ -80,6 +80,8 @@ class TriggerModule(lowrank.PendingViews):
     #: the program's .m source, name, file name and compile options (set by
     #: ``linview.compile``; stored by save() so that restore() can compile it again)
     PROGRAM_INFO: Mapping[str, object] = {}
+    #: the program as planned (set by ``linview.compile``): what view keys are made of
+    KEY_PROGRAM = None
 
     #: {input: BLAS threads} of triggers that differ from TRIGGER_THREADS (a trigger that
     #: re-evaluates the program keeps every thread: None)
@@ -100,7 +102,7 @@ class TriggerModule(lowrank.PendingViews):
                "probe": True, "probe_tolerance": 1e-9,
                "condition_limit": INV_CONDITION_LIMIT, "blas_threads": "auto"}
 
-    def __init__(self, /, _state=None, **kwargs):
+    def __init__(self, /, _state=None, _reuse=None, **kwargs):
         opts = {k: kwargs.pop(k) if k in kwargs and k not in self.INPUTS else v
                 for k, v in self.OPTIONS.items()}
         inputs = kwargs
@@ -115,6 +117,9 @@ class TriggerModule(lowrank.PendingViews):
         self.saved_meta: dict = {}
         if _state is not None:
             self.dims, self._views, self.updates = _state
+        elif _reuse is not None:  # views by key from another load (see .reuse)
+            self.dims, self.updates = {}, 0
+            self._views = reuse.evaluate(self, self._validate_inputs(inputs), _reuse)
         else:
             self.dims = {}
             self._views = self._reevaluate(self._validate_inputs(inputs))
@@ -163,36 +168,7 @@ class TriggerModule(lowrank.PendingViews):
 
     def _bind_dims(self, arrays: Mapping[str, np.ndarray]) -> dict[str, int]:
         """Bind every bare size from the inputs' shapes; check literal and compound ones."""
-        dims: dict[str, int] = {}
-        checks = []
-        for name, shape in self.INPUTS.items():
-            for axis, size in enumerate(shape):
-                got = arrays[name].shape[axis]
-                if isinstance(size, str):
-                    if dims.setdefault(size, got) != got:
-                        raise InputError(
-                            f"input {name} has {('rows', 'columns')[axis]} {got}, but size "
-                            f"'{size}' is {dims[size]} from another input",
-                            hint=self._shapes_hint())
-                else:
-                    checks.append((name, axis, size, got))
-        for name, axis, size, got in checks:
-            try:
-                want = size.value(dims) if isinstance(size, Size) else int(size)
-            except KeyError:
-                raise InputError(f"cannot determine the size {size_text(size)} from the "
-                                 "inputs") from None
-            if want != got:
-                raise InputError(f"input {name} has {('rows', 'columns')[axis]} {got}, "
-                                 f"expected {want}", hint=self._shapes_hint())
-        for size, why in self.NOT_ONE:
-            if (size.value(dims) if isinstance(size, Size) else dims.get(size)) == 1:
-                raise InputError(f"{self.PROGRAM}: {why}")
-        return dims
-
-    def _shapes_hint(self) -> str:
-        return "expected shapes: " + ", ".join(
-            f"{n}({size_text(r)}, {size_text(c)})" for n, (r, c) in self.INPUTS.items())
+        return input_shapes.bind(self, arrays)
 
     def _reevaluate(self, arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         self._prober.reset()
@@ -422,7 +398,8 @@ class TriggerModule(lowrank.PendingViews):
 
         manifest = {"program": self.PROGRAM, "hash": self.SOURCE_HASH,
                     "updates": int(self.updates), "dims": dict(self.dims),
-                    "extra": dict(extra or {}), **self.PROGRAM_INFO}
+                    "extra": dict(extra or {}), "keys": reuse.module_keys(self),
+                    **self.PROGRAM_INFO}
         statefile.write(path, self._views_for_saving(), manifest)
 
     def _views_for_saving(self) -> dict[str, np.ndarray]:

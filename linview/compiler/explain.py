@@ -13,7 +13,7 @@ Listing 6.4 (``ON UPDATE A BY (U, V): U_B := [...]; ...; A += U Vᵀ; ...``).
 
 from __future__ import annotations
 
-from linview.compiler import ir, maintenance, passes, printer
+from linview.compiler import ir, keys, maintenance, passes, printer
 from linview.compiler.delta import Strategy, Trigger, build_trigger
 from linview.errors import CompileError
 
@@ -108,8 +108,18 @@ def explain(compiled, after: str | None = None) -> str:
             lines += ["", "no dynamic inputs: nothing to maintain"]
         else:  # which statements each update maintains or re-evaluates
             lines += [""] + maintenance.listing(plan)
+        lines += [""] + key_listing(plan.program)
     else:
         raise CompileError(f"unknown pass '{after}'", hint="passes: " + ", ".join(PASSES))
     if plan.notes and after in ("delta", "triggers"):
         lines += ["", "notes:"] + [f"  {n}" for n in plan.notes]
     return "\n".join(lines)
+
+
+def key_listing(prog: ir.Program) -> list[str]:
+    """Each view's short key (:mod:`.keys`; inputs by name here, by content at load):
+    what a program edit or a store reuses views by."""
+    ks = keys.structural(prog)
+    width = max((len(st.name) for st in prog.statements), default=0)
+    return ["view keys (inputs by name here; by their content at load):"] + [
+        f"  {st.name:<{width}}  {keys.short(ks[st.name])}" for st in prog.statements]

@@ -53,11 +53,13 @@ class Ols(rt.TriggerModule):
         }
 
     def _evaluate_some(self, d, views, names):
-        """Partial re-evaluation: the views in ``names`` (REFRESH entries), from the
-        current inputs and views."""
+        """Partial re-evaluation: the views in ``names``, from the current inputs and
+        views (a view in ``names`` need not be in ``views``)."""
         X = views['X']
-        beta_inv = views['beta_inv']
-        beta_p1 = views['beta_p1']
+        Y = views['Y']
+        beta_arg = views.get('beta_arg')
+        beta_inv = views.get('beta_inv')
+        beta_p1 = views.get('beta_p1')
         out = {}
         if 'beta_arg' in names:
             # beta_arg := Xᵀ X (ols.m:3)
@@ -67,6 +69,10 @@ class Ols(rt.TriggerModule):
             # beta_inv := inv(beta_arg) (ols.m:3)
             beta_inv = rt.inv(beta_arg, "beta_inv", self.condition_limit)
             out['beta_inv'] = beta_inv
+        if 'beta_p1' in names:
+            # beta_p1 := Xᵀ Y (ols.m:3)
+            beta_p1 = X.T @ Y
+            out['beta_p1'] = beta_p1
         if 'beta' in names:
             # beta := beta_inv beta_p1 (ols.m:3)
             beta = beta_inv @ beta_p1

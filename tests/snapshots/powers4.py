@@ -39,6 +39,22 @@ class Powers4(rt.TriggerModule):
             'C': C,
         }
 
+    def _evaluate_some(self, d, views, names):
+        """Partial re-evaluation: the views in ``names``, from the current inputs and
+        views (a view in ``names`` need not be in ``views``)."""
+        A = views['A']
+        B = views.get('B')
+        out = {}
+        if 'B' in names:
+            # B := A A (powers4.m:3)
+            B = A @ A
+            out['B'] = B
+        if 'C' in names:
+            # C := B B (powers4.m:4)
+            C = B @ B
+            out['C'] = C
+        return out
+
     def on_update_A(self, U, V):
         """ON UPDATE A BY (U, V): A += U Vᵀ, U: n×k, V: n×k.
 

@@ -1,0 +1,234 @@
+"""Loading a program by reusing views that another load computed (NumPy backend).
+
+Every view has a key (:mod:`linview.compiler.keys`): a digest of its definition and of the
+keys of what it reads, inputs keyed by their content.  A load with ``reuse=`` (live views
+of another program, or a state file) or ``store=`` (a folder of views by key) takes every
+kept view whose key it finds, and computes the others, in program order, from the inputs
+and the views it has (``_evaluate_some`` of the generated module).  A view that is only
+evaluated to be inverted (``TRANSIENT``) is computed only when a recomputed view reads it.
+
+Early cutoff: a recomputed view equal to a view on offer (the same content digest) takes
+that view's key, so that what reads it is reused too.
+
+A reused maintained inverse brings its probe state (:mod:`.probe`) from live views, so the
+numerical guards stay as strict as after a fresh load.  Anything that cannot be keyed is
+recomputed, never reused.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from linview import statefile
+from linview.compiler import keys as _keys
+from linview.errors import StateError
+
+
+@dataclass
+class Offer:
+    """Views on offer by key: ``arrays`` ``{key: array}`` (not copied: the load copies what
+    it takes), a ``store`` folder of views by key, and ``probes`` ``{key of an inverse:
+    (Prober, W name, A name)}`` of live views."""
+
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    probes: dict[str, tuple] = field(default_factory=dict)
+    store: Path | None = None
+    warn: object = None
+    _digests: dict[str, str] = field(default_factory=dict)
+
+    def same_content(self, value: np.ndarray) -> str | None:
+        """The key of a view on offer equal to ``value`` (early cutoff); only views of the
+        same shape are hashed, each once."""
+        want = None
+        for k, a in self.arrays.items():
+            if a.shape != value.shape:
+                continue
+            want = want or statefile.content_digest(value)
+            if k not in self._digests:
+                self._digests[k] = statefile.content_digest(a)
+            if self._digests[k] == want:
+                return k
+        return None
+
+    def take(self, key: str) -> np.ndarray | None:
+        if key in self.arrays:
+            return self.arrays[key]
+        if self.store is None:
+            return None
+        return read_entry(self.store, key, self.warn)
+
+
+def module_keys(module) -> dict[str, str]:
+    """``{input or view: key}`` of live views ``module`` (inputs keyed by their current
+    content)."""
+    program = type(module).KEY_PROGRAM
+    if program is None:
+        return {}
+    views = module._views_for_saving()
+    tokens = {d.name: _keys.input_token(statefile.content_digest(views[d.name]), d.dynamic)
+              for d in program.inputs}
+    return _keys.bind(program, tokens)
+
+
+def offer_of(old) -> Offer:
+    """What live views or a state file (path) offer to a load."""
+    if isinstance(old, (str, Path)):
+        meta, arrays = statefile.read(old)
+        names = meta.get("keys")
+        if not isinstance(names, dict):
+            raise StateError(f"{old} holds no view keys (written by an older linview)",
+                             hint="restore it with the program that saved it")
+        return Offer({k: arrays[n] for n, k in names.items() if n in arrays})
+    ks = module_keys(old)
+    views = old._views_for_saving()
+    offer = Offer({ks[n]: views[n] for n in views if n in ks})
+    for w, a in getattr(old._prober, "arg_of", {}).items():
+        if w in ks:
+            offer.probes[ks[w]] = (old._prober, w, a)
+    return offer
+
+
+@dataclass
+class Report:
+    """What a load with reuse did: views ``reused`` and ``recomputed`` (with seconds)."""
+
+    reused: list[str] = field(default_factory=list)
+    recomputed: dict[str, float] = field(default_factory=dict)
+    keys: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        done = ", ".join(f"{n} ({s * 1e3:.1f} ms)" for n, s in self.recomputed.items())
+        return (f"reused: {', '.join(self.reused) or 'none'}; "
+                f"recomputed: {done or 'none'}")
+
+
+def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer) -> dict:
+    """The views of ``module`` for ``arrays``: taken from ``offer`` by key, or computed.
+    Sets ``module.reuse_report``."""
+    cls = type(module)
+    program = cls.KEY_PROGRAM
+    views = dict(arrays)
+    report = Report()
+    transient, pending = set(cls.TRANSIENT), {}
+    order = [st.name for st in program.statements]
+
+    def compute(name: str) -> None:
+        for st in program.statements:  # a transient view it reads, computed first
+            if st.name == name:
+                for n in st.expr.walk():
+                    if n.op.value == "view" and n.attr not in views and n.attr in pending:
+                        got = offer.take(pending[n.attr])
+                        if got is not None and got.shape == _shape(module, n.attr):
+                            views[n.attr] = got
+                            report.reused.append(n.attr)
+                            pending.pop(n.attr)
+                        else:
+                            compute(n.attr)
+        t0 = time.perf_counter()
+        out = module._evaluate_some(module.dims, views, {name})
+        if name in out:
+            views[name] = out[name]
+        report.recomputed[name] = time.perf_counter() - t0
+        pending.pop(name, None)
+
+    def cutoff(name: str, key: str) -> str | None:
+        if name in transient:
+            pending[name] = key
+            return None
+        got = offer.take(key)
+        if got is not None and got.shape == _shape(module, name):
+            views[name] = np.array(got, dtype=np.float64, order="F")
+            report.reused.append(name)
+            return None
+        compute(name)
+        if name not in views:  # an inverse never formed: nothing to compare
+            return None
+        return offer.same_content(views[name])
+
+    tokens = {d.name: _keys.input_token(statefile.content_digest(arrays[d.name]), d.dynamic)
+              for d in program.inputs}
+    report.keys = _keys.bind(program, tokens, cutoff)
+    kept, computed_transient = module._kept_values(
+        {n: views[n] for n in order if n in views})
+    for name, val in computed_transient.items():
+        module._prober.seed(name, val)
+    _carry_probes(module, report, offer)
+    module.reuse_report = report
+    if offer.store is not None:  # transient views too: another program may keep them
+        write_entries(offer.store, {report.keys[n]: v for n, v in
+                                    {**kept, **computed_transient}.items()})
+    return {**dict(arrays), **kept}
+
+
+def _shape(module, name: str) -> tuple[int, ...] | None:
+    """The shape the program gives view ``name`` for the module's sizes (None if the
+    sizes do not say)."""
+    import sympy as sp
+
+    st = next(st for st in type(module).KEY_PROGRAM.statements if st.name == name)
+    try:
+        return tuple(int(sp.sympify(e).subs({s: module.dims[s.name] for s in
+                                             sp.sympify(e).free_symbols}))
+                     for e in st.expr.shape)
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+def _carry_probes(module, report: Report, offer: Offer) -> None:
+    """A reused maintained inverse keeps the probe state it had (its vectors and its
+    argument's seed), so the next update is probed as after a fresh load."""
+    for name in report.reused:
+        src = offer.probes.get(report.keys[name])
+        if src is None:
+            continue
+        prober, w_old, a_old = src
+        mine = module._prober
+        a_new = next((st.expr.children[0].attr for st in type(module).KEY_PROGRAM.statements
+                      if st.name == name and st.expr.children
+                      and st.expr.children[0].op.value == "view"), None)
+        if a_new is None:
+            continue
+        if w_old in prober.states:
+            mine.states[name] = tuple(np.copy(x) for x in prober.states[w_old])
+        if a_old in prober.seeds:
+            mine.seeds[a_new] = tuple(np.copy(x) for x in prober.seeds[a_old])
+        if a_old in prober.norms:
+            mine.norms[a_new] = prober.norms[a_old]
+        mine.arg_of[name] = a_new
+
+
+# ---------------------------------------------------------------- the store folder
+def _entry(store: Path, key: str) -> Path:
+    return store / key[:2] / f"{key}.npz"
+
+
+def read_entry(store: Path, key: str, warn=None) -> np.ndarray | None:
+    """The view stored under ``key``, or None; a corrupt or foreign entry is reported
+    through ``warn`` and not used."""
+    path = _entry(store, key)
+    if not path.exists():
+        return None
+    try:
+        meta, arrays = statefile.read(path)
+        if meta.get("store_key") != key or set(arrays) != {"value"}:
+            raise StateError(f"{path} is not the store entry for its name")
+    except StateError as e:
+        if warn is not None:
+            warn(f"store entry {path.name} not used, the view is recomputed: {e.message}")
+        return None
+    return arrays["value"]
+
+
+def write_entries(store: Path, entries: Mapping[str, np.ndarray]) -> None:
+    """Write every entry that is not in the store yet (atomically, checksummed)."""
+    for key, value in entries.items():
+        path = _entry(store, key)
+        if path.exists():
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        statefile.write(path, {"value": value}, {"store_key": key, "updates": 0, "dims": {}})
