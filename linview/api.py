@@ -396,7 +396,8 @@ def _reuse_option(prog: CompiledProgram, inputs: dict) -> tuple[dict, dict]:
     if prog.backend != "numpy":
         raise InputError("reuse= and store= need the NumPy backend",
                          hint="load without them on Spark (every view is computed)")
-    offer = reuse.offer_of(old) if old is not None else reuse.Offer()
+    offer = reuse.offer_of(old, by_identity=store is None) if old is not None \
+        else reuse.Offer()
     if store is not None:
         offer.store = Path(store)
         offer.store.mkdir(parents=True, exist_ok=True)

@@ -32,11 +32,13 @@ from linview.errors import StateError
 @dataclass
 class Offer:
     """Views on offer by key: ``arrays`` ``{key: array}`` (not copied: the load copies what
-    it takes), a ``store`` folder of views by key, and ``probes`` ``{key of an inverse:
-    (Prober, W name, A name)}`` of live views."""
+    it takes), a ``store`` folder of views by key, ``probes`` ``{key of an inverse:
+    (Prober, W name, A name)}`` of live views, and ``inputs`` ``{token: array}``: live
+    inputs keyed by a token that an equal new input takes (see :func:`offer_of`)."""
 
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     probes: dict[str, tuple] = field(default_factory=dict)
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)
     store: Path | None = None
     warn: object = None
     _digests: dict[str, str] = field(default_factory=dict)
@@ -63,20 +65,24 @@ class Offer:
         return read_entry(self.store, key, self.warn)
 
 
-def module_keys(module) -> dict[str, str]:
-    """``{input or view: key}`` of live views ``module`` (inputs keyed by their current
-    content)."""
+def module_keys(module, content=None) -> dict[str, str]:
+    """``{input or view: key}`` of live views ``module``, inputs keyed by
+    ``content(name, array)`` (default: the digest of their current content)."""
     program = type(module).KEY_PROGRAM
     if program is None:
         return {}
     views = module._views_for_saving()
-    tokens = {d.name: _keys.input_token(statefile.content_digest(views[d.name]), d.dynamic)
-              for d in program.inputs}
-    return _keys.bind(program, tokens)
+    content = content or (lambda _name, a: statefile.content_digest(a))
+    return _keys.bind(program, {d.name: _keys.input_token(content(d.name, views[d.name]),
+                                                          d.dynamic)
+                                for d in program.inputs})
 
 
-def offer_of(old) -> Offer:
-    """What live views or a state file (path) offer to a load."""
+def offer_of(old, by_identity: bool = False) -> Offer:
+    """What live views or a state file (path) offer to a load.  ``by_identity``: the
+    live views' inputs are matched to the new inputs by comparing them (``inputs``),
+    which reads them once instead of hashing them twice (no store: the keys are only
+    compared, never kept)."""
     if isinstance(old, (str, Path)):
         meta, arrays = statefile.read(old)
         names = meta.get("keys")
@@ -84,13 +90,28 @@ def offer_of(old) -> Offer:
             raise StateError(f"{old} holds no view keys (written by an older linview)",
                              hint="restore it with the program that saved it")
         return Offer({k: arrays[n] for n, k in names.items() if n in arrays})
-    ks = module_keys(old)
+    inputs: dict[str, np.ndarray] = {}
+
+    def compared(name: str, a: np.ndarray) -> str:
+        inputs[f"live-input:{name}"] = a
+        return f"live-input:{name}"
+
+    ks = module_keys(old, compared if by_identity else None)
     views = old._views_for_saving()
-    offer = Offer({ks[n]: views[n] for n in views if n in ks})
+    offer = Offer({ks[n]: views[n] for n in views if n in ks}, inputs=inputs)
     for w, a in getattr(old._prober, "arg_of", {}).items():
         if w in ks:
             offer.probes[ks[w]] = (old._prober, w, a)
     return offer
+
+
+def _content(offer: Offer, a: np.ndarray) -> str:
+    """An input's content for its key: the token of an equal input on offer, else its
+    digest."""
+    for token, b in offer.inputs.items():
+        if b.shape == a.shape and np.array_equal(a, b):
+            return token
+    return statefile.content_digest(a)
 
 
 @dataclass
@@ -150,7 +171,7 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer) -> dict:
             return None
         return offer.same_content(views[name])
 
-    tokens = {d.name: _keys.input_token(statefile.content_digest(arrays[d.name]), d.dynamic)
+    tokens = {d.name: _keys.input_token(_content(offer, arrays[d.name]), d.dynamic)
               for d in program.inputs}
     report.keys = _keys.bind(program, tokens, cutoff)
     kept, computed_transient = module._kept_values(
@@ -170,6 +191,12 @@ def _shape(module, name: str) -> tuple[int, ...] | None:
     sizes do not say)."""
     import sympy as sp
 
+    from linview.backends.numpy.kernels import Size
+
+    if name in type(module).VIEWS:  # sizes as the module binds them: names, ints, Size
+        return tuple(int(s.value(module.dims) if isinstance(s, Size) else
+                         module.dims[s] if isinstance(s, str) else s)
+                     for s in type(module).VIEWS[name])
     st = next(st for st in type(module).KEY_PROGRAM.statements if st.name == name)
     try:
         return tuple(int(sp.sympify(e).subs({s: module.dims[s.name] for s in

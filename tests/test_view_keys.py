@@ -1,0 +1,223 @@
+"""View keys and reuse across program edits (``load(reuse=...)``, ``restore(program=...)``,
+``load(store=...)``): a reused load equals a fresh load of the edited program, and what it
+recomputes is exactly what the edit changed.
+
+Programs are scripts over two dynamic inputs, one statement per line; the generator knows
+which statement reads which, so the statements an edit affects (the edited one and
+everything downstream of it) come from the script text, not from the keys under test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import linview
+from linview.compiler import keys
+
+N = 6
+#: expression templates over two operands (a, b) and a constant c
+FORMS = ["{a} * {b}", "{a} + {c} * {b}", "{a}' - {b}", "{c} * {a} * {b}'", "{a} + {b}'"]
+
+
+@st.composite
+def programs(draw):
+    """``[(name, form, a, b, c)]``: statement i reads inputs A, B and earlier statements."""
+    stmts = []
+    for i in range(draw(st.integers(2, 5))):
+        pool = ["A", "B"] + [s[0] for s in stmts]
+        stmts.append((f"s{i}", draw(st.sampled_from(FORMS)), draw(st.sampled_from(pool)),
+                      draw(st.sampled_from(pool)), draw(st.integers(2, 5))))
+    return stmts
+
+
+def text(stmts) -> str:
+    lines = ["%#linview input A(n,n) B(n,n)", "%#linview dynamic A B"]
+    lines += [f"{n} = {f.format(a=a, b=b, c=c)};" for n, f, a, b, c in stmts]
+    lines += [f"%#linview output {n}" for n, *_ in stmts]
+    return "\n".join(lines) + "\n"
+
+
+def downstream(stmts, changed: set[str]) -> set[str]:
+    """The statements that read (directly or not) one in ``changed``, and those."""
+    out = set(changed)
+    for n, _, a, b, _ in stmts:
+        if a in out or b in out:
+            out.add(n)
+    return out
+
+
+def edit(stmts, kind: str, i: int):
+    """``(edited statements, names of statements whose values change, renaming)``."""
+    stmts = list(stmts)
+    i %= len(stmts)
+    name = stmts[i][0]
+    if kind == "constant":  # a different constant: a different value
+        n, f, a, b, c = stmts[i]
+        stmts[i] = (n, f if "{c}" in f else "{c} * " + f, a, b, c + 7)
+        return stmts, downstream(stmts, {name}), {}
+    if kind == "add":
+        stmts.append(("extra", "{a} * {b} + {c} * {a}", name, "B", 3))
+        return stmts, {"extra"}, {}
+    if kind == "rename":
+        new = "renamed"
+
+        def r(x):
+            return new if x == name else x
+
+        return [(r(n), f, r(a), r(b), c) for n, f, a, b, c in stmts], set(), {name: new}
+    if kind == "remove":  # the last statement (nothing reads it)
+        return stmts[:-1], set(), {}
+    # reorder: move the last statement up as far as its operands allow
+    last = stmts.pop()
+    at = max([k + 1 for k, s in enumerate(stmts) if s[0] in (last[2], last[3])] or [0])
+    stmts.insert(at, last)
+    return stmts, set(), {}
+
+
+def line_of(prog, stmts) -> dict[str, str]:
+    """``{view: source statement}``: the statement on the view's line (two leading
+    pragma lines)."""
+    return {s.name: stmts[s.line - 3][0] for s in prog.plan.program.statements}
+
+
+def update_stream(views, rng, count: int) -> None:
+    for _ in range(count):
+        x = str(rng.choice(["A", "B"]))
+        u = np.zeros(N)
+        u[rng.integers(N)] = 1.0
+        views.update(x, u, 0.1 * rng.standard_normal(N))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), st.sampled_from(["constant", "add", "rename", "remove", "reorder"]),
+       st.integers(0, 10), st.integers(0, 2 ** 31 - 1))
+def test_an_edit_recomputes_exactly_what_it_changed(stmts, kind, i, seed):
+    rng = np.random.default_rng(seed)
+    old_prog = linview.compile(text(stmts), name="p")
+    old = old_prog.load(A=rng.standard_normal((N, N)), B=rng.standard_normal((N, N)))
+    update_stream(old, rng, 4)
+    new_stmts, changed, renamed = edit(stmts, kind, i)
+    new_prog = linview.compile(text(new_stmts), name="p")
+    inputs = {"A": old["A"], "B": old["B"]}
+    reused = new_prog.load(**inputs, reuse=old)
+    fresh = new_prog.load(**inputs)
+    for name in new_prog.module_class.OUTPUTS:
+        np.testing.assert_allclose(reused[name], fresh[name], rtol=1e-12, atol=1e-12)
+    origin = line_of(new_prog, new_stmts)
+    recomputed = {origin[v] for v in reused.reuse_report.recomputed}
+    assert recomputed == changed & set(origin.values())
+    # and it goes on maintaining: the reused views follow updates as fresh ones do
+    update_stream(reused, rng, 3)
+    assert reused.verify() < 1e-9
+
+
+def test_keys_ignore_names_and_order_but_not_constants_or_roles():
+    base = [("s0", "{a} * {b}", "A", "B", 2), ("s1", "{a} + {c} * {b}", "A", "s0", 3)]
+    k = keys.structural(linview.compile(text(base), name="p").plan.program)
+    renamed = [("t", "{a} * {b}", "A", "B", 2), ("s1", "{a} + {c} * {b}", "A", "t", 3)]
+    k2 = keys.structural(linview.compile(text(renamed), name="p").plan.program)
+    assert k2["t"] == k["s0"] and k2["s1"] == k["s1"]
+    other = [("s0", "{a} * {b}", "A", "B", 2), ("s1", "{a} + {c} * {b}", "A", "s0", 4)]
+    k3 = keys.structural(linview.compile(text(other), name="p").plan.program)
+    assert k3["s0"] == k["s0"] and k3["s1"] != k["s1"]
+    static = text(base).replace("%#linview dynamic A B", "%#linview dynamic A")
+    k4 = keys.structural(linview.compile(static, name="p").plan.program)
+    assert k4["s0"] != k["s0"]  # B's role changed: everything that reads B
+
+
+def test_changed_input_data_is_never_reused():
+    prog = linview.compile(text([("s0", "{a} * {b}", "A", "B", 2)]), name="p")
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((N, N)), rng.standard_normal((N, N))
+    old = prog.load(A=A, B=B)
+    B2 = B.copy()
+    B2[0, 0] += 1e-9  # outside the update stream
+    again = prog.load(A=A, B=B2, reuse=old)
+    assert again.reuse_report.reused == []
+    np.testing.assert_allclose(again["s0"], A @ B2, rtol=1e-14)
+
+
+OLS = "function beta = ols(X, Y)\n  beta = (X' * X) \\ (X' * Y);\nend\n"
+OLS_R = ("function [beta, r] = ols(X, Y)\n  beta = (X' * X) \\ (X' * Y);\n"
+         "  yhat = X * beta;\n  r = Y - yhat;\nend\n")
+RIDGE = "function b = ridge(X, Y)\n  b = (X' * X + 0.5 * eye(columns(X))) \\ (X' * Y);\nend\n"
+
+
+@pytest.fixture
+def ols_views():
+    rng = np.random.default_rng(7)
+    views = linview.compile(OLS, name="ols").load(X=rng.standard_normal((40, 12)),
+                                                  Y=rng.standard_normal((40, 1)))
+    for i in range(5):
+        u = np.zeros(40)
+        u[i] = 1.0
+        views.update("X", u, 0.1 * rng.standard_normal(12))
+    return views
+
+
+def test_restore_an_edited_program_from_a_state_file(tmp_path, ols_views):
+    ols_views.save(tmp_path / "s.npz")
+    edited = linview.compile(OLS_R, name="ols")
+    views = linview.restore(tmp_path / "s.npz", program=edited)
+    assert sorted(views.reuse_report.reused) == ["beta", "beta_inv", "beta_p1"]
+    assert sorted(views.reuse_report.recomputed) == ["r", "yhat"]
+    fresh = edited.load(X=ols_views["X"], Y=ols_views["Y"])
+    np.testing.assert_allclose(views["r"], fresh["r"], rtol=1e-12, atol=1e-12)
+    # the reused inverse keeps being probed and maintained
+    views.update("X", np.eye(40)[3], 0.1 * np.ones(12))
+    assert views.verify() < 1e-9
+
+
+def test_a_reused_inverse_brings_its_probe_state(ols_views):
+    edited = linview.compile(OLS_R, name="ols")
+    views = edited.load(X=ols_views["X"], Y=ols_views["Y"], reuse=ols_views)
+    assert "beta_inv" in views.reuse_report.reused
+    assert views._prober.seeds.keys() == ols_views._prober.seeds.keys()
+    views.update("X", np.eye(40)[5], 0.2 * np.ones(12))
+    assert "beta_inv" in views.probes  # probed at the first update, as after a fresh load
+
+
+def test_ridge_edit_reuses_what_it_can(ols_views):
+    ridge = linview.compile(RIDGE, name="ridge")
+    views = ridge.load(X=ols_views["X"], Y=ols_views["Y"], reuse=ols_views)
+    assert views.reuse_report.reused == ["b_p1"]  # XᵀY; XᵀX was never kept by OLS
+    assert views.verify() < 1e-9
+
+
+def test_a_store_is_shared_between_programs(tmp_path):
+    rng = np.random.default_rng(3)
+    X, Y = rng.standard_normal((30, 8)), rng.standard_normal((30, 1))
+    store = tmp_path / "store"
+    first = linview.compile(OLS, name="ols").load(X=X, Y=Y, store=store)
+    assert first.reuse_report.reused == []
+    second = linview.compile(OLS_R, name="ols2").load(X=X, Y=Y, store=store)
+    assert sorted(second.reuse_report.reused) == ["beta", "beta_inv", "beta_p1"]
+    assert sorted(second.reuse_report.recomputed) == ["r", "yhat"]
+    np.testing.assert_allclose(second["r"], Y - X @ np.linalg.solve(X.T @ X, X.T @ Y),
+                               rtol=1e-9, atol=1e-12)
+
+
+def test_corrupt_or_foreign_store_entries_are_recomputed_with_a_warning(tmp_path):
+    rng = np.random.default_rng(4)
+    X, Y = rng.standard_normal((30, 8)), rng.standard_normal((30, 1))
+    store = tmp_path / "store"
+    prog = linview.compile(OLS, name="ols")
+    prog.load(X=X, Y=Y, store=store)
+    entries = sorted(store.rglob("*.npz"))
+    assert entries
+    entries[0].write_bytes(entries[0].read_bytes()[:100])  # truncated
+    if len(entries) > 1:  # a foreign entry: another key's file under this name
+        entries[1].write_bytes(entries[-1].read_bytes())
+    with pytest.warns(UserWarning, match="not used, the view is recomputed"):
+        views = prog.load(X=X, Y=Y, store=store)
+    np.testing.assert_allclose(views["beta"], np.linalg.solve(X.T @ X, X.T @ Y), rtol=1e-9)
+
+
+def test_reuse_of_a_file_that_is_no_state_is_refused(tmp_path):
+    bad = tmp_path / "nokeys.npz"
+    bad.write_text("not a state file")
+    with pytest.raises(linview.StateError):
+        linview.compile(OLS, name="ols").load(X=np.eye(3), Y=np.ones((3, 1)), reuse=bad)
