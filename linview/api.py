@@ -298,6 +298,10 @@ class SolveProgram(CompiledProgram):
     def load(self, /, **inputs):
         from linview.solve.views import SolveViews
 
+        if {"reuse", "store"} & set(inputs) - {d.name for d in self.program.inputs}:
+            raise InputError("reuse= and store= are not supported for programs with solve "
+                             "views yet", hint="load without them (every view is computed)")
+
         return SolveViews(self.lowered, dict(self.options.get("dims") or {}), **inputs)
 
     def explain(self, after: str | None = None) -> str:

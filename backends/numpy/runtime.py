@@ -82,6 +82,8 @@ class TriggerModule(lowrank.PendingViews):
     PROGRAM_INFO: Mapping[str, object] = {}
     #: the program as planned (set by ``linview.compile``): what view keys are made of
     KEY_PROGRAM = None
+    #: what a load with ``reuse=``/``store=`` reused and recomputed (``reuse.Report``)
+    reuse_report = None
 
     #: {input: BLAS threads} of triggers that differ from TRIGGER_THREADS (a trigger that
     #: re-evaluates the program keeps every thread: None)
