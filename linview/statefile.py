@@ -19,6 +19,7 @@ stored, so nothing in the file can run.  Every way of failing is a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -29,6 +30,7 @@ import zlib
 
 import numpy as np
 
+from linview import faults
 from linview.errors import StateError
 from linview.version import __version__
 
@@ -76,11 +78,18 @@ def write_atomic(path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a synced temporary file and a rename, so that a
     crash leaves the old file or the new one, never a torn one."""
     tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        faults.point("save.write")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        faults.point("save.rename")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):  # a failed save leaves the old file alone
+            os.unlink(tmp)
+        raise
 
 
 def read(path) -> tuple[dict, dict[str, np.ndarray]]:

@@ -105,14 +105,14 @@ def test_crashes_mid_batch_and_between_batches_then_kill_9(case):
     Spark committed it (Spark replays it: skipped); kill -9 at a moment; then the same
     command finishes with the uninterrupted result and one log line per batch."""
     tmp, expect = case
-    p = run(tmp, "crash", env={"LINVIEW_TEST_CRASH_LOGGED": "3"})
+    p = run(tmp, "crash", env={"LINVIEW_TEST_FAULTS": "batch.logged@3=exit:87"})
     assert p.returncode == 87, p.stderr
-    p = run(tmp, "crash", env={"LINVIEW_TEST_CRASH_AFTER": "5"})
+    p = run(tmp, "crash", env={"LINVIEW_TEST_FAULTS": "batch.done@5=exit"})
     assert p.returncode == 86, p.stderr
     # each batch sleeps 1 s after its output: the kill lands inside batch 6 (id 5)
     proc = subprocess.Popen(command(tmp, "crash"), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE,
-                            env={**os.environ, "LINVIEW_TEST_BATCH_DELAY": "1.0"})
+                            env={**os.environ, "LINVIEW_TEST_FAULTS": "batch.done=sleep:1.0"})
     log = tmp / "crash" / "out" / "log.jsonl"
     deadline = time.time() + 240
     while time.time() < deadline and log.read_text().count("\n") < 6 \
@@ -133,7 +133,7 @@ def test_crashes_mid_batch_and_between_batches_then_kill_9(case):
 
 def test_replayed_batch_is_skipped(case):
     tmp, expect = case
-    p = run(tmp, "replay", env={"LINVIEW_TEST_CRASH_AFTER": "2"})
+    p = run(tmp, "replay", env={"LINVIEW_TEST_FAULTS": "batch.done@2=exit"})
     assert p.returncode == 86, p.stderr
     p = run(tmp, "replay")
     assert p.returncode == 0, p.stderr

@@ -74,10 +74,12 @@ def log_batches(tmp):
 
 def test_stream_applies_every_record(setup):
     tmp, expect = setup
-    proc = run(tmp, "--checkpoint", str(tmp / "ckpt"), "--checkpoint-every", "5")
+    proc = run(tmp, "--checkpoint", str(tmp / "ckpt"), "--checkpoint-every", "5", "--verify")
     assert proc.returncode == 0, proc.stderr
     stats = json.loads(proc.stdout)
-    assert stats["offset"] == 60 and stats["verify"] < 1e-10
+    assert stats["offset"] == 60 and stats["verify"]["error"] < 1e-10
+    assert stats["check"]["by"] == "probe" and stats["check"]["error"] < 1e-10
+    assert "predicted" in proc.stderr  # --verify says its predicted time first
     assert stats["batches"] < 60  # X records sharing a batch id were merged
     np.testing.assert_allclose(np.load(tmp / "out" / "latest.npz")["beta"], expect, rtol=1e-9)
     results = read_results(tmp / "out")
@@ -88,7 +90,7 @@ def test_stream_applies_every_record(setup):
 def test_crash_and_resume_lose_nothing_and_apply_nothing_twice(setup):
     tmp, expect = setup
     proc = run(tmp, "--checkpoint", str(tmp / "ckpt"), "--checkpoint-every", "4",
-               env={"LINVIEW_TEST_CRASH_AFTER": "11"})
+               env={"LINVIEW_TEST_FAULTS": "batch.done@11=exit"})
     assert proc.returncode == 86  # died mid-stream, between checkpoints
     assert (tmp / "ckpt" / "wal.log").read_bytes()  # logged, not yet checkpointed
     proc = run(tmp, "--checkpoint", str(tmp / "ckpt"), "--checkpoint-every", "4")
@@ -116,7 +118,7 @@ def test_kill_9_and_restart_equal_an_uninterrupted_run(setup, delay):
     for batch_delay in ("0.02", "0.1", "0.5"):
         shutil.rmtree(tmp / "out", ignore_errors=True)
         shutil.rmtree(tmp / "ckpt", ignore_errors=True)
-        env = {**os.environ, "LINVIEW_TEST_BATCH_DELAY": batch_delay}
+        env = {**os.environ, "LINVIEW_TEST_FAULTS": f"batch.done=sleep:{batch_delay}"}
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
         deadline = time.time() + 60
@@ -230,7 +232,7 @@ def test_log_has_one_line_per_batch_after_resumes(setup):
     tmp, expect = setup
     for crash in ("3", "7", "12"):
         assert run(tmp, "--checkpoint", str(tmp / "ck"), "--checkpoint-every", "2",
-                   env={"LINVIEW_TEST_CRASH_AFTER": crash}).returncode == 86
+                   env={"LINVIEW_TEST_FAULTS": f"batch.done@{crash}=exit"}).returncode == 86
     proc = run(tmp, "--checkpoint", str(tmp / "ck"))
     stats = json.loads(proc.stdout)
     assert log_batches(tmp) == list(range(1, stats["batch"] + 1))

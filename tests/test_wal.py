@@ -26,7 +26,7 @@ def crashed(tmp_path):
     recs, Xf, Yf = make_stream(rng, X, Y, count=40)
     (tmp_path / "u.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     expect = np.linalg.solve(Xf.T @ Xf, Xf.T @ Yf)
-    p = run(tmp_path, env={"LINVIEW_TEST_CRASH_AFTER": "10"})
+    p = run(tmp_path, env={"LINVIEW_TEST_FAULTS": "batch.done@10=exit"})
     assert p.returncode == 86, p.stderr
     return tmp_path, expect
 

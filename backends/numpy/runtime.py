@@ -36,9 +36,7 @@ from linview.backends.numpy.kernels import (  # noqa: F401 - part of the runtime
     THREAD_ENV,
     TRIGGER_THREADS,
     Size,
-    add_dense,
     as_matrix,
-    assign,
     blas_limit,
     blas_threads,
     one_hot,
@@ -51,8 +49,9 @@ from linview.backends.numpy.kernels import (  # noqa: F401 - part of the runtime
     warm,
     wide_products,
 )
-from linview.backends.numpy.lowrank import add_outer, dot, fused_dot  # noqa: F401 - rt.*
+from linview.backends.numpy.lowrank import dot, fused_dot  # noqa: F401 - rt.*
 from linview.backends.numpy.octave_rt import chol, diag, lu, norm, pinv, qr  # noqa: F401 - rt.norm...
+from linview.backends.numpy.phase2 import add_dense, add_outer, assign  # noqa: F401 - rt.*
 from linview.errors import InputError, NumericalError, StateError, UpdateError
 
 

@@ -263,11 +263,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "strategies", None) is not None:
         args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    from linview.app import signals
+
     try:
-        return args.func(args)
+        with signals.handled():  # SIGINT, SIGTERM, SIGHUP: docs/stopping.md
+            return args.func(args)
     except LinviewError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except signals.Interrupted as e:
+        print(f"interrupted by {e.name}", file=sys.stderr)
+        return e.code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

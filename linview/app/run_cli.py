@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import signal
 import sys
 import time
 
@@ -83,6 +85,11 @@ def add_run_arguments(r) -> None:
     r.add_argument("--once", action="store_true",
                    help="spark: process the files there now and stop (default: run until "
                    "Ctrl-C)")
+    r.add_argument("--verify", action="store_true",
+                   help="at the end, check every view against a re-evaluation from the "
+                   "inputs (exact, but as costly as load(); a sparse LU for solve views: "
+                   "its predicted time is printed first). Without it the end-of-run check "
+                   "is the probe, a small fraction of the run")
     r.add_argument("--quiet", action="store_true", help="no status line, no warnings")
     r.add_argument("--spark-driver-mib", type=float, default=64, metavar="MIB",
                    help="spark: views of at most this many MiB stay on the driver, where "
@@ -127,18 +134,34 @@ def cmd_run(args, compile_program, load_options) -> int:
 
             stats = run_structured(prog, args, load_options(args), status)
         else:
-            from linview.app.stream import run_stream
+            from linview.app.stream_run import run_stream
 
             stats = run_stream(prog, inputs=args.input, updates=args.updates,
                                checkpoint=args.checkpoint, out=args.out,
                                checkpoint_every=args.checkpoint_every,
                                max_batch=args.max_batch or 1, on_error=args.on_error,
                                restart=args.restart, progress=status.update,
-                               warn=status.warn)
+                               warn=status.warn, verify=args.verify)
     finally:
         status.stop()
-    print(json.dumps(stats))
-    return 0
+    stats["backend"] = args.backend
+    with contextlib.suppress(OSError):  # SIGHUP: the terminal may be gone
+        print(json.dumps(stats), flush=True)
+    return exit_code(stats, args.checkpoint)
+
+
+def exit_code(stats: dict, checkpoint: str | None) -> int:
+    """0, or 128 + the signal's number when one stopped the run (130 SIGINT, 143 SIGTERM,
+    129 SIGHUP), after saying where it stopped."""
+    name = stats.get("interrupted")
+    if not name:
+        return 0
+    where = (f"saved at batch {stats['batch']} in {checkpoint}; run the same command to "
+             "resume" if checkpoint else f"stopped after batch {stats['batch']} (no "
+             "--checkpoint: nothing saved)")
+    with contextlib.suppress(OSError):
+        print(f"interrupted by {name}: {where}", file=sys.stderr)
+    return 128 + int(signal.Signals[name])
 
 
 def status_text(*, rate: float, batches: int, record: int, lag: float | None, skipped: int,

@@ -14,12 +14,19 @@ the initial inputs' hashes) and ``wal.log``.  The state is written before the fi
 is logged, so a log without a state is refused, never replayed onto the initial inputs.
 On resume the state is restored, logged batches past it are re-applied, the source's
 first records are checked against the hash chain, and reading goes on after them.
+
+Stopping (``docs/stopping.md``): logging, applying and publishing a batch, and writing a
+checkpoint, are critical sections (:mod:`linview.app.signals`): a signal is deferred to
+their end, so the state is saved at batch boundaries only.  A batch that fails midway
+(an exception, a full disk) marks the views *dirty*: its log entry is taken back and
+nothing is saved any more, so the next start restores the last checkpoint and replays
+the log, exactly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -27,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from linview.app import input_files, wal
+from linview import faults
+from linview.app import input_files, signals, wal
 from linview.app.records import (
     BatchBuilder,
     Record,
@@ -40,12 +48,10 @@ from linview.app.stream_out import Outputs
 from linview.compiler.scaling import scale_views
 from linview.errors import StateError, UpdateError
 
-#: fault injection for tests: die (without cleanup) after this many applied batches
-_CRASH_AFTER = int(os.environ.get("LINVIEW_TEST_CRASH_AFTER", "0") or 0)
-#: fault injection for tests: die after logging this batch, before applying it
-_CRASH_LOGGED = int(os.environ.get("LINVIEW_TEST_CRASH_LOGGED", "0") or 0)
-#: fault injection for tests: sleep this long after every batch (to kill -9 mid-stream)
-_DELAY = float(os.environ.get("LINVIEW_TEST_BATCH_DELAY", "0") or 0)
+_WRITE_HINT = ("nothing of the batch in progress was saved; free space or make the folder "
+               "writable, then run the same command again: it resumes from the checkpoint "
+               "and its write-ahead log")
+
 CHAIN_START = "0" * 16
 
 
@@ -74,8 +80,10 @@ class Stream:
         self.ckpt = Path(checkpoint) if checkpoint else None
         self.state = self.ckpt / "state.npz" if self.ckpt else None
         self.wal_path = self.ckpt / "wal.log" if self.ckpt else None
-        self.out = Outputs(Path(out)) if out else None
+        self.out = self._io(f"--out {out}", Outputs, Path(out)) if out else None
         self.source = source
+        self.dirty = False  # a batch failed midway: these views are never saved
+        self.eval_seconds: float | None = None
         if restart:
             self._discard()
         given = dict(input_files.load(s) for s in inputs)
@@ -101,6 +109,7 @@ class Stream:
             extra = dict(self.views.saved_meta.get("extra", {}))
             self._check_identity(extra, digests, source)
             self.digests = extra["inputs"]
+            self.eval_seconds = extra.get("eval_seconds")
             self.pos = {k: extra[k] for k in self.pos}
             entries = [e for e in scan.entries if e["batch"] > self.pos["batch"]]
             if entries and entries[0]["batch"] != self.pos["batch"] + 1:
@@ -116,28 +125,33 @@ class Stream:
                                  "onto the initial inputs would give wrong results",
                                  hint="restore state.npz, or run with --restart to start "
                                  "over from the initial inputs")
+            t0 = time.perf_counter()
             self.views = prog.load(**given, **opts)
+            self.eval_seconds = time.perf_counter() - t0
             self.digests = digests
             good = 0
         self.shapes = {n: tuple(self.views._views[n].shape) for n in self.views.DYNAMIC}
         self.resumed_at = self.pos["offset"]
-        self.stats = {"resumed_at": self.pos["offset"], "replayed": 0, "applied": 0,
-                      "skipped": 0, "batches": 0}
+        self.stats = {"resumed_at": self.pos["offset"], "replayed": 0, "replayed_batches": 0,
+                      "applied": 0, "skipped": 0, "batches": 0, "seconds": 0.0}
+        #: what only one backend reports (Spark: batches skipped, read from its log, ...)
+        self.backend_stats: dict = {}
         if self.out is not None:
-            self.out.resume(self.pos["batch"])
+            self._io(f"--out {out}", self.out.resume, self.pos["batch"])
         self.log = None
+        self.since_save = 0
         if self.ckpt is not None:
-            self.ckpt.mkdir(parents=True, exist_ok=True)
-            if not self.state.exists():
-                self._save()
-            self.log = wal.Writer(self.wal_path, good)
+            with signals.critical():
+                self._io(f"checkpoint {self.ckpt}", self.ckpt.mkdir, 0o777, True, True)
+                if not self.state.exists():
+                    self._io(f"checkpoint {self.state}", self._save)
+                self.log = self._io(f"write-ahead log {self.wal_path}", wal.Writer,
+                                    self.wal_path, good)
         self.expected = {self.pos["offset"]: self.pos["chain"]}
         for e in entries:  # batches logged before a crash but not in the state
             self.expected[e["first"] + e["count"]] = e["chain"]
             recs = [parse_line(r, w) for r, w in zip(e["records"], e["where"], strict=True)]
-            self._apply(recs, e["count"], e["chain"], e.get("source_batch", -1), log=False)
-            self.stats["replayed"] += len(recs)
-        self.since_save = len(entries)
+            self._apply(recs, e["count"], e["chain"], e.get("source_batch", -1), replay=True)
 
     # -------------------------------------------------------------- identity
     def _check_identity(self, extra: dict, digests: dict, source: str | None) -> None:
@@ -166,10 +180,20 @@ class Stream:
             self.out.clear()
 
     def _save(self) -> None:
-        extra = {**self.pos, "inputs": self.digests}
+        extra = {**self.pos, "inputs": self.digests, "eval_seconds": self.eval_seconds}
         if self.source is not None:
             extra["source"] = self.source
         self.views.save(self.state, extra=extra)
+
+    @staticmethod
+    def _io(what: str, fn, *args):
+        """``fn(*args)``, which writes; an ``OSError`` there (a full disk, a read-only
+        folder) becomes a :class:`StateError` naming ``what`` and the way on."""
+        try:
+            return fn(*args)
+        except OSError as e:
+            raise StateError(f"cannot write {what}: {e.strerror or e}",
+                             hint=_WRITE_HINT) from None
 
     # -------------------------------------------------------------- batches
     def check(self, recs: list[Record]) -> list[tuple[Record, list]]:
@@ -196,50 +220,61 @@ class Stream:
             h = chain(h, rec.raw)
         t_check = time.perf_counter()
         checked = self.check(recs)  # once: the log holds only good records
-        self._apply([rec for rec, _ in checked], count, h, source_batch, log=True,
+        self._apply([rec for rec, _ in checked], count, h, source_batch, replay=False,
                     checked=checked, t_check=t_check)
-        self.stats["applied"] += len(checked)
-        if _CRASH_AFTER and self.pos["batch"] >= _CRASH_AFTER:
-            os._exit(86)  # fault injection for the crash-recovery tests
-        if _DELAY:
-            time.sleep(_DELAY)
-        self.since_save += 1
         if self.ckpt and self.since_save >= self.checkpoint_every:
             self.checkpoint()
 
     def _apply(self, recs: list[Record], count: int, h: str, source_batch: int,
-               log: bool, checked: list | None = None, t_check: float | None = None) -> None:
-        """Log (``log``) and apply records; ``checked`` are their ops when the caller
-        checked them already (a replay from the log checks them here)."""
+               replay: bool, checked: list | None = None, t_check: float | None = None) -> None:
+        """Log (unless a ``replay`` from the log), apply and publish records as one batch,
+        a critical section (a signal waits for its end); ``checked`` are their ops when the
+        caller checked them already (a replay checks them here)."""
         t_check = time.perf_counter() if t_check is None else t_check
         checked = self.check(recs) if checked is None else checked
         batch = self.pos["batch"] + 1
-        if log and self.log is not None:
-            self.log.append({"batch": batch, "first": self.pos["offset"],
-                             "count": count, "chain": h, "source_batch": source_batch,
-                             "records": [r.raw for r in recs], "where": [r.where for r in recs]})
-            if _CRASH_LOGGED and batch >= _CRASH_LOGGED:
-                os._exit(87)  # fault injection: the batch is logged, not applied
-        t0 = time.perf_counter()
-        undo: list = []
-        try:
-            ring = self._apply_ops(checked, undo)
-        except BaseException:
-            for step in reversed(undo):  # nothing of a batch is half-applied
-                step()
-            raise
-        self.pos = {"batch": batch, "offset": self.pos["offset"] + count, "ring": ring,
-                    "chain": h, "source_batch": max(source_batch, self.pos["source_batch"])}
-        self.stats["batches"] += 1
-        t1 = time.perf_counter()
-        self.stats["seconds"] = self.stats.get("seconds", 0.0) + t1 - t0
-        if self.out is not None:
-            self.out.write(self.views, batch, self.pos["offset"], len(recs), source_batch)
-        if self.timings is not None:  # benchmarks: where the time of a batch goes
-            self.timings.append({"records": len(recs), "check_log": t0 - t_check,
-                                 "trigger": t1 - t0, "output": time.perf_counter() - t1})
+        logged = not replay and self.log is not None
+        with signals.critical():
+            try:
+                if logged:
+                    self._io(f"write-ahead log {self.wal_path}", self.log.append, {
+                        "batch": batch, "first": self.pos["offset"], "count": count,
+                        "chain": h, "source_batch": source_batch,
+                        "records": [r.raw for r in recs], "where": [r.where for r in recs]})
+                    faults.point("batch.logged", batch)
+                t0 = time.perf_counter()
+                ring = self._apply_ops(checked)
+                t1 = time.perf_counter()
+                offset = self.pos["offset"] + count
+                if self.out is not None:
+                    self._io(f"the outputs in {self.out.root}", self.out.write, self.views,
+                             batch, offset, len(recs), source_batch)
+            except BaseException:
+                self._failed(logged)
+                raise
+            self.pos = {"batch": batch, "offset": offset, "ring": ring, "chain": h,
+                        "source_batch": max(source_batch, self.pos["source_batch"])}
+            self.since_save += 1
+            st = self.stats
+            st["replayed" if replay else "applied"] += len(checked)
+            st["replayed_batches" if replay else "batches"] += 1
+            st["seconds"] += t1 - t0
+            if self.timings is not None:  # benchmarks: where the time of a batch goes
+                self.timings.append({"records": len(recs), "check_log": t0 - t_check,
+                                     "trigger": t1 - t0, "output": time.perf_counter() - t1})
+            faults.point("batch.done", batch)
 
-    def _apply_ops(self, checked: list[tuple[Record, list]], undo: list) -> int:
+    def _failed(self, logged: bool) -> None:
+        """A batch failed midway: its changes may be half-applied, and only a restart
+        from the last checkpoint and the log is exact.  These views are never saved
+        (``dirty``), and the batch's own log entry is taken back (its records are read
+        from the source again; a batch the runtime refused is not replayed)."""
+        self.dirty = True
+        if logged:
+            with contextlib.suppress(OSError):
+                self.log.rollback()
+
+    def _apply_ops(self, checked: list[tuple[Record, list]]) -> int:
         """Apply the ops of a batch in record order: the value changes between two other
         kinds of record as one rank-k update per input, consecutive edge records as one
         edge batch per input (``views.update_edges``), each scaling as a scaling of the
@@ -249,7 +284,7 @@ class Stream:
         for rec, ops in [*checked, (None, None)]:
             kind = None if ops is None else ops[0].kind
             if kind not in (None, "scale", "edge"):
-                self._apply_edges(edges, undo)
+                self._apply_edges(edges)
                 if builder is None:
                     builder = BatchBuilder(lambda n: _readable(self.views._views[n]),
                                            self.shapes, ring)
@@ -259,24 +294,21 @@ class Stream:
                 ring = builder.ring
                 for name, (U, V) in builder.updates().items():
                     self.views.update(name, U, V)
-                    undo.append(lambda name=name, U=U, V=V: self.views.update(name, -U, V))
+                    faults.point("batch.op")
                 builder = None
             if kind == "edge":
                 for op in ops:
                     edges.setdefault(op.input, []).append((edge_tuple(op), rec.where))
                 continue
-            self._apply_edges(edges, undo)
+            self._apply_edges(edges)
             if ops is not None:
-                factors = {op.input: op.values for op in ops}
-                scale_views(self.views, self.prog.program, factors)
-                undo.append(lambda f=factors: scale_views(
-                    self.views, self.prog.program, {k: 1 / v for k, v in f.items()}))
+                scale_views(self.views, self.prog.program, {op.input: op.values for op in ops})
+                faults.point("batch.op")
         return ring
 
-    def _apply_edges(self, edges: dict, undo: list) -> None:
+    def _apply_edges(self, edges: dict) -> None:
         """Apply pending edge records (each input's as one batch, atomic, 1-based node ids
-        as in the records); undo is the reverse batch (a deleted edge comes back with its
-        weight); ``edges`` is emptied."""
+        as in the records); ``edges`` is emptied."""
         for name, pairs in edges.items():
             if not hasattr(self.views, "update_edges"):
                 raise UpdateError(f"{pairs[0][1]}: edge records change the links of a "
@@ -284,27 +316,40 @@ class Stream:
                                   hint=f"declare '%#linview stochastic {name}' (a "
                                   "column-stochastic link matrix) in the program")
             recs = [(op, a + 1, b + 1, *w) for (op, a, b, *w), _ in pairs]
-            weights = self.views.edge_weights(name, recs, base=1)
             self.views.update_edges(name, recs, base=1, labels=[w for _, w in pairs])
-            back = [("delete", a, b) if op == "insert" else ("insert", a, b, w)
-                    for (op, a, b, *_), w in zip(reversed(recs), reversed(weights),
-                                                 strict=True)]
-            undo.append(lambda name=name, back=back: self.views.update_edges(name, back,
-                                                                             base=1))
+            faults.point("batch.op")
         edges.clear()
 
     def checkpoint(self) -> None:
-        if self.ckpt is None:
+        """Save the views at this batch boundary and empty the log (a critical section);
+        nothing when the views are dirty."""
+        if self.ckpt is None or self.dirty:
             return
-        self._save()
-        self.log.truncate()
-        self.since_save = 0
+        with signals.critical():
+            try:
+                self._io(f"checkpoint {self.state}", self._save)
+                self._io(f"write-ahead log {self.wal_path}", self.log.truncate)
+            except BaseException:
+                self.dirty = True  # the log still holds every batch since the last save
+                raise
+            self.since_save = 0
 
     def close(self) -> dict:
-        if self.ckpt is not None:
-            self.checkpoint()
-            self.log.close()
-        return {**self.stats, "offset": self.pos["offset"], "batch": self.pos["batch"]}
+        """Save (unless dirty, or saved at this batch already), close the log; the
+        summary."""
+        if self.log is not None:
+            try:
+                if self.since_save:
+                    self.checkpoint()
+            finally:
+                self.log.close()
+                self.log = None
+        return self.summary()
+
+    def summary(self) -> dict:
+        """The same fields on both backends (``"spark"``: what only Spark reports)."""
+        return {**self.stats, "offset": self.pos["offset"], "batch": self.pos["batch"],
+                "spark": self.backend_stats or None}
 
     # -------------------------------------------------------------- the NumPy source
     def records_after_prefix(self, source: str) -> Iterator[Record]:
@@ -367,22 +412,3 @@ def batches(records: Iterator[Record], max_batch: int) -> Iterator[list[Record]]
         batch.append(rec)
     if batch:
         yield batch
-
-
-def run_stream(prog, *, inputs: list[str], updates: str, checkpoint: str | None = None,
-               out: str | None = None, checkpoint_every: int = 100, max_batch: int = 1,
-               on_error: str = "stop", restart: bool = False, progress=None, warn=None,
-               load_options: dict | None = None) -> dict:
-    """Apply the records of ``updates`` (a file, a directory or ``-``); return stats."""
-    s = Stream(prog, inputs=inputs, checkpoint=checkpoint, out=out, on_error=on_error,
-               checkpoint_every=checkpoint_every, restart=restart, load_options=load_options,
-               warn=warn)
-    try:
-        for batch in batches(s.records_after_prefix(updates), max_batch):
-            s.apply_batch(batch)
-            if progress is not None:
-                progress(s)
-    finally:
-        stats = s.close()
-    stats["verify"] = s.views.verify()
-    return stats

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from linview import faults
+
 
 class Outputs:
     def __init__(self, root: Path):
@@ -64,6 +66,7 @@ class Outputs:
             "values": pa.array([outs[n].ravel(order="F").tolist() for n in names],
                                pa.list_(pa.float64())),
         })
+        faults.point("out.results")
         path = self.results / f"batch-{batch:08d}.parquet"
         tmp = path.with_name("." + path.name + ".tmp")  # hidden: readers skip it
         with open(tmp, "wb") as f:  # a file, not a name pyarrow could take for a URI
@@ -72,6 +75,7 @@ class Outputs:
         with open(self.root / "latest.npz.tmp", "wb") as f:
             np.savez(f, **outs)
         os.replace(self.root / "latest.npz.tmp", self.root / "latest.npz")
+        faults.point("out.position")
         line = {"batch": batch, "offset": offset, "applied": applied,
                 "source_batch": source_batch, "updates": views.updates,
                 "norms": {k: float(np.linalg.norm(v)) for k, v in outs.items()}}

@@ -28,6 +28,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from linview import faults
 from linview.errors import StateError
 
 _HEADER = re.compile(rb"([0-9a-f]{8}) ([0-9a-f]{8}) ")
@@ -91,23 +92,40 @@ _HINT = ("the checkpoint cannot be trusted; run again with --restart to start ov
 
 
 class Writer:
-    """Appends entries to the log; ``truncate()`` empties it after a checkpoint."""
+    """Appends entries to the log; ``truncate()`` empties it after a checkpoint, and
+    ``rollback()`` takes back the last entry of a batch that failed."""
 
     def __init__(self, path: Path, good_bytes: int):
         self.path = path
-        self.f = open(path, "ab")  # noqa: SIM115 - closed by close()
+        # unbuffered: a write that failed leaves nothing behind to be flushed later
+        self.f = open(path, "ab", buffering=0)  # noqa: SIM115 - closed by close()
         if self.f.tell() != good_bytes:
             self.f.truncate(good_bytes)
             os.fsync(self.f.fileno())
+        self.before_last = good_bytes
 
     def append(self, payload: dict) -> None:
-        self.f.write(encode(payload))
-        self.f.flush()
+        data = encode(payload)
+        self.before_last = self.f.tell()
+        faults.point("wal.write")
+        view = memoryview(data)
+        while view:
+            view = view[self.f.write(view):]
+        faults.point("wal.sync")
+        os.fsync(self.f.fileno())
+
+    def rollback(self) -> None:
+        """Cut the log back to before the last append (its batch failed: the source
+        still holds its records, which are read again on the next start)."""
+        self.f.truncate(self.before_last)
+        self.f.seek(self.before_last)
         os.fsync(self.f.fileno())
 
     def truncate(self) -> None:
+        faults.point("wal.truncate")
         self.f.truncate(0)
         self.f.seek(0)
+        self.before_last = 0
         os.fsync(self.f.fileno())
 
     def close(self) -> None:
