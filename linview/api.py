@@ -20,7 +20,7 @@ import types
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from linview import specialize
+from linview import budget, specialize
 from linview.backends.numpy import runtime
 from linview.compiler.cost import choose_model, strategy_chooser
 from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
@@ -103,13 +103,22 @@ class CompiledProgram:
 
         When the data does not fit the program as compiled without it (a 1x1 input the
         program took for a matrix, a size assumed not to be 1), and sizes were left open,
-        the program is specialised to the data's shapes (see :meth:`specialize`)."""
+        the program is specialised to the data's shapes (see :meth:`specialize`).
+
+        ``memory_budget`` (bytes, or a size such as ``"8G"``; default: half the machine's
+        memory, see :mod:`linview.budget`): a load whose inputs and views would take more
+        is refused with :class:`~linview.errors.MemoryBudgetError` before anything is
+        allocated."""
+        limit = self._pop_budget(inputs)
         scalars = [d.name for d in self.program.inputs if not d.scalar and d.name in inputs
                    and specialize.is_number(inputs[d.name])]
         if scalars and not self.options.get("shapes"):  # a 1x1 input is a scalar
-            return self.specialize(**inputs).load(**inputs)
+            return self.specialize(**inputs).load(**inputs, memory_budget=limit)
+        self._check_budget(inputs, limit)
         try:
             return self.module_class(**inputs)
+        except MemoryError as e:
+            raise budget.out_of_memory(e, self.name) from None
         except InputError as first:
             if not self.program.dim_symbols or self.options.get("shapes") or not all(
                     specialize.has_shape(inputs.get(n)) for n in self.options["inputs"]):
@@ -123,7 +132,21 @@ class CompiledProgram:
                 raise
             except LinviewError:
                 raise first from None
-            return special.load(**inputs)
+            return special.load(**inputs, memory_budget=limit)
+
+    def _pop_budget(self, inputs: dict):
+        """The ``memory_budget`` option (an input of that name takes precedence)."""
+        if "memory_budget" in inputs and "memory_budget" not in self.options["inputs"]:
+            return inputs.pop("memory_budget")
+        return None
+
+    def _check_budget(self, inputs: dict, limit, program=None) -> None:
+        """Refuse a load beyond the memory budget before it allocates (NumPy backend:
+        Spark's views live in its executors)."""
+        if self.backend == "numpy":
+            program = program or self.program
+            held = budget.load_held(program, inputs, dict(self.plan.sizes.bindings))
+            budget.check(held, limit, program=program)
 
     def specialize(self, /, **inputs) -> CompiledProgram:
         """This program compiled for the shapes of ``inputs`` (arrays, numbers, or
@@ -290,7 +313,12 @@ class SolveProgram(CompiledProgram):
     def load(self, /, **inputs):
         from linview.solve.views import SolveViews
 
-        return SolveViews(self.lowered, dict(self.options.get("dims") or {}), **inputs)
+        limit = self._pop_budget(inputs)
+        self._check_budget(inputs, limit, self.lowered)
+        try:
+            return SolveViews(self.lowered, dict(self.options.get("dims") or {}), **inputs)
+        except MemoryError as e:
+            raise budget.out_of_memory(e, self.name) from None
 
     def explain(self, after: str | None = None) -> str:
         from linview.solve.views import explain_solves
@@ -339,6 +367,7 @@ def restore(path, program: CompiledProgram | None = None, **options):
     from linview import statefile
     from linview.solve.state import solve_state_meta
 
+    options.pop("memory_budget", None)  # a state is as large as the file that holds it
     solve_meta = solve_state_meta(path)
     if solve_meta is not None:  # a program with solve views (linview/solve_state.py)
         from linview.solve.state import restore_state
