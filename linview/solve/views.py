@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sps
 import sympy as sp
 
+from linview.backends.numpy import numeric
 from linview.compiler import ir
 from linview.compiler.delta import Strategy, ViewDelta, derive
 from linview.compiler.interp import eval_node
@@ -87,6 +88,8 @@ class SolveViews:
 
     OPTIONS = ("tolerance", "method")
 
+    @numeric.quiet("the inputs' values", lambda _self, args, kwargs: [
+        v for k, v in kwargs.items() if k in {d.name for d in args[0].inputs}])
     def __init__(self, program: ir.Program, dims: dict, /, _warm=None, **kwargs):
         self.program = program
         opts = {k: kwargs.pop(k) for k in self.OPTIONS
@@ -243,6 +246,7 @@ class SolveViews:
                               hint="mark it with '%#linview dynamic ...'")
         return decl
 
+    @numeric.quiet("the update's values")
     def update(self, name: str, U, V) -> None:
         """``name += U Vᵀ`` (dense or scipy.sparse factors); every view brought up to date."""
         self._check_dynamic(name)
@@ -273,6 +277,8 @@ class SolveViews:
             seen[key] = (float(w[0]) if w else 1.0) if op == "insert" else None
         return out
 
+    @numeric.quiet("the edges' weights", lambda _self, args, _kwargs: [
+        [float(r[3]) for r in args[1] if len(r) > 3]])
     def update_edges(self, name: str, records, base: int = 0,
                      labels: list[str] | None = None) -> None:
         """A micro-batch of edge records ``(op, from, to[, weight])`` on stochastic input
