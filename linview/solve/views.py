@@ -20,6 +20,7 @@ generated dense module:
 
 from __future__ import annotations
 
+import copy
 import time
 
 import numpy as np
@@ -80,6 +81,21 @@ def _method_text(method: str) -> str:
             "push": "Gauss–Southwell push, certified L1 bound",
             "krylov": "warm-started GMRES, 2-norm bound",
             "cholesky": "triangular factor of F = QR by rank-1 QR updates"}[method]
+
+
+def snapshot(val):
+    """A copy of a value that later updates never change (solvers update their solution in
+    place, a stochastic input changes its links in place): arrays read-only, sparse
+    matrices and stochastic inputs copied."""
+    if isinstance(val, np.ndarray):
+        out = val.copy(order="K")
+        out.flags.writeable = False
+        return out
+    if sps.issparse(val):
+        return val.copy()
+    if isinstance(val, StochasticMatrix):
+        return copy.deepcopy(val)
+    return val
 
 
 class SolveViews:
@@ -213,11 +229,7 @@ class SolveViews:
         key = key.attr if key is not None and key.op in (Op.VIEW, Op.INPUT) else name
         if key not in self.env:
             raise KeyError(f"{name!r} is not an output, view or input of {self.program.name}")
-        val = self.env[key]
-        if isinstance(val, np.ndarray):
-            val = val.view()
-            val.flags.writeable = False
-        return val
+        return snapshot(self.env[key])
 
     @property
     def outputs(self) -> dict:
