@@ -21,7 +21,7 @@ import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from linview import specialize
+from linview import budget, specialize
 from linview.backends.numpy import runtime
 from linview.compiler.cost import choose_model, strategy_chooser
 from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
@@ -107,16 +107,25 @@ class CompiledProgram:
         the program is specialised to the data's shapes (see :meth:`specialize`).
         ``reuse=`` (live views of another program, or a state file's path) and ``store=``
         (a folder) offer views by key: those with this program's keys are taken, the
-        others computed (``views.reuse_report`` says which; ``backends/numpy/reuse.py``)."""
+        others computed (``views.reuse_report`` says which; ``backends/numpy/reuse.py``).
+
+        ``memory_budget`` (bytes, or a size such as ``"8G"``; default: half the machine's
+        memory, see :mod:`linview.budget`): a load whose inputs and views would take more
+        is refused with :class:`~linview.errors.MemoryBudgetError` before anything is
+        allocated."""
+        limit = self._pop_budget(inputs)
         extra = {}
         if "reuse" in inputs or "store" in inputs or "_reuse" in inputs:
             inputs, extra = _reuse_option(self, inputs)
         scalars = [d.name for d in self.program.inputs if not d.scalar and d.name in inputs
                    and specialize.is_number(inputs[d.name])]
         if scalars and not self.options.get("shapes"):  # a 1x1 input is a scalar
-            return self.specialize(**inputs).load(**inputs, **extra)
+            return self.specialize(**inputs).load(**inputs, memory_budget=limit, **extra)
+        self._check_budget(inputs, limit)
         try:
             return self.module_class(**inputs, **extra)
+        except MemoryError as e:
+            raise budget.out_of_memory(e, self.name) from None
         except InputError as first:
             if not self.program.dim_symbols or self.options.get("shapes") or not all(
                     specialize.has_shape(inputs.get(n)) for n in self.options["inputs"]):
@@ -130,7 +139,21 @@ class CompiledProgram:
                 raise
             except LinviewError:
                 raise first from None
-            return special.load(**inputs, **extra)
+            return special.load(**inputs, memory_budget=limit, **extra)
+
+    def _pop_budget(self, inputs: dict):
+        """The ``memory_budget`` option (an input of that name takes precedence)."""
+        if "memory_budget" in inputs and "memory_budget" not in self.options["inputs"]:
+            return inputs.pop("memory_budget")
+        return None
+
+    def _check_budget(self, inputs: dict, limit, program=None) -> None:
+        """Refuse a load beyond the memory budget before it allocates (NumPy backend:
+        Spark's views live in its executors)."""
+        if self.backend == "numpy":
+            program = program or self.program
+            held = budget.load_held(program, inputs, dict(self.plan.sizes.bindings))
+            budget.check(held, limit, program=program)
 
     def specialize(self, /, **inputs) -> CompiledProgram:
         """This program compiled for the shapes of ``inputs`` (arrays, numbers, or
@@ -301,8 +324,12 @@ class SolveProgram(CompiledProgram):
         if {"reuse", "store"} & set(inputs) - {d.name for d in self.program.inputs}:
             raise InputError("reuse= and store= are not supported for programs with solve "
                              "views yet", hint="load without them (every view is computed)")
-
-        return SolveViews(self.lowered, dict(self.options.get("dims") or {}), **inputs)
+        limit = self._pop_budget(inputs)
+        self._check_budget(inputs, limit, self.lowered)
+        try:
+            return SolveViews(self.lowered, dict(self.options.get("dims") or {}), **inputs)
+        except MemoryError as e:
+            raise budget.out_of_memory(e, self.name) from None
 
     def explain(self, after: str | None = None) -> str:
         from linview.solve.views import explain_solves
@@ -351,6 +378,7 @@ def restore(path, program: CompiledProgram | None = None, **options):
     from linview import statefile
     from linview.solve.state import solve_state_meta
 
+    options.pop("memory_budget", None)  # a state is as large as the file that holds it
     solve_meta = solve_state_meta(path)
     if solve_meta is not None:  # a program with solve views (linview/solve_state.py)
         from linview.solve.state import restore_state

@@ -88,6 +88,12 @@ class NumericalError(LinviewError):
     """A numerically unsafe state (e.g. a singular matrix to invert); nothing changed."""
 
 
+class MemoryBudgetError(LinviewError):
+    """The inputs and views would need more memory than the budget (``memory_budget=``,
+    ``--memory-budget``; default half the machine's memory): refused before anything was
+    allocated, or out of memory anyway.  The message names the statements and their bytes."""
+
+
 class StateError(LinviewError):
     """A saved state cannot be restored (different program, corrupt file)."""
 

@@ -36,7 +36,7 @@ class DeferredProgram:
         except ShapeError as e:
             raise InputError(f"the inputs' shapes do not fit the program: {e.message}",
                              e.location, e.hint) from None
-        return special.load(**inputs)
+        return special.load(**inputs)  # memory_budget= passes through
 
     def specialize(self, /, **inputs) -> Any:  # a linview.api.CompiledProgram
         return specialize(self.options["text"], self.options, inputs)

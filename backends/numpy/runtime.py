@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 import scipy.sparse as sps
 
-from linview.backends.numpy import fallback, input_shapes, lowrank, reuse
+from linview.backends.numpy import fallback, input_shapes, lowrank, numeric, reuse
 from linview.backends.numpy import probe as _probe
 from linview.backends.numpy.guards import (  # noqa: F401 - part of the runtime's interface
     CORE_CONDITION_LIMIT,
@@ -103,6 +103,7 @@ class TriggerModule(lowrank.PendingViews):
                "probe": True, "probe_tolerance": 1e-9,
                "condition_limit": INV_CONDITION_LIMIT, "blas_threads": "auto"}
 
+    @numeric.quiet("the inputs' values", numeric.given_inputs)
     def __init__(self, /, _state=None, _reuse=None, **kwargs):
         opts = {k: kwargs.pop(k) if k in kwargs and k not in self.INPUTS else v
                 for k, v in self.OPTIONS.items()}
@@ -234,6 +235,7 @@ class TriggerModule(lowrank.PendingViews):
         return {name: self[name] for name in self.VIEWS}
 
     # -------------------------------------------------------------- updating
+    @numeric.quiet("the update's values")
     def update(self, name: str, U, V) -> None:
         """``name += U Vᵀ`` and bring every view up to date (two phases: all deltas are
         computed from the old views and checked before any view changes)."""

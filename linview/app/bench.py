@@ -181,6 +181,12 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
         if s not in BENCH_STRATEGIES:
             raise CompileError(f"unknown strategy '{s}'",
                                hint="valid strategies: " + ", ".join(BENCH_STRATEGIES))
+    from linview import budget
+
+    # every strategy loads its own copy of the inputs and views, next to the random inputs
+    budget.check(budget.bench_held(prog.program, dict(prog.plan.sizes.bindings)),
+                 (load_options or {}).get("memory_budget"), program=prog.program,
+                 doing="bench", copies=len(strategies) + 1)
     rng = np.random.default_rng(seed)
     inputs = random_inputs(prog, rng)
     shape = np.shape(inputs[x])

@@ -1,7 +1,9 @@
 """``linview``: compile, explain, cost, bench, run and demo (the README lists every verb).
 
 Every error a user can cause is a :class:`~linview.errors.LinviewError`, printed as
-``error: ...`` without a traceback; the exit status is then 2.
+``error: ...`` without a traceback; the exit status is then 2.  So is running out of
+memory: a load beyond the memory budget is refused before it allocates
+(:mod:`linview.budget`), and a ``MemoryError`` raised anyway is reported as what it is.
 """
 
 from __future__ import annotations
@@ -163,6 +165,22 @@ def cmd_demo(args) -> int:
 
 
 # ------------------------------------------------------------------ parser
+def _size(text: str) -> int:
+    """An argparse type: a size such as ``8G`` (:func:`linview.budget.parse_size`)."""
+    from linview.budget import parse_size
+
+    try:
+        return parse_size(text)
+    except LinviewError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+
+
+def _memory_budget(sp) -> None:
+    sp.add_argument("--memory-budget", type=_size, default=None, metavar="SIZE",
+                    help="refuse a load whose inputs and views would need more memory than "
+                    "this (e.g. 8G; default: half of this machine's memory)")
+
+
 def _count(minimum: int):
     """An argparse type: an integer >= ``minimum`` (argparse reports anything else)."""
     def parse(text: str) -> int:
@@ -236,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", default=None, metavar="FILE", help="write results as JSON")
     b.add_argument("--json-only", action="store_true", help=argparse.SUPPRESS)
     b.add_argument("--plot", default=None, metavar="FILE.png", help="bar chart of results")
+    _memory_budget(b)
     b.set_defaults(func=cmd_bench)
 
     r = sub.add_parser("run", help="apply a stream of update records (JSON lines, Parquet)")
@@ -243,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     from linview.app.run_cli import add_run_arguments
 
     add_run_arguments(r)
+    _memory_budget(r)
     r.set_defaults(func=cmd_run)
 
     cal = sub.add_parser("calibrate", help="measure this machine's rates for the cost model")
@@ -254,6 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="run the OLS demo")
     d.add_argument("--backend", default="numpy", choices=["numpy", "spark"])
     d.add_argument("--n", type=_count(1), default=1000, help="number of features")
+    _memory_budget(d)
     d.set_defaults(func=cmd_demo)
     return p
 
@@ -266,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     from linview.app import signals
 
     try:
+        if getattr(args, "memory_budget", None) is not None:
+            from linview import budget
+
+            budget.set_default(args.memory_budget)  # every load of this command
         with signals.handled():  # SIGINT, SIGTERM, SIGHUP: docs/stopping.md
             return args.func(args)
     except LinviewError as e:
@@ -274,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     except signals.Interrupted as e:
         print(f"interrupted by {e.name}", file=sys.stderr)
         return e.code
+    except MemoryError as e:  # beyond what the budget foresaw: not a bug, not a traceback
+        from linview import budget
+
+        name = Path(args.program).stem if hasattr(args, "program") else "demo"
+        print(f"error: {budget.out_of_memory(e, name, args.command)}", file=sys.stderr)
+        return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

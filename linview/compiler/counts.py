@@ -139,3 +139,19 @@ def view_memory(program: ir.Program, size: SizeFn, reeval: bool) -> object:
     if size is symbolic:
         return 8 * (inputs + out_size + sum(inter[-2:], 0))
     return 8 * (inputs + out_size + sum(sorted(inter)[-2:], 0))
+
+
+def held_views(program: ir.Program, bindings) -> dict[str, list[tuple[int, int]]]:
+    """``{"inputs": [(rows, cols)], "statements": [(rows, cols)]}`` of every input and
+    statement of ``program`` under ``bindings`` (a dict or :class:`Sizes`): what a load
+    holds, each a dense float64 matrix unless its input is sparse.  A size left unbound is
+    a ``KeyError``.  (:mod:`linview.budget` turns these into bytes before loading.)"""
+    from linview.compiler.interp import size_value
+
+    bound = bindings.bindings if isinstance(bindings, Sizes) else dict(bindings)
+
+    def shape(rows, cols) -> tuple[int, int]:
+        return size_value(rows, bound), size_value(cols, bound)
+
+    return {"inputs": [shape(*d.shape) for d in program.inputs],
+            "statements": [shape(st.expr.rows, st.expr.cols) for st in program.statements]}

@@ -20,12 +20,14 @@ generated dense module:
 
 from __future__ import annotations
 
+import copy
 import time
 
 import numpy as np
 import scipy.sparse as sps
 import sympy as sp
 
+from linview.backends.numpy import numeric
 from linview.compiler import ir
 from linview.compiler.delta import Strategy, ViewDelta, derive
 from linview.compiler.interp import eval_node
@@ -81,12 +83,29 @@ def _method_text(method: str) -> str:
             "cholesky": "triangular factor of F = QR by rank-1 QR updates"}[method]
 
 
+def snapshot(val):
+    """A copy of a value that later updates never change (solvers update their solution in
+    place, a stochastic input changes its links in place): arrays read-only, sparse
+    matrices and stochastic inputs copied."""
+    if isinstance(val, np.ndarray):
+        out = val.copy(order="K")
+        out.flags.writeable = False
+        return out
+    if sps.issparse(val):
+        return val.copy()
+    if isinstance(val, StochasticMatrix):
+        return copy.deepcopy(val)
+    return val
+
+
 class SolveViews:
     """The live views of a program with solve views (same API as a trigger module, plus
     :meth:`error_bound`, :meth:`update_edges` and :meth:`residual`)."""
 
     OPTIONS = ("tolerance", "method")
 
+    @numeric.quiet("the inputs' values", lambda _self, args, kwargs: [
+        v for k, v in kwargs.items() if k in {d.name for d in args[0].inputs}])
     def __init__(self, program: ir.Program, dims: dict, /, _warm=None, **kwargs):
         self.program = program
         opts = {k: kwargs.pop(k) for k in self.OPTIONS
@@ -210,11 +229,7 @@ class SolveViews:
         key = key.attr if key is not None and key.op in (Op.VIEW, Op.INPUT) else name
         if key not in self.env:
             raise KeyError(f"{name!r} is not an output, view or input of {self.program.name}")
-        val = self.env[key]
-        if isinstance(val, np.ndarray):
-            val = val.view()
-            val.flags.writeable = False
-        return val
+        return snapshot(self.env[key])
 
     @property
     def outputs(self) -> dict:
@@ -243,6 +258,7 @@ class SolveViews:
                               hint="mark it with '%#linview dynamic ...'")
         return decl
 
+    @numeric.quiet("the update's values")
     def update(self, name: str, U, V) -> None:
         """``name += U Vᵀ`` (dense or scipy.sparse factors); every view brought up to date."""
         self._check_dynamic(name)
@@ -273,6 +289,8 @@ class SolveViews:
             seen[key] = (float(w[0]) if w else 1.0) if op == "insert" else None
         return out
 
+    @numeric.quiet("the edges' weights", lambda _self, args, _kwargs: [
+        [float(r[3]) for r in args[1] if len(r) > 3]])
     def update_edges(self, name: str, records, base: int = 0,
                      labels: list[str] | None = None) -> None:
         """A micro-batch of edge records ``(op, from, to[, weight])`` on stochastic input
