@@ -161,10 +161,10 @@ class CompiledProgram:
         shape signature, so repeated loads with the same shapes reuse one module."""
         return specialize.specialize(self.options["text"], self.options, inputs)
 
-    def explain(self, after: str | None = None) -> str:
+    def explain(self, after: str | None = None, views=None) -> str:
         from linview.compiler.explain import explain
 
-        return explain(self, after=after)
+        return explain(self, after=after, views=views)  # views: its switches while running
 
 
 def load_module(source: str, name: str) -> types.ModuleType:

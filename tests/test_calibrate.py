@@ -6,34 +6,39 @@ import pytest
 
 from linview.app import cli
 from linview.compiler import calibrate
-from linview.compiler.calibrate import Rates
+from linview.compiler.calibrate import Calibration, Rates
 
 FIXED = Rates(gemm_flops=4e10, gemm1_flops=2e10, stream_bytes=9e9, stream1_bytes=7e9,
               thin_bytes=4e9, thin1_bytes=3e9, call_s=2e-6)
+#: the probe measured with FIXED, and what the fake probe measures now (they agree)
+PROBE = {"stream": 1e10, "gemm1": 2e10, "stream1": 8e9}
 
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    """A private cache folder, calibration on, and a measurement that is instant and
-    counted (so a test sees whether rates() measured)."""
+    """A private cache folder, calibration on, and a measurement and probe that are
+    instant and counted (so a test sees whether rates() measured)."""
     monkeypatch.setenv("LINVIEW_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("LINVIEW_CALIBRATION", raising=False)
     calls = []
 
     def fake_measure(scale=1.0):
         calls.append(scale)
-        return FIXED
+        return Calibration(FIXED, dict(PROBE))
 
     monkeypatch.setattr(calibrate, "measure", fake_measure)
+    monkeypatch.setattr(calibrate, "probe", lambda: dict(PROBE))
     calibrate.reset()
     yield tmp_path / "calibration.json", calls
     calibrate.reset()
 
 
 def test_measure_gives_plausible_rates():
-    r = calibrate.measure(scale=0.1)
+    cal = calibrate.measure(scale=0.1, trials=2)
     for k, (lo, hi) in calibrate.RANGES.items():
-        assert lo <= getattr(r, k) <= hi, k
+        assert lo <= getattr(cal.rates, k) <= hi, k
+    assert set(cal.probe) == {"stream", "gemm1", "stream1"}
+    assert all(v > 0 for v in cal.probe.values()) and cal.spread >= 1.0
 
 
 def test_first_use_measures_and_caches_then_reuses(cache):
@@ -67,10 +72,11 @@ def _rewrite(path, edit, fix_checksum: bool):
      "out of range"),
     (lambda p: _rewrite(p, lambda d: d["rates"].pop("gemm1_flops"), True), "lacks rates"),
     (lambda p: _rewrite(p, lambda d: d.update(version=0), True), "another format"),
+    (lambda p: _rewrite(p, lambda d: d.pop("probe"), True), "lacks its probe"),
 ])
 def test_corrupt_or_foreign_cache_is_remeasured(cache, damage, why):
     path, calls = cache
-    calibrate.save(Rates(1e11, 1e11, 1e11, 1e11, 1e10, 1e10, 1e-5), path)
+    calibrate.save(Calibration(Rates(1e11, 1e11, 1e11, 1e11, 1e10, 1e10, 1e-5), PROBE), path)
     damage(path)
     r, reason = calibrate.load(path)
     assert r is None and why in reason

@@ -52,7 +52,13 @@ def test_bench_json_has_documented_fields(ols_file, tmp_path, capsys):
     assert main(["bench", str(ols_file), "--dims", "m=60,n=30,p=2", "--updates", "5",
                  "--json", str(js), "--plot", str(png)]) == 0
     r = json.loads(js.read_text())
-    assert set(r["strategies"]) == {"reeval", "incr", "hybrid", "auto"}
+    assert set(r["strategies"]) == {"reeval", "reeval_other_threads", "incr", "hybrid", "auto"}
+    # the as-written baseline on every BLAS thread and on one: the faster is compared
+    both = r["baseline_threads"]
+    assert r["strategies"]["reeval"]["mean_s"] == min(both["all_threads_s"],
+                                                      both["one_thread_s"])
+    assert r["strategies"]["reeval_other_threads"]["mean_s"] == max(both["all_threads_s"],
+                                                                    both["one_thread_s"])
     for s in r["strategies"].values():
         for field in ("median_s", "p10_s", "p90_s", "speedup_vs_reeval", "floor_s",
                       "trigger_over_floor", "max_rel_error", "peak_temp_bytes",

@@ -24,6 +24,7 @@ from linview.backends.numpy.threads import (  # noqa: F401 - the kernels' thread
     blas_limit,
     blas_threads,
     others_running,
+    pass_columns,
     pools,
     trigger_limit,
     update_threads,
@@ -140,8 +141,10 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     of one view at one trigger level, computed together.  One-hot blocks read only their
     columns of A (see :func:`dot`).  The other blocks of each kind are reduced to their
     distinct columns (:func:`distinct_columns`), and then, for a large view, at most
-    :data:`ONE_PASS_MAX` columns in all run as one pass over A (:func:`pass_dot`), more as
-    one ``dgemm`` per kind (:func:`wide`); small views take one product per kind."""
+    :data:`ONE_PASS_MAX` columns in all run as one pass over A (:func:`pass_dot`, one
+    thread), more as one ``dgemm`` per kind (:func:`wide`), and on a trigger that holds
+    several threads at most :func:`.threads.pass_columns` as matrix-vector passes on them;
+    small views take one product per kind."""
     ops = ops or "N" * len(blocks)
     out: list = [None] * len(blocks)
     kinds: dict[str, list[int]] = {}
@@ -154,7 +157,7 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     basis = {o: distinct_columns([blocks[i] for i in idx], dependent=large)
              for o, idx in kinds.items()}
     width = sum(b.shape[1] for b, _ in basis.values())
-    if large and 1 < width <= ONE_PASS_MAX:
+    if large and pass_columns() < width <= ONE_PASS_MAX and width > 1:
         res = dict(zip("NT", pass_dot(A, *(basis[o][0] if o in basis else None
                                            for o in "NT")), strict=True))
     else:

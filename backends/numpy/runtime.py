@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 import scipy.sparse as sps
 
-from linview.backends.numpy import fallback, input_shapes, lowrank, numeric, reuse
+from linview.backends.numpy import adaptive, fallback, input_shapes, lowrank, numeric, reuse
 from linview.backends.numpy import probe as _probe
 from linview.backends.numpy.guards import (  # noqa: F401 - part of the runtime's interface
     CORE_CONDITION_LIMIT,
@@ -55,7 +55,7 @@ from linview.backends.numpy.phase2 import add_dense, add_outer, assign  # noqa: 
 from linview.errors import InputError, NumericalError, StateError, UpdateError
 
 
-class TriggerModule(lowrank.PendingViews):
+class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
     """Keeps every view of one compiled program fresh.  Generated subclasses define:
 
     ``PROGRAM``   program name;           ``SOURCE_HASH`` hash of the .m source + options
@@ -119,14 +119,16 @@ class TriggerModule(lowrank.PendingViews):
         self.saved_meta: dict = {}
         if _state is not None:
             self.dims, self._views, self.updates = _state
+            reeval_s = None
         elif _reuse is not None:  # views by key from another load (see .reuse)
-            self.dims, self.updates = {}, 0
+            self.dims, self.updates, reeval_s = {}, 0, None
             self._views = reuse.evaluate(self, self._validate_inputs(inputs), _reuse)
         else:
-            self.dims = {}
+            self.dims, t0 = {}, time.perf_counter()
             self._views = self._reevaluate(self._validate_inputs(inputs))
-            self.updates = 0
+            reeval_s, self.updates = time.perf_counter() - t0, 0  # measured (.adaptive)
         warm(self._views.values())
+        self._adapt_start(reeval_s)
 
     def _configure(self, opts: dict) -> None:
         """Apply the constructor's options (``OPTIONS`` keys) before any input is read."""
@@ -215,7 +217,6 @@ class TriggerModule(lowrank.PendingViews):
     def __contains__(self, name: str) -> bool:
         return name in self.OUTPUTS or name in self._store
 
-
     @property
     def outputs(self) -> dict[str, np.ndarray]:
         return {name: self[name] for name in self.OUTPUTS}
@@ -245,21 +246,21 @@ class TriggerModule(lowrank.PendingViews):
             self._prober.reset(keep=frozenset(self.TRANSIENT))  # fresh vectors now and then
         try:
             with self._blas(name), wide_products(self._wide):
-                getattr(self, f"on_update_{name}")(U, V)
+                self._run_trigger(name, U, V)  # as compiled, or switched (.adaptive)
             self._prober.commit()
         except IllConditioned as why:
             # a Woodbury core is (nearly) singular or a probe failed: nothing was applied;
             # refresh the failing chain or every view instead (refused with nothing
             # changed if that is unsafe too)
             fallback.recover(self, name, U, V, why)
-        self.stats["trigger_seconds"] += time.perf_counter() - t0
+        self._observe(name, time.perf_counter() - t0)  # stats["trigger_seconds"] too
         self.updates += 1
         self.stats["updates"] += 1
         self._drift_policy()
 
     def _blas(self, name: str):
         """The BLAS threads of the trigger of ``name`` (:func:`.threads.trigger_limit`)."""
-        if name not in self._threads:  # the user chose, or blas_threads=None
+        if name not in self._threads or self._switched(name):  # the user chose, or None
             return contextlib.nullcontext()
         return trigger_limit(self._threads[name], name in self.REEVALUATED)
 

@@ -80,7 +80,44 @@ WIDE_RANK = 8
 #: over its memory (measured with OpenBLAS, n = 4000: gemv 5 ms a column, gemm 18-21 ms
 #: for 2 to 8 columns on one thread, 13-15 ms on two)
 GEMV_MAX = 2
-_WIDE = {"allowed": True}
+_WIDE = {"allowed": True, "threads": 1}
+#: the calibrated gain of a memory-bound pass on every thread over one (``stream_bytes /
+#: stream1_bytes``; set at load by :func:`set_stream_gain`; 1: as if one core saturated
+#: memory, until it is measured)
+_GAIN = {"stream": 1.0}
+
+
+def set_stream_gain(gain: float) -> None:
+    """Record the calibrated all-thread over one-thread streaming rate (see
+    :func:`pass_columns`)."""
+    _GAIN["stream"] = max(1.0, float(gain))
+
+
+def stream_gain() -> float:
+    """The gain recorded by :func:`set_stream_gain`."""
+    return _GAIN["stream"]
+
+
+def pass_columns() -> int:
+    """Columns up to which the products of one large view run as one matrix-vector pass per
+    column rather than as the one-thread one-pass kernel: while the running trigger holds
+    several threads, as many as the calibrated gain of a pass on them over one thread (at
+    most :data:`GEMV_MAX`; ``linview.compiler.timemodel.gemv_columns`` mirrors it); else 0."""
+    if _WIDE["threads"] < 2 or not _WIDE["allowed"]:
+        return 0
+    return min(GEMV_MAX, int(_GAIN["stream"]))
+
+
+@contextlib.contextmanager
+def holding(threads: int, limit):
+    """``limit`` (a thread-limit context), recording that the trigger holds ``threads``."""
+    before = _WIDE["threads"]
+    _WIDE["threads"] = threads
+    try:
+        with limit:
+            yield
+    finally:
+        _WIDE["threads"] = before
 
 
 @contextlib.contextmanager
@@ -163,7 +200,8 @@ def trigger_limit(threads: int | None, reevaluates: bool):
     maintaining trigger), or no change (a re-evaluating one: its products are NumPy's).
     One thread pool works at a time (see :func:`blas_limit`)."""
     if threads is not None:
-        return blas_limit(threads)
+        return holding(threads, blas_limit(threads))
     if reevaluates:
         return contextlib.nullcontext()
-    return blas_limit(idle_cores(), 1)
+    idle = idle_cores()
+    return holding(idle, blas_limit(idle, 1))

@@ -132,22 +132,29 @@ def cmd_calibrate(args) -> int:
     from linview.compiler import calibrate
 
     path = calibrate.cache_path()
+    noisy = ""
     if args.show:
         r, why = calibrate.load(path)
         if r is None:
             print(f"{path}: {why}; run 'linview calibrate' to measure")
             return 0
     else:
-        r = calibrate.measure()
+        cal = calibrate.measure()
+        r, noisy = cal.rates, cal.noisy
         try:
-            calibrate.save(r, path)
+            if not noisy:  # a busy machine's rates would mislead later runs
+                calibrate.save(cal, path)
         except OSError as e:
             raise LinviewError(f"cannot write the calibration to {path}: {e.strerror}",
                      hint="set LINVIEW_CACHE_DIR to a writable folder") from None
     if args.json:
-        print(json.dumps({"path": str(path), "rates": r.as_dict()}, indent=2))
+        print(json.dumps({"path": str(path), "rates": r.as_dict(), "noisy": noisy,
+                          "cached": not noisy}, indent=2))
         return 0
-    print(f"calibration ({path}):")
+    if noisy:
+        print(f"noisy calibration ({noisy}): not cached, used by no later run; "
+              "measure again when the machine is quiet")
+    print(f"calibration ({'not cached' if noisy else path}):")
     print(f"  gemm            {r.gemm_flops / 1e9:8.1f} GFlop/s (all BLAS threads), "
           f"{r.gemm1_flops / 1e9:.1f} (one)")
     print(f"  memory stream   {r.stream_bytes / 1e9:8.1f} GB/s (all BLAS threads), "

@@ -15,10 +15,21 @@ The seconds model (:mod:`linview.compiler.timemodel`) needs seven numbers of the
 
 :func:`rates` returns them from a cache file (``$LINVIEW_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/linview``, else ``~/.cache/linview``; ``calibration.json``) or measures
-them (about a second) and writes the cache.  The cache is checked before it is trusted: its
+them (about two seconds) and writes the cache.  The cache is checked before it is trusted: its
 format version, a checksum of its contents, the machine fingerprint (host, CPU, cores,
 NumPy and BLAS library) and the range of every rate.  A corrupt, edited or foreign file is
 measured again, never used.  ``linview calibrate`` measures on demand.
+
+A busy machine cannot poison the cache:
+
+* a calibration is :data:`TRIALS` short trials, each rate the best of them;
+* a *noisy* calibration (the load average per core at least :data:`LOAD_MAX`, or two trials
+  of one rate :data:`SPREAD_MAX` apart) serves the process that took it and is not cached
+  (``linview calibrate`` says so);
+* the cache stores a quick probe (:func:`probe`, a few milliseconds) measured with the
+  rates; at first use in a process a fresh probe is compared with it, and a disagreement
+  beyond :data:`PROBE_TOLERANCE` either way (the machine is busier now, or the cache was
+  taken when it was busy) measures again.
 """
 
 from __future__ import annotations
@@ -34,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-VERSION = 2
+VERSION = 3  # 3: the probe stored with the rates
 #: plausible range of every rate; a value outside it marks the cache as corrupt
 RANGES = {"gemm_flops": (1e7, 1e15), "gemm1_flops": (1e7, 1e15), "stream_bytes": (1e7, 1e13),
           "stream1_bytes": (1e7, 1e13), "thin_bytes": (1e7, 1e13), "thin1_bytes": (1e7, 1e13),
@@ -109,39 +120,149 @@ def _best(fn, repeat: int) -> float:
     return min(ts)
 
 
-def measure(scale: float = 1.0) -> Rates:
-    """Measure the rates here (``scale`` < 1 shrinks the operands, for tests)."""
+#: a calibration is this many short trials; each rate is the best of them
+TRIALS = 3
+#: a calibration whose trials differ by more than this factor on one rate is noisy
+SPREAD_MAX = 1.5
+#: a calibration taken while the one-minute load average is at least this share of the
+#: cores (other work running: its threads share the cores with the measurement) is noisy
+LOAD_MAX = 0.5
+#: at first use, a cache whose quick probe (:func:`probe`) differs from the probe stored
+#: with it by more than this factor is measured again
+PROBE_TOLERANCE = 1.5
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One calibration: the best rates of its trials, the quick probe's rates measured
+    with them (what :func:`probe` compares with later), and ``noisy``: why it must not be
+    cached ("" when it may)."""
+
+    rates: Rates
+    probe: dict
+    noisy: str = ""
+    spread: float = 1.0
+
+
+class _Operands:
+    """The operands of a trial, made once per calibration (filling 128 MB takes longer
+    than a trial)."""
+
+    def __init__(self, scale: float):
+        rng = np.random.default_rng(0)
+        self.n = n = max(64, int(1000 * scale))
+        self.A = np.asfortranarray(rng.standard_normal((n, n)))
+        self.B = np.asfortranarray(rng.standard_normal((n, n)))
+        self.m = m = max(256, int(4000 * scale))  # 128 MB: larger than the caches
+        self.M = np.asfortranarray(rng.standard_normal((m, m)))
+        self.x = rng.standard_normal(m)
+        self.thin = np.asfortranarray(rng.standard_normal((m, 4)))
+        self.s = rng.standard_normal((4, 4))
+        self.v = rng.standard_normal((256, 1))
+
+
+def _trial(ops: _Operands) -> Rates:
+    """One short trial of every rate."""
     from threadpoolctl import threadpool_limits
 
-    rng = np.random.default_rng(0)
-    n = max(64, int(1000 * scale))
-    A = np.asfortranarray(rng.standard_normal((n, n)))
-    B = np.asfortranarray(rng.standard_normal((n, n)))
-    m = max(256, int(4000 * scale))  # 128 MB: larger than the caches
-    M = np.asfortranarray(rng.standard_normal((m, m)))
-    x = rng.standard_normal(m)
-    thin = np.asfortranarray(rng.standard_normal((m, 4)))
-    s = rng.standard_normal((4, 4))
-    gemm = 2 * n ** 3 / _best(lambda: A @ B, 3)
-    stream = 8 * m * m / _best(lambda: M @ x, 5)
-    thin_all = 8 * m * m / _best(lambda: M @ thin, 3)
+    n, m, A, B, M, v, s = ops.n, ops.m, ops.A, ops.B, ops.M, ops.v, ops.s
+    gemm = 2 * n ** 3 / _best(lambda: A @ B, 2)
+    stream = 8 * m * m / _best(lambda: M @ ops.x, 3)
+    thin_all = 8 * m * m / _best(lambda: M @ ops.thin, 2)
     with threadpool_limits(limits=1, user_api="blas"):
-        gemm1 = 2 * n ** 3 / _best(lambda: A @ B, 2)
-        stream1 = 8 * m * m / _best(lambda: M @ x, 5)
-        thin1 = 8 * m * m / _best(lambda: M @ thin, 3)
-        v = rng.standard_normal((256, 1))
+        gemm1 = 2 * n ** 3 / _best(lambda: A @ B, 1)
+        stream1 = 8 * m * m / _best(lambda: M @ ops.x, 3)
+        thin1 = 8 * m * m / _best(lambda: M @ ops.thin, 2)
         # a trigger's small operations: thin products, a scaled sum, a concatenation
         call = _best(lambda: [(v @ (v.T @ v), s @ s, 0.5 * v + v, np.hstack([v, v]))
-                              for _ in range(100)], 5) / 500
+                              for _ in range(100)], 3) / 500
     return Rates(gemm_flops=gemm, gemm1_flops=gemm1, stream_bytes=stream,
                  stream1_bytes=stream1, thin_bytes=thin_all, thin1_bytes=thin1, call_s=call)
 
 
-def save(r: Rates, path: Path | None = None) -> Path:
-    """Write ``r`` with this machine's fingerprint and a checksum (atomically)."""
+def load_average() -> float:
+    """The one-minute load average per core (0 where the system does not say)."""
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        return 0.0
+
+
+def best_of(trials: list[Rates]) -> tuple[Rates, float]:
+    """The best of each rate over ``trials`` (the highest rate, the shortest call) and the
+    largest spread (max/min) of a rate between them (the call overhead, microseconds of
+    Python, excepted)."""
+    fields = list(RANGES)
+    best = {k: (min if k == "call_s" else max)(getattr(t, k) for t in trials) for k in fields}
+    spread = max(max(getattr(t, k) for t in trials) / min(getattr(t, k) for t in trials)
+                 for k in fields if k != "call_s")
+    return Rates(**best), spread
+
+
+def noise(spread: float, load: float) -> str:
+    """Why a calibration with this spread between trials, taken at this load per core, is
+    noisy ("" when it is not)."""
+    why = []
+    if load >= LOAD_MAX:
+        why.append(f"load average {load:.2f} per core (other work running)")
+    if spread > SPREAD_MAX:
+        why.append(f"trials differ by {spread:.2f}x")
+    return "; ".join(why)
+
+
+def measure(scale: float = 1.0, trials: int = TRIALS) -> Calibration:
+    """Measure the rates here in ``trials`` short trials, the best of each (``scale`` < 1
+    shrinks the operands, for tests), and the quick probe's rates with them."""
+    load = load_average()
+    ops = _Operands(scale)
+    r, spread = best_of([_trial(ops) for _ in range(max(1, trials))])
+    load = max(load, load_average())
+    return Calibration(r, probe(), noise(spread, load), spread)
+
+
+#: the probe's operands: a product of small matrices (in cache: compute) and matrix-vector
+#: products over 8 MB (memory), a few milliseconds on a quiet machine
+PROBE_N, PROBE_ROWS, PROBE_COLS = 192, 1024, 1024
+
+
+def probe() -> dict[str, float]:
+    """A few milliseconds' measurement of a compute rate (one thread) and a memory rate
+    (one thread and all), comparable only with another :func:`probe`: a cache stores the
+    probe taken with it, and :func:`rates` compares a fresh one with it at first use."""
+    from threadpoolctl import threadpool_limits
+
+    A = np.full((PROBE_N, PROBE_N), 0.5, order="F")
+    M = np.full((PROBE_ROWS, PROBE_COLS), 0.5, order="F")
+    x = np.ones(PROBE_COLS)
+    by = 8.0 * PROBE_ROWS * PROBE_COLS
+    out = {"stream": by / _best(lambda: M @ x, 2)}
+    with threadpool_limits(limits=1, user_api="blas"):
+        out["gemm1"] = 2.0 * PROBE_N ** 3 / _best(lambda: A @ A, 2)
+        out["stream1"] = by / _best(lambda: M @ x, 2)
+    return out
+
+
+def probe_disagreement(stored: dict, fresh: dict) -> float:
+    """The largest factor (either way) between a stored probe and a fresh one; infinite
+    when they do not measure the same rates."""
+    if not isinstance(stored, dict) or set(stored) != set(fresh):
+        return math.inf
+    worst = 1.0
+    for k, v in fresh.items():
+        old = stored[k]
+        if not isinstance(old, (int, float)) or not math.isfinite(old) or old <= 0 or v <= 0:
+            return math.inf
+        worst = max(worst, v / old, old / v)
+    return worst
+
+
+def save(cal: Calibration, path: Path | None = None) -> Path:
+    """Write ``cal`` (its rates and probe) with this machine's fingerprint and a checksum
+    (atomically)."""
     path = path or cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"version": VERSION, "fingerprint": fingerprint(), "rates": r.as_dict(),
+    payload = {"version": VERSION, "fingerprint": fingerprint(), "rates": cal.rates.as_dict(),
+               "probe": dict(cal.probe),
                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     doc = {**payload, "checksum": _checksum(payload)}
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
@@ -150,8 +271,8 @@ def save(r: Rates, path: Path | None = None) -> Path:
     return path
 
 
-def load(path: Path | None = None) -> tuple[Rates | None, str]:
-    """``(rates, "")`` from a valid cache, or ``(None, why it is not used)``."""
+def read(path: Path | None = None) -> tuple[Calibration | None, str]:
+    """``(calibration, "")`` from a valid cache, or ``(None, why it is not used)``."""
     path = path or cache_path()
     try:
         doc = json.loads(path.read_text())
@@ -173,32 +294,70 @@ def load(path: Path | None = None) -> tuple[Rates | None, str]:
         v = raw[k]
         if not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
             return None, f"calibration rate {k} out of range"
-    return Rates(**{k: float(v) for k, v in raw.items()}), ""
+    if not isinstance(doc.get("probe"), dict):
+        return None, "calibration file lacks its probe"
+    return Calibration(Rates(**{k: float(v) for k, v in raw.items()}), doc["probe"]), ""
+
+
+def load(path: Path | None = None) -> tuple[Rates | None, str]:
+    """``(rates, "")`` from a valid cache, or ``(None, why it is not used)``."""
+    cal, why = read(path)
+    return (cal.rates if cal else None), why
 
 
 _CACHED: Rates | None = None
+#: how this process's rates came about (``linview calibrate --show``, ``bench``)
+_STATUS: dict = {}
+
+
+def status() -> dict:
+    """How the rates this process uses came about: ``source`` ("reference", "cache",
+    "measured"), ``cached`` (whether they were written to the cache), and ``noisy`` or
+    ``probe`` (the factor by which a fresh probe contradicted the cache) when they say why."""
+    return dict(_STATUS)
+
+
+def _measure_and_keep(why: str) -> Rates:
+    """Measure now; cache the result unless it is noisy (then it serves this process only)."""
+    cal = measure()
+    cached = False
+    if not cal.noisy:
+        try:
+            save(cal)
+            cached = True
+        except OSError:
+            pass  # a read-only home: use the measurement, measure again next time
+    _STATUS.update(source="measured", because=why, cached=cached, noisy=cal.noisy,
+                   spread=cal.spread)
+    return cal.rates
 
 
 def rates(refresh: bool = False) -> Rates:
     """The rates decisions use: :data:`REFERENCE` under ``LINVIEW_CALIBRATION=off``, else
-    the validated cache, else measured now (and cached)."""
+    the validated cache when a fresh :func:`probe` agrees with the probe stored with it
+    (within :data:`PROBE_TOLERANCE`), else measured now, and cached unless noisy."""
     global _CACHED
     if os.environ.get("LINVIEW_CALIBRATION", "").lower() in ("off", "0", "no"):
+        _STATUS.clear()
+        _STATUS.update(source="reference", cached=False)
         return REFERENCE
     if _CACHED is not None and not refresh:
         return _CACHED
-    r, _ = (None, "") if refresh else load()
-    if r is None:
-        r = measure()
-        try:
-            save(r)
-        except OSError:
-            pass  # a read-only home: use the measurement, measure again next time
-    _CACHED = r
-    return r
+    _STATUS.clear()
+    cal, why = (None, "asked to measure") if refresh else read()
+    if cal is not None:
+        off = probe_disagreement(cal.probe, probe())
+        if off > PROBE_TOLERANCE:
+            why = f"the probe differs from the cached calibration by {off:.2f}x"
+            cal = None
+        else:
+            _STATUS.update(source="cache", cached=True, probe=off)
+    _CACHED = cal.rates if cal is not None else _measure_and_keep(why)
+    return _CACHED
 
 
 def reset() -> None:
     """Forget the in-process rates (the next :func:`rates` reads the cache again)."""
     global _CACHED
     _CACHED = None
+    _STATUS.clear()

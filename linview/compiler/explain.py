@@ -82,8 +82,21 @@ def trigger_listing(trig: Trigger, transient=frozenset()) -> list[str]:
     return out
 
 
-def explain(compiled, after: str | None = None) -> str:
-    """The text of ``linview explain`` for a :class:`~linview.api.CompiledProgram`."""
+def switch_listing(stats: dict) -> list[str]:
+    """The strategy switches a running module made (``views.stats["switches"]``, see
+    ``backends/numpy/adaptive.py``), one line each."""
+    switches = stats.get("switches") or []
+    if not switches:
+        return ["strategy switches while running: none"]
+    return ["strategy switches while running (measured, not predicted):"] + [
+        f"  after update {s['update'] + 1}: trigger of {s['input']} now "
+        f"{'re-evaluates' if s['to'] == 'reeval' else 'maintains'} ({s['because']})"
+        for s in switches]
+
+
+def explain(compiled, after: str | None = None, views=None) -> str:
+    """The text of ``linview explain`` for a :class:`~linview.api.CompiledProgram`; with
+    ``views`` (its loaded module), also the strategy switches they made while running."""
     after = after or "triggers"
     plan = compiled.plan
     if after == "lower":
@@ -113,6 +126,8 @@ def explain(compiled, after: str | None = None) -> str:
         raise CompileError(f"unknown pass '{after}'", hint="passes: " + ", ".join(PASSES))
     if plan.notes and after in ("delta", "triggers"):
         lines += ["", "notes:"] + [f"  {n}" for n in plan.notes]
+    if views is not None and after == "triggers":
+        lines += [""] + switch_listing(getattr(views, "stats", {}))
     return "\n".join(lines)
 
 

@@ -168,13 +168,25 @@ def factor_level(nodes, levels: dict, size, one_hot=ONE_HOT) -> int:
     return level
 
 
-def fused_seconds(reads: dict, rt3: Roof, passes: Roof | None = None) -> float:
+def gemv_columns(r: Rates) -> int:
+    """Columns up to which the products of one large view, on a trigger that holds every
+    thread, run as one matrix-vector pass per column on all of them rather than as the
+    one-thread one-pass kernel: a pass per column at the all-thread streaming rate beats
+    one pass at the one-thread rate while the columns are at most the calibrated ratio of
+    the two (at most ``GEMV_MAX``; mirrored by ``threads.pass_columns``)."""
+    return max(0, min(GEMV_MAX, int(r.stream_bytes / r.stream1_bytes)))
+
+
+def fused_seconds(reads: dict, rt3: Roof, passes: Roof | None = None,
+                  gemv_max: int = 0) -> float:
     """The fused products of each view and level (:func:`expr_seconds`'s ``reads``, by
     view, kind and level): one pass for both kinds together when they have at most
-    ``ONE_PASS_MAX`` columns in all, else one product per kind.  Passes bound by memory (the
-    one-pass kernel, matrix-vector products) are priced at the ``passes`` rates: the one-thread
-    ones, since one core already saturates memory here (gemv 4.5 ms at n = 4000 on one
-    thread, 3.6 ms on two, and slower when another process runs)."""
+    ``ONE_PASS_MAX`` columns in all, else one product per kind.  The one-pass kernel runs
+    on one thread: it is priced at the ``passes`` rates (the one-thread ones); matrix-vector
+    passes at the trigger's own rates ``rt3`` (on every thread, the all-thread streaming
+    rate: nothing assumes that one core saturates memory).  ``gemv_max`` (a trigger on
+    every thread: :func:`gemv_columns`): up to that many columns in all run as
+    matrix-vector passes instead of the one-pass kernel."""
     passes = passes or rt3
     levels: dict = {}
     for (view, _kind, level), (rows, cols, k) in reads.items():
@@ -183,11 +195,10 @@ def fused_seconds(reads: dict, rt3: Roof, passes: Roof | None = None) -> float:
     for parts in levels.values():
         width = sum(k for _, _, k in parts)
         rows, cols, _ = parts[0]
-        if 1 < width <= ONE_PASS_MAX:
-            t += one_pass_seconds(rows, cols, width, passes)
+        if width <= gemv_max or not 1 < width <= ONE_PASS_MAX:
+            t += sum(thin_seconds(r, c, k, rt3) for r, c, k in parts)
         else:
-            t += sum(thin_seconds(r, c, k, passes if k <= GEMV_MAX else rt3)
-                     for r, c, k in parts)
+            t += one_pass_seconds(rows, cols, width, passes)
     return t
 
 
@@ -335,7 +346,8 @@ def maintenance_seconds(program: ir.Program, x: str, trigger_options, sizes,
             reads[first][2] += 1
         else:  # or a matrix-vector pass of its own
             t += roof.seconds(2 * n * n, 8 * n * n)
-    return t + fused_seconds(reads, roof, _rates(r, True))
+    return t + fused_seconds(reads, roof, _rates(r, True),
+                             0 if one_thread else gemv_columns(r))
 
 
 def trigger_choice(program: ir.Program, x: str, trigger_options, sizes,

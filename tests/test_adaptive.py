@@ -1,0 +1,219 @@
+"""Correction while running (backends/numpy/adaptive.py): a trigger module switches between
+maintaining and re-evaluating from measured update times, at most once per window, records
+each switch, and its answers stay those of re-evaluation.  Timings are injected
+(``views.adaptation.injected``): nothing here depends on the speed of the machine."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import linview
+from linview.backends.numpy import adaptive
+from linview.backends.numpy.adaptive import SLOWER, WINDOW, Adaptation
+
+PROGRAMS = {  # example file, dims, the input updated
+    "ols": ("ols.m", {"m": 40, "n": 12, "p": 2}, "X"),
+    "powers": ("powers.m", {"n": 10}, "A"),
+    "general_form": ("general_form.m", {"n": 9, "p": 2}, "A"),
+    "markov": ("markov.m", {"n": 8}, "P"),
+}
+
+
+@functools.cache
+def program(name: str):
+    from conftest import EXAMPLES
+
+    file, dims, _ = PROGRAMS[name]
+    # maintained (the cost model re-evaluates such small programs as a whole)
+    return linview.compile_file(EXAMPLES / file, dims=dims, strategy="incr")
+
+
+def inputs(name: str, rng: np.random.Generator) -> dict:
+    prog = program(name)
+    out = {}
+    for d in prog.program.inputs:
+        if d.scalar:
+            out[d.name] = 0.5
+            continue
+        r, c = (int(prog.plan.sizes.value(e)) for e in d.shape)
+        out[d.name] = (0.6 * np.eye(r) + 0.3 * rng.standard_normal((r, c)) / np.sqrt(r)
+                       if r == c else rng.standard_normal((r, c)))
+    return out
+
+
+def update(views, x: str, rng: np.random.Generator, kind: str):
+    rows, cols = views[x].shape
+    if kind == "row":
+        U = np.zeros((rows, 1))
+        U[rng.integers(rows), 0] = 1.0
+    else:
+        U = rng.standard_normal((rows, 1)) / np.sqrt(rows)
+    V = 0.1 * rng.standard_normal((cols, 1)) / np.sqrt(cols)
+    views.update(x, U, V)
+
+
+def test_injected_timings_force_a_switch_to_reevaluation_and_back():
+    prog = program("ols")
+    rng = np.random.default_rng(1)
+    views = prog.load(**inputs("ols", rng))
+    timings = {"maintain": 2.0, "reeval": 1.0}
+    views.adaptation.reeval_s = 1.0
+    views.adaptation.injected = lambda name, mode: timings[mode]
+    views.adaptation.enabled = True  # off under the reference rates the suite plans with
+    for i in range(WINDOW):
+        assert views.stats["switches"] == [], i  # no decision before a window is full
+        update(views, "X", rng, "dense")
+    [switch] = views.stats["switches"]
+    assert switch["input"] == "X" and switch["to"] == "reeval"
+    assert switch["update"] == WINDOW - 1
+    assert views.adaptation.reevaluates("X")
+    assert views.verify() < 1e-9
+    # re-evaluation measured slower than the maintenance measured before: back, a window on
+    timings["reeval"] = 2.0 * SLOWER * timings["maintain"]
+    for _ in range(WINDOW):
+        update(views, "X", rng, "row")
+    assert [s["to"] for s in views.stats["switches"]] == ["reeval", "maintain"]
+    for _ in range(3):  # maintained again from fresh views
+        update(views, "X", rng, "dense")
+    assert views.verify() < 1e-9
+    text = prog.explain(views=views)
+    assert "strategy switches while running" in text
+    assert "after update 8: trigger of X now re-evaluates" in text
+    assert "now maintains" in text
+
+
+def adaptation(inputs, reeval_s):
+    a = Adaptation(inputs, reeval_s)
+    a.enabled = True
+    return a
+
+
+def test_nothing_switches_where_decisions_must_not_depend_on_the_machine(monkeypatch):
+    monkeypatch.delenv("LINVIEW_ADAPT", raising=False)
+    monkeypatch.setenv("LINVIEW_CALIBRATION", "off")
+    assert not Adaptation(["X"], 1.0).enabled
+    monkeypatch.setenv("LINVIEW_CALIBRATION", "on")
+    assert Adaptation(["X"], 1.0).enabled
+    monkeypatch.setenv("LINVIEW_ADAPT", "off")
+    a = Adaptation(["X"], 1.0)
+    assert not a.enabled and all(a.observe("X", 100.0) is None for _ in range(3 * WINDOW))
+
+
+def test_no_switch_inside_the_dead_band_or_without_a_measured_alternative():
+    a = adaptation(["X"], reeval_s=1.0)
+    for _ in range(3 * WINDOW):
+        assert a.observe("X", 0.99 * SLOWER) is None  # slower, but within the band
+    b = adaptation(["X"], reeval_s=None)  # restored from a state file: nothing measured
+    assert all(b.observe("X", 100.0) is None for _ in range(3 * WINDOW))
+    c = adaptation(["X"], reeval_s=1.0)
+    assert all(c.observe("Y", 100.0) is None for _ in range(3 * WINDOW))  # re-evaluates
+
+
+def test_one_slow_update_in_a_window_does_not_switch():
+    a = adaptation(["X"], reeval_s=1.0)
+    seen = [a.observe("X", 50.0 if i == 3 else 0.5) for i in range(WINDOW)]
+    assert seen == [None] * WINDOW
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([0.1, 1.0, 10.0]), min_size=1, max_size=6 * WINDOW))
+def test_at_most_one_switch_per_window(times):
+    a = adaptation(["X"], reeval_s=1.0)
+    switched = [i for i, t in enumerate(times) if a.observe("X", t) is not None]
+    assert all(j - i >= WINDOW for i, j in zip(switched, switched[1:], strict=False))
+    assert all((i + 1) % WINDOW == 0 for i in switched)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(sorted(PROGRAMS)), seed=st.integers(0, 2 ** 16),
+       steps=st.lists(st.tuples(st.sampled_from(["row", "dense"]),
+                                st.sampled_from([0.1, 1.0, 10.0]),
+                                st.sampled_from([0.1, 1.0, 10.0])),
+                      min_size=1, max_size=3 * WINDOW))
+def test_answers_equal_reevaluation_whatever_the_switches(name, seed, steps):
+    """Random updates under random injected timings (so switches happen at random
+    points, both ways): after every update every view equals re-evaluation."""
+    _, _, x = PROGRAMS[name]
+    rng = np.random.default_rng(seed)
+    views = program(name).load(**inputs(name, rng))
+    views.adaptation.reeval_s = 1.0
+    now = {}
+    views.adaptation.injected = lambda _name, mode: now[mode]
+    views.adaptation.enabled = True
+    for kind, maintain, reeval in steps:
+        now.update(maintain=maintain, reeval=reeval)
+        update(views, x, rng, kind)
+        assert views.verify() < 1e-8, views.stats["switches"]
+
+
+def test_a_reevaluating_trigger_never_switches():
+    prog = linview.compile_file(_example("ols.m"), dims={"m": 40, "n": 12, "p": 2},
+                                strategy="reeval")
+    rng = np.random.default_rng(2)
+    views = prog.load(**inputs("ols", rng))
+    views.adaptation.injected = lambda name, mode: 100.0
+    views.adaptation.enabled = True
+    for _ in range(2 * WINDOW):
+        update(views, "X", rng, "dense")
+    assert views.stats["switches"] == []
+
+
+def _example(file: str):
+    from conftest import EXAMPLES
+
+    return EXAMPLES / file
+
+
+def test_adaptive_module_is_the_runtime_mixin():
+    from linview.backends.numpy.runtime import TriggerModule
+
+    assert issubclass(TriggerModule, adaptive.Adaptive)
+
+
+@pytest.mark.parametrize("gain,columns", [(1.0, 1), (1.9, 1), (2.6, 2), (8.0, 2)])
+def test_memory_passes_go_to_every_thread_as_far_as_the_calibrated_gain(gain, columns):
+    """The kernels' choice between matrix-vector passes on the trigger's threads and the
+    one-thread one-pass kernel follows the calibrated gain, as the seconds model's does."""
+    from linview.backends.numpy import threads
+    from linview.compiler import timemodel
+    from linview.compiler.calibrate import REFERENCE
+
+    before = threads.stream_gain()
+    try:
+        threads.set_stream_gain(gain)
+        with threads.holding(2, contextlib.nullcontext()):
+            got = threads.pass_columns()
+        with threads.holding(1, contextlib.nullcontext()):
+            assert threads.pass_columns() == 0  # one thread: the one-pass kernel
+    finally:
+        threads.set_stream_gain(before)
+    rates = REFERENCE.__class__(**{**REFERENCE.as_dict(),
+                                   "stream_bytes": gain * REFERENCE.stream1_bytes})
+    assert got == columns == timemodel.gemv_columns(rates)
+
+
+@pytest.mark.parametrize("widths", [(1, 1), (2,), (1, 0)])
+def test_fused_products_on_several_threads_equal_the_separate_products(widths):
+    from linview.backends.numpy import kernels, threads
+
+    rng = np.random.default_rng(3)
+    n = 1100  # more than WIDE_MIN elements: a large view
+    A = np.asfortranarray(rng.standard_normal((n, n)))
+    blocks = [rng.standard_normal((n, w)) for w in widths if w]
+    ops = "NT"[:len(blocks)]
+    before = threads.stream_gain()
+    try:
+        threads.set_stream_gain(3.0)
+        with threads.holding(2, contextlib.nullcontext()):
+            assert threads.pass_columns() == 2
+            got = kernels.fused_dot(A, *blocks, ops=ops)
+    finally:
+        threads.set_stream_gain(before)
+    for g, B, o in zip(got, blocks, ops, strict=True):
+        np.testing.assert_allclose(g, (A.T if o == "T" else A) @ B, rtol=1e-12, atol=1e-10)
