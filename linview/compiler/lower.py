@@ -6,7 +6,8 @@ What happens here:
 * every assignment becomes an SSA statement ``view := expr`` (``T_1 ... T_k`` for a variable
   assigned k times, the plain name for one assigned once); assignments of an input, a view
   or a constant are copies and are propagated instead;
-* ``for`` loops with literal bounds are unrolled;
+* ``for`` loops are unrolled (bounds: literals or sizes); the loop variable is a scalar
+  constant in each copy of the body;
 * ``E^k`` is lowered by the iterative model: ``exp`` (repeated squaring, reusing squares),
   ``linear`` (``E·E·…``) or ``skip=s`` (squaring up to ``E^s`` then steps of ``E^s``);
 * ``A \\ B`` and ``B / A`` become products with ``inv(A)``; every inverse and its argument
@@ -56,6 +57,7 @@ class _Lowerer(ExpressionLowering, SolveLowering):
         self.version: dict[str, int] = {}
         self.total: dict[str, int] = {}
         self.loop_vars: set[str] = set()
+        self.loop_values: dict[str, int] = {}  # the current value of each loop variable
         self.current: syntax.Assign | None = None
         self.not_one: list[tuple] = []
         self.solve: tuple[str, float] | None = None  # (method, tolerance) of solve views
@@ -210,12 +212,20 @@ class _Lowerer(ExpressionLowering, SolveLowering):
             elif isinstance(st, syntax.While):
                 self.count_assignments(st.body, times)
             else:
-                trips = 1
-                try:
-                    trips = len(self.loop_range(st))
-                except ParseError:
-                    pass
-                self.count_assignments(st.body, times * max(trips, 1))
+                self.count_assignments(st.body, times * max(self.count_trips(st), 1))
+
+    def count_trips(self, st: syntax.For) -> int:
+        """How many times a loop runs, as far as is known before lowering it (2 when its
+        bounds are not known yet: its assignments are then numbered)."""
+        emitted = len(self.statements)
+        try:
+            return len(self.loop_range(st))
+        except (CompileError, ParseError, ShapeError):  # NeedsData, an enclosing loop's var
+            return 2
+        finally:
+            for dropped in self.statements[emitted:]:
+                self.taken.discard(dropped.name)
+            del self.statements[emitted:]
 
     def block(self, body) -> None:
         for st in body:
@@ -235,6 +245,26 @@ class _Lowerer(ExpressionLowering, SolveLowering):
             else:
                 self.loop(st)
 
+    def loop_bound(self, e: syntax.Expr, what: str) -> int:
+        """A bound or step of a ``for`` range: an integer literal, a size (``length(h)``,
+        ``size(X, 2)``, ``numel``), an enclosing loop's variable, or arithmetic on those.
+        A size that only the data gives defers the program to ``load()``."""
+        if isinstance(e, syntax.Num | syntax.Unary) and lower_language.literal(e) is not None:
+            return self.literal_int(e, what)
+        v = self.expr(e, "bound")
+        if v.op is Op.CONST:
+            val = sp.sympify(self.uni.resolve(v.attr))
+            if val.is_Integer:
+                return int(val)
+            if val.free_symbols:
+                raise lower_language.NeedsData(
+                    f"the loop '{syntax.show(e)}' of line {e.pos[0]} is unrolled for the "
+                    "data's sizes")
+        raise self.parse_error(f"{what} must be an integer known before the data: a literal, "
+                               "a size or arithmetic on those", getattr(e, "pos", (0, 0)),
+                               "loops are unrolled: write e.g. 'for k = 1:16' or "
+                               "'for k = 2:length(h)'")
+
     def literal_int(self, e: syntax.Expr, what: str) -> int:
         neg = False
         if isinstance(e, syntax.Unary) and e.op == "-":
@@ -245,24 +275,29 @@ class _Lowerer(ExpressionLowering, SolveLowering):
                                "loops are unrolled at compile time: write e.g. 'for i = 1:16'")
 
     def loop_range(self, st: syntax.For) -> range:
-        a = self.literal_int(st.start, "a loop bound")
-        b = self.literal_int(st.stop, "a loop bound")
-        step = 1 if st.step is None else self.literal_int(st.step, "a loop step")
+        a = self.loop_bound(st.start, "a loop bound")
+        b = self.loop_bound(st.stop, "a loop bound")
+        step = 1 if st.step is None else self.loop_bound(st.step, "a loop step")
         if step == 0:
             raise self.parse_error("a loop step must not be zero", st.pos)
         return range(a, b + (1 if step > 0 else -1), step)
 
     def loop(self, st: syntax.For) -> None:
+        """Unroll ``for var = a:s:b``: the body once per value, ``var`` a scalar constant
+        in it (and, as in Octave, its last value after the loop)."""
         trips = self.loop_range(st)
         if st.var in self.env and st.var not in self.loop_vars:
             raise self.parse_error(f"loop variable '{st.var}' shadows a variable", st.pos)
         self.loop_vars.add(st.var)
+        self.loop_values.pop(st.var, None)
         if self.options.model not in ("linear", "written") and len(trips) > 1 \
                 and not self.in_loop:  # inside a while loop a for loop is unrolled as written
             match = models.match_recurrence(st, self.env)
             if match is not None and models.recurrence(self, st, match, len(trips)):
+                self.loop_values[st.var] = trips[-1]
                 return
-        for _ in trips:
+        for value in trips:
+            self.loop_values[st.var] = value
             self.block(st.body)
 
     def assign(self, st: syntax.Assign) -> None:

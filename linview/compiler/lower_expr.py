@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import sympy as sp
 
-from linview.compiler import ir, lower_language, models
+from linview.compiler import ir, lower_functions, lower_language, models
 from linview.compiler.ir import Node, Op
+from linview.compiler.shapes import Conflict
 from linview.frontend import syntax
 
 SUPPORTED_FUNCTIONS = ("eye", "zeros", "ones", "size", "inv", "transpose", "sum", "trace",
-                       *lower_language.FUNCTIONS)
+                       *lower_language.FUNCTIONS, *lower_functions.FUNCTIONS)
 
 
 class ExpressionLowering:
@@ -32,10 +33,10 @@ class ExpressionLowering:
 
     def x_name(self, e: syntax.Name, hint: str) -> Node:
         if e.id in self.loop_vars:
-            raise self.parse_error(f"the loop variable '{e.id}' cannot be used in an "
-                                   "expression", e.pos,
-                                   "loops are unrolled; their bodies may not depend on the "
-                                   "iteration number")
+            if e.id not in self.loop_values:
+                raise self.parse_error(f"the loop variable '{e.id}' has no value here (its "
+                                       "loop runs zero times)", e.pos)
+            return ir.const(sp.Integer(self.loop_values[e.id]))
         if e.id not in self.env:
             raise self.parse_error(f"undefined variable '{e.id}'", e.pos)
         return self.env[e.id]
@@ -120,6 +121,9 @@ class ExpressionLowering:
             # B / A = B * inv(A)
             self.unify(a.cols, b.cols, e.pos, "in 'B / A', B and A must have the same number "
                        "of columns", a.shape, b.shape)
+            if self.squareness(b, e) != "square":  # B / A = (Aᵀ \ Bᵀ)ᵀ
+                return ir.transpose(self.least_squares(ir.transpose(b), ir.transpose(a), e,
+                                                       hint))
             if self.solve_view(b):  # B / A = (Aᵀ \ Bᵀ)ᵀ
                 return ir.transpose(self.solve_statement(ir.transpose(b), ir.transpose(a), e,
                                                          hint))
@@ -129,6 +133,8 @@ class ExpressionLowering:
                 return self.x_binary(syntax.Binary("/", e.right, e.left, e.pos), hint)
             self.unify(a.rows, b.rows, e.pos, "in 'A \\ B', A and B must have the same number "
                        "of rows", a.shape, b.shape)
+            if self.squareness(a, e) != "square":
+                return self.least_squares(a, b, e, hint)
             if self.solve_view(a):
                 return self.solve_statement(a, b, e, hint)
             return self.build(Op.MUL, self.inverse(a, e, hint), b, pos=e.pos)
@@ -142,6 +148,34 @@ class ExpressionLowering:
             self.unify(a.cols, b.cols, e.pos, what, a.shape, b.shape)
         return self.build(op, a, b, pos=e.pos)
 
+    def squareness(self, a: Node, e: syntax.Binary) -> str:
+        """``square``, ``tall`` or ``wide``: the sizes decide; open sizes that may be equal
+        are taken as equal (as before: a square solve); two declared sizes (never equal)
+        need the data."""
+        r, c = self.uni.resolve(a.rows), self.uni.resolve(a.cols)
+        if r.is_Number and c.is_Number:
+            return "square" if r == c else ("tall" if r > c else "wide")
+        try:
+            self.uni.unify(r, c)
+        except Conflict:
+            raise lower_language.NeedsData(
+                f"'{syntax.show(e)}' of line {e.pos[0]} is a square solve, a least-squares "
+                "problem or a minimum-norm one, as the data's sizes say") from None
+        return "square"
+
+    def least_squares(self, a: Node, b: Node, e, hint: str) -> Node:
+        """``A \\ B`` for a non-square A, as Octave: least squares for a tall A (the normal
+        equations ``inv(AᵀA) AᵀB``), the minimum-norm solution for a wide one
+        (``Aᵀ inv(AAᵀ) B``); both assume full rank, as the inverse's guards check."""
+        at = ir.transpose(a)
+        if self.uni.resolve(a.rows) > self.uni.resolve(a.cols):
+            gram = self.build(Op.MUL, at, a, pos=e.pos)
+            rhs = self.build(Op.MUL, at, b, pos=e.pos)
+            return self.build(Op.MUL, self.inverse(gram, e, hint), rhs, pos=e.pos)
+        gram = self.build(Op.MUL, a, at, pos=e.pos)
+        solved = self.build(Op.MUL, self.inverse(gram, e, hint), b, pos=e.pos)
+        return self.build(Op.MUL, at, solved, pos=e.pos)
+
     def inverse(self, a: Node, e, hint: str) -> Node:
         self.unify(a.rows, a.cols, e.pos, "only square matrices can be inverted", a.shape)
         a = self.fresh(a)
@@ -154,21 +188,34 @@ class ExpressionLowering:
         arg = self.materialize(a, f"{hint}_arg")
         return self.materialize(self.build(Op.INV, arg, pos=e.pos), f"{hint}_inv")
 
+    def exponent(self, e: syntax.Expr) -> float | None:
+        """The value of an exponent known before the data: a literal, a loop variable, a
+        size or arithmetic on those (else None)."""
+        v = lower_language.literal(e)
+        if v is not None or not _constant_syntax(e, self.loop_vars, self.env):
+            return v
+        n = self.expr(e, "exponent")
+        value = sp.sympify(self.uni.resolve(n.attr)) if n.op is Op.CONST else None
+        return float(value) if value is not None and value.is_Number else None
+
     def power(self, e: syntax.Binary, hint: str) -> Node:
-        k_expr = e.right
-        if not (isinstance(k_expr, syntax.Num) and float(k_expr.value).is_integer()
-                and k_expr.value >= 1) and lower_language.literal(k_expr) is not None \
+        k = self.exponent(e.right)
+        if k is not None and not (float(k).is_integer() and k >= 1) \
                 and self.expr(e.left, hint).is_scalar:
-            return lower_language.elementwise_power(self, e, hint)
-        if not (isinstance(k_expr, syntax.Num) and float(k_expr.value).is_integer()
-                and k_expr.value >= 1):
-            raise self.parse_error("the exponent of '^' must be an integer literal >= 1",
-                                   getattr(k_expr, "pos", e.pos),
-                                   "use inv(A) for an inverse; A^0 is eye(size(A,1))")
-        k = int(k_expr.value)
+            return lower_language.elementwise_power(self, e, hint, k)
+        if k is None or not float(k).is_integer():
+            raise self.parse_error("the exponent of '^' must be an integer known before the "
+                                   "data", getattr(e.right, "pos", e.pos),
+                                   "a literal, a loop variable or a size: A^3, A^k, A^(-1)")
+        k = int(k)
         base = self.expr(e.left, hint)
         self.unify(base.rows, base.cols, e.pos, "'^' needs a square matrix", base.shape)
         base = self.fresh(base)
+        if k == 0:  # A^0 = I, as in Octave
+            return ir.eye(base.rows, base.cols)
+        if k < 0:  # A^(-k) = inv(A)^k
+            base = self.inverse(base, e, hint)
+            k = -k
         if k == 1:
             return base
         if base.op is Op.CONST:
@@ -194,6 +241,8 @@ class ExpressionLowering:
             return lower_language.index(self, e, hint)
         if f in lower_language.FUNCTIONS:
             return lower_language.call(self, e, hint)
+        if f in lower_functions.FUNCTIONS:
+            return lower_functions.call(self, e, hint)
         arity = {"eye": (1, 2), "zeros": (1, 2), "ones": (1, 2), "size": (2, 2),
                  "inv": (1, 1), "transpose": (1, 1), "sum": (1, 2), "trace": (1, 1)}
         if f in ("qr", "lu"):
@@ -212,6 +261,11 @@ class ExpressionLowering:
                                    e.pos, "write [r, c] = size(X) or size(X, 1)"
                                    if f == "size" else None)
         if f in ("eye", "zeros", "ones"):
+            whole = args[0] if len(args) == 1 else None
+            if isinstance(whole, syntax.Call) and whole.func == "size" \
+                    and len(whole.args) == 1 and whole.func not in self.env:  # eye(size(P))
+                args = (syntax.Call("size", (whole.args[0], syntax.Num(1.0, "1")), whole.pos),
+                        syntax.Call("size", (whole.args[0], syntax.Num(2.0, "2")), whole.pos))
             sizes = [self.size_arg(a) for a in args]
             r, c = sizes[0], sizes[-1]
             return {"eye": ir.eye, "zeros": ir.zeros, "ones": ir.ones}[f](r, c)
@@ -258,3 +312,21 @@ class ExpressionLowering:
                 return val
         raise self.parse_error("sizes must be positive integer literals, size(X, d), or "
                                "arithmetic on those", a.pos)
+
+
+def _constant_syntax(e: syntax.Expr, loop_vars: set[str], env: dict) -> bool:
+    """Whether ``e`` is built from numbers, loop variables, constants and size functions
+    only (so that lowering it emits nothing and gives a constant)."""
+    if isinstance(e, syntax.Num):
+        return True
+    if isinstance(e, syntax.Name):
+        return e.id in loop_vars or (e.id in env and env[e.id].op is Op.CONST)
+    if isinstance(e, syntax.Unary):
+        return _constant_syntax(e.operand, loop_vars, env)
+    if isinstance(e, syntax.Binary):
+        return e.op in ("+", "-", "*", "/") and all(
+            _constant_syntax(x, loop_vars, env) for x in (e.left, e.right))
+    if isinstance(e, syntax.Call):
+        return e.func in ("size", "length", "numel", "rows", "columns", "factorial") \
+            and e.func not in env
+    return False

@@ -169,9 +169,9 @@ def expand_vectors(lw, a: Node, b: Node, pos) -> tuple[Node, Node]:
     return a, b
 
 
-def elementwise_power(lw, e: syntax.Binary, hint: str) -> Node:
-    """``E .^ p`` (and ``s ^ p`` for a 1x1 s) with a literal exponent p."""
-    p = literal(e.right)
+def elementwise_power(lw, e: syntax.Binary, hint: str, p: float | None = None) -> Node:
+    """``E .^ p`` (and ``s ^ p`` for a 1x1 s) with an exponent p known before the data."""
+    p = lw.exponent(e.right) if p is None else p
     if p is None or math.isinf(p):
         raise lw.parse_error(f"the exponent of '{e.op}' must be a number literal",
                              getattr(e.right, "pos", e.pos),

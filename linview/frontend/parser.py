@@ -10,11 +10,11 @@ context-free grammar cannot say cleanly:
 * **Newlines inside parentheses** are dropped (Octave allows ``f(a,`` newline ``b)``), while
   inside square brackets they separate rows and elsewhere they end statements.
 * **Whitespace inside brackets.**  Octave reads ``[A -B]`` as two elements and ``[A - B]``
-  as one, ``[A (1)]`` as two, and ``[A 'x']`` as a matrix and a string.  linview requires
-  commas between elements, so any token that Octave would take as the start of a new
-  whitespace-separated element is rejected with a located error, instead of being read
-  with a meaning different from Octave's.  (The outputs of a ``function [a b] = ...`` line
-  are the exception: there ``[a b]`` is a plain list of names.)
+  as one, ``[A (1)]`` as two, and ``[A 'x']`` as a matrix and a string.  The post-lexer
+  follows these rules: where Octave starts a new whitespace-separated element it puts a
+  comma, so ``[ones(m,1) X]`` is ``[ones(m,1), X]``; a quote after a space (a string) is
+  rejected with a located error.  (The outputs of a ``function [a b] = ...`` line are a
+  plain list of names, which the grammar reads as such.)
 * **Tokens outside the dialect** (``==``, ``.^``, ``"``, ``if``, ``while``, an unterminated
   ``%{`` ...) are lexed on purpose so that the error can name them.
 
@@ -62,7 +62,7 @@ _OCTAVE_KEYWORDS = frozenset("""
 # Tokens after which Octave, inside [ ], starts a new element when whitespace follows.
 _OPERAND_END = frozenset({"NAME", "NUMBER", "_RPAR", "_RSQB", "QUOTE", "DOTQUOTE",
                           "END_INDEX"})
-_OPERAND_START = frozenset({"NAME", "NUMBER", "LSQB", "_LPAR"})
+_OPERAND_START = frozenset({"NAME", "NUMBER", "LSQB", "_LPAR", "NOT"})
 # The only strings of the dialect: option words of norm(X, 'fro') and qr(X, 'econ'), in
 # single or double quotes (STRING tokens).
 _WORDS = frozenset({"fro", "inf", "Inf", "econ"})
@@ -127,7 +127,9 @@ class _PostLexer:
                     nxt = next(tokens, None)
                     if nxt is not None:
                         pending.append(nxt)
-                _check_spacing(prev, tok, nxt)
+                if _starts_element(tok, nxt):
+                    prev = Token.new_borrow_pos("_COMMA", ",", tok)
+                    yield prev
             if kind in ("_LPAR", "LSQB"):
                 brackets.append(tok.value)
             elif kind in ("_RPAR", "_RSQB") and brackets:
@@ -162,23 +164,22 @@ def _reject_foreign(tok: Token) -> None:
         raise at(tok, f"'{text}' is not supported", SUPPORTED_HINT)
 
 
-def _check_spacing(prev: Token, tok: Token, nxt: Token | None) -> None:
-    """Inside ``[ ]``, ``tok`` follows an operand after whitespace: reject every case that
-    Octave would read as the start of a new element."""
+def _starts_element(tok: Token, nxt: Token | None) -> bool:
+    """Inside ``[ ]``, ``tok`` follows an operand after whitespace: whether Octave reads it
+    as the start of a new element (then the post-lexer puts a comma before it).
+
+    Octave's rules: a name, a number, ``[``, ``(`` or ``~``/``!`` start an element
+    (``[a b]``, ``[f (x)]`` is ``[f, (x)]``); ``+`` or ``-`` start one when they touch the
+    operand that follows (``[a -b]`` is ``[a, -b]``, ``[a - b]`` and ``[a -  b]`` are one
+    element); a quote after whitespace starts a string, which is rejected."""
     kind = tok.type
     if kind in _OPERAND_START:
-        raise at(tok, "matrix elements must be separated by commas",
-                  "whitespace-separated elements like [A B] are not supported: write [A, B]")
+        return True
     if kind == "QUOTE":
         raise at(tok, "strings are not supported",
                   "inside [ ], a quote after a space starts a string in Octave; "
                   "write the transpose right after its operand: A'")
-    if kind in ("PLUS", "MINUS") and nxt is not None and nxt.start_pos == tok.end_pos:
-        op = tok.value
-        raise at(tok, f"ambiguous '{op}' inside [ ]",
-                  f"Octave reads [A {op}B] as two elements [A, {op}B]; write [A {op} B] "
-                  f"for the {'difference' if op == '-' else 'sum'} or [A, {op}B] for two "
-                  "elements")
+    return kind in ("PLUS", "MINUS") and nxt is not None and nxt.start_pos == tok.end_pos
 
 
 # ---------------------------------------------------------------- transformer
@@ -288,6 +289,14 @@ class _ToAst(OctaveRules):
             return syntax.MultiAssign(ids, value, pos=target.pos)
         raise Problem("the left side of '=' must be a name", line, column,
                        "write 'name = expr'")
+
+    def op_assign(self, target: syntax.Expr, op: Token, value: syntax.Expr):
+        """``A += B`` (``-=``, ``*=``, ``/=``) is ``A = A + (B)``, as in Octave."""
+        if not isinstance(target, syntax.Name):
+            raise Problem(f"the left side of '{op}' must be a name", *_leftmost(target),
+                           f"write 'name {op} expr'")
+        return syntax.Assign(target.id, syntax.Binary(str(op)[0], target, value, pos=_pos(op)),
+                             pos=target.pos)
 
     def expr_stmt(self, expr: syntax.Expr):
         raise Problem("expression statements are not supported", *_leftmost(expr),
