@@ -128,3 +128,21 @@ class PgServer:
         finally:
             conn.close()
         return self.dsn(name)
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    """``linview ARGV`` in this process: (exit status, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from linview.app.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
+
+
+def floats(v) -> list[float]:
+    """A NumPy row as plain floats (psycopg2 adapts lists of floats to float8[])."""
+    return [float(x) for x in v]

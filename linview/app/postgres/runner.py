@@ -40,6 +40,8 @@ from linview.errors import InputError, StateError, UpdateError
 #: a quiet source still moves the slot on (an empty batch) this often, in seconds
 IDLE_ADVANCE = 10.0
 _NEVER = 10**15
+_RESTART = ("linview's copy of the inputs no longer matches the table: run again with "
+            "--restart to load the tables afresh")
 
 
 class SchemaChanged(InputError):
@@ -129,7 +131,7 @@ class PostgresRun:
             self.catalog = self._catalog()
             identity = json.dumps({"tables": {t: [[ti.input, ti.column] for ti in tis]
                                               for t, tis in self.tables.items()},
-                                   "key": self.key, "columns": self.catalog}, sort_keys=True)
+                                   "key": self.key}, sort_keys=True)
             self.ckpt = Path(checkpoint) if checkpoint else None
             resume = (self.ckpt is not None and (self.ckpt / "state.npz").exists()
                       and not restart)
@@ -167,6 +169,7 @@ class PostgresRun:
             self.files.append(f"{name}={folder / f'{name}.npy'}")
         if self.ckpt is not None:
             (self.ckpt / "keys-0.json").write_text(keys.to_json())
+            (self.ckpt / "columns.json").write_text(json.dumps(self.catalog))
         self.stream = Stream(self.prog, inputs=self.files + self.params,
                              checkpoint=self.ckpt, checkpoint_every=_NEVER, restart=True,
                              warn=self.warn, source=identity)
@@ -178,6 +181,15 @@ class PostgresRun:
         self.sink.write(self.views.outputs, point, 0)
 
     def _resume(self, identity: str) -> None:
+        cf = self.ckpt / "columns.json"
+        if cf.exists():  # a table altered while linview was stopped
+            was = {t: [tuple(c) for c in cols] for t, cols in json.loads(cf.read_text()).items()}
+            for name, cols in self.catalog.items():
+                now = [tuple(c) for c in cols]
+                if was.get(name, now) != now:
+                    raise SchemaChanged(f"ALTER TABLE {name} since checkpoint {self.ckpt}: "
+                                        f"its columns (name, type id) were {_cols(was[name])}"
+                                        f" and are now {_cols(now)}", hint=_RESTART)
         folder = self.ckpt / "snapshot"
         self.files = [f"{p.stem}={p}" for p in sorted(folder.glob("*.npy"))]
         self.stream = Stream(self.prog, inputs=self.files + self.params,
@@ -341,8 +353,7 @@ class PostgresRun:
             if name in self.tables:
                 raise SchemaChanged(f"TRUNCATE of table {name} (transaction at LSN "
                                     f"{format_lsn(tx.commit.end_lsn)}): linview's inputs no "
-                                    "longer match it", hint="restart with --restart to load "
-                                    "the tables again")
+                                    "longer match it", hint=_RESTART)
         for rel in tx.relations:
             name = f"{rel.schema}.{rel.table}"
             if name not in self.tables:
@@ -353,7 +364,7 @@ class PostgresRun:
                 raise SchemaChanged(f"ALTER TABLE {name} (transaction at LSN "
                                     f"{format_lsn(tx.commit.end_lsn)}): its columns (name, "
                                     f"type id) were {_cols(was)} and are now {_cols(now)}",
-                                    hint="restart with --restart to load the tables again")
+                                    hint=_RESTART)
 
     def _checkpoint(self) -> None:  # the keys first: a crash between leaves both files
         if self.ckpt is None:
