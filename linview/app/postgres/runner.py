@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -29,10 +31,11 @@ from pathlib import Path
 import numpy as np
 
 from linview.app import wal
+from linview.app.postgres import catalog
 from linview.app.postgres import source as src
 from linview.app.postgres.pgoutput import format_lsn
 from linview.app.postgres.sink import Sink
-from linview.app.postgres.tables import BadRow, Keys, Mapper, TableInput, parse_key, parse_values
+from linview.app.postgres.tables import Keys, Mapper, TableInput
 from linview.app.records import parse_line
 from linview.app.stream import Stream
 from linview.errors import InputError, StateError, UpdateError
@@ -77,58 +80,12 @@ class PostgresRun:
             self.sql.close()
             raise
 
-    # -------------------------------------------------------------- catalog
-    def _catalog(self) -> dict[str, list[tuple[str, str]]]:
-        """Each mapped table's columns (name, type), checked against the mapping."""
-        out = {}
-        with self.sql.cursor() as cur:
-            for name, tis in self.tables.items():
-                schema, table = tis[0].schema, tis[0].table
-                cur.execute("SELECT a.attname, a.atttypid::int "
-                            "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-                            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = "
-                            "%s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped "
-                            "ORDER BY a.attnum", (schema, table))
-                cols = cur.fetchall()
-                if not cols:
-                    raise InputError(f"table {name} does not exist (or has no columns)",
-                                     hint="--table INPUT=SCHEMA.TABLE.COLUMN names it")
-                have = {c for c, _ in cols}
-                for col in [self.key, *(ti.column for ti in tis)]:
-                    if col not in have:
-                        raise InputError(f"table {name} has no column {col!r}",
-                                         hint=f"its columns: {', '.join(sorted(have))}")
-                out[name] = cols
-        self.sql.commit()
-        return out
-
-    def _publication(self) -> None:
-        from psycopg2 import sql
-
-        names = sql.SQL(", ").join(sql.SQL("{}.{}").format(
-            sql.Identifier(t[0].schema), sql.Identifier(t[0].table))
-            for t in self.tables.values())
-        with self.sql.cursor() as cur:
-            cur.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (self.slot,))
-            verb = "ALTER PUBLICATION {} SET TABLE " if cur.fetchone() else \
-                "CREATE PUBLICATION {} FOR TABLE "
-            cur.execute(sql.SQL(verb).format(sql.Identifier(self.slot)) + names)
-        self.sql.commit()
-
-    def _slot_state(self):
-        with self.sql.cursor() as cur:
-            cur.execute("SELECT active, confirmed_flush_lsn::text FROM pg_replication_slots "
-                        "WHERE slot_name = %s", (self.slot,))
-            row = cur.fetchone()
-        self.sql.commit()
-        return row
-
     # -------------------------------------------------------------- start
     def _setup(self, sink: str, checkpoint, restart: bool) -> None:
         import psycopg2
 
         try:
-            self.catalog = self._catalog()
+            self.catalog = catalog.columns(self.sql, self.tables, self.key)
             identity = json.dumps({"tables": {t: [[ti.input, ti.column] for ti in tis]
                                               for t, tis in self.tables.items()},
                                    "key": self.key}, sort_keys=True)
@@ -145,19 +102,18 @@ class PostgresRun:
 
     def _fresh(self, identity: str) -> None:
         """Drop the slot, create it again, load the inputs from its snapshot."""
-        row = self._slot_state()
+        row = catalog.slot_state(self.sql, self.slot)
         if row is not None:
             if row[0]:
                 raise InputError(f"replication slot {self.slot} is in use (another linview "
                                  "run on this sink?)", hint="stop it, or use another --sink")
-            with self.sql.cursor() as cur:
-                cur.execute("SELECT pg_drop_replication_slot(%s)", (self.slot,))
-            self.sql.commit()
-        self._publication()
+            catalog.drop_slot(self.sql, self.slot)
+        catalog.ensure_publication(self.sql, self.slot, self.tables)
         repl = self.conn.replication()
         try:
             point, snapshot = src.create_slot(repl, self.slot)
-            arrays, keys = self._load(snapshot, point)
+            arrays, keys = catalog.load(self.sql, self.tables, self.key, snapshot, point,
+                                         self.shapes_given)
         finally:
             repl.close()
         folder = self.ckpt / "snapshot" if self.ckpt else Path(tempfile.mkdtemp(
@@ -207,7 +163,7 @@ class PostgresRun:
         for e in wal.scan(self.ckpt / "wal.log").entries:
             if e["batch"] > saved:
                 keys.replay([json.loads(r) for r in e["records"]], self.tables)
-        row = self._slot_state()
+        row = catalog.slot_state(self.sql, self.slot)
         if row is None:
             raise StateError(f"replication slot {self.slot} no longer exists, so the changes "
                              f"since checkpoint {self.ckpt} are gone",
@@ -218,7 +174,7 @@ class PostgresRun:
                              f"{format_lsn(stored[0])}, past checkpoint {self.ckpt} (at "
                              f"{format_lsn(self.applied)}): an older checkpoint?",
                              hint="use --restart to load the tables again")
-        self._publication()
+        catalog.ensure_publication(self.sql, self.slot, self.tables)
         self._start(keys)
         self.sink.ensure(list(self.views.outputs))
         self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
@@ -238,62 +194,23 @@ class PostgresRun:
         for name, cols in self.catalog.items():
             self.mapper.set_columns(name, [c for c, _ in cols])
 
-    def _load(self, snapshot: str, point: int):
-        """The inputs from the slot's snapshot (COPY), and the keys present."""
-        arrays, present = {}, {}
-        cur = self.sql.cursor()
-        cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot,))
-        for name, tis in self.tables.items():
-            cols = [self.key, *(ti.column for ti in tis)]
-            rows = src.copy_table(cur, tis[0].schema, tis[0].table, cols)
-            parsed = []
-            for row in rows:
-                try:
-                    k = parse_key(row[0])
-                    vals = [parse_values(v, None) for v in row[1:]]
-                except BadRow as e:
-                    raise UpdateError(f"table {name}, key {row[0]}, snapshot at LSN "
-                                      f"{format_lsn(point)}: {e}") from None
-                parsed.append((k, vals))
-            present[name] = {k for k, _ in parsed}
-            for j, ti in enumerate(tis):
-                arrays[ti.input] = self._matrix(ti, [(k, v[j]) for k, v in parsed], point)
-        self.sql.commit()
-        return arrays, Keys(present)
-
-    def _matrix(self, ti: TableInput, rows: list, point: int) -> np.ndarray:
-        given = self.shapes_given.get(ti.input)
-        widths = {len(v) for _, v in rows}
-        if given is None and not rows:
-            raise InputError(f"table {ti.name} is empty, so the size of input {ti.input} is "
-                             "unknown", hint=f"give it: --shapes {ti.input}=ROWSxCOLS")
-        n = given[0] if given else max(k for k, _ in rows)
-        p = given[1] if given else next(iter(widths))
-        A = np.zeros((n, p))
-        for k, v in rows:
-            where = f"table {ti.name}, key {k}, snapshot at LSN {format_lsn(point)}"
-            if not 1 <= k <= n:
-                raise UpdateError(f"{where}: key out of range: input {ti.input} has rows "
-                                  f"1..{n}")
-            if len(v) != p:
-                raise UpdateError(f"{where}: column {ti.column}: {len(v)} values where the "
-                                  f"input has {p} columns")
-            A[k - 1] = v
-        return A
-
     # -------------------------------------------------------------- the stream
     def serve(self, once: bool, progress=None) -> dict:
         """Apply transactions until ``once`` is satisfied (all committed before the start)
-        or the process is stopped; return the stats."""
+        or SIGINT/SIGTERM (taken at the end of a batch); return the stats."""
         changes = src.ChangeStream(self.conn, self.slot, self.slot)
         marker = None
         if once:
             marker = f"linview-once-{uuid.uuid4().hex}"
             src.emit_marker(self.sql, marker)
         idle_since = time.monotonic()
+        stop: list[int] = []
+        previous = {}
+        if threading.current_thread() is threading.main_thread():  # taken at a batch's end
+            previous = {sig: signal.signal(sig, lambda n, _f: stop.append(n))
+                        for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            while True:
+            while not stop:
                 txs, done = changes.batch(self.window, 1.0, marker)
                 if txs:
                     self.apply(txs, changes)
@@ -308,6 +225,8 @@ class PostgresRun:
                 if done:
                     break
         finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             changes.close()
         return self.close()
 
