@@ -42,6 +42,8 @@ from linview.errors import InputError, StateError, UpdateError
 
 #: a quiet source still moves the slot on (an empty batch) this often, in seconds
 IDLE_ADVANCE = 10.0
+#: how long a lost connection is tried again (with backoff) before the run stops
+RETRY_FOR = 300.0
 _NEVER = 10**15
 _RESTART = ("linview's copy of the inputs no longer matches the table: run again with "
             "--restart to load the tables afresh")
@@ -197,38 +199,70 @@ class PostgresRun:
     # -------------------------------------------------------------- the stream
     def serve(self, once: bool, progress=None) -> dict:
         """Apply transactions until ``once`` is satisfied (all committed before the start)
-        or SIGINT/SIGTERM (taken at the end of a batch); return the stats."""
-        changes = src.ChangeStream(self.conn, self.slot, self.slot)
+        or SIGINT/SIGTERM (taken at the end of a batch); return the stats.  A lost
+        connection (PostgreSQL restarted) is opened again with backoff, for up to
+        :data:`RETRY_FOR` seconds."""
+        import psycopg2
+
         marker = None
         if once:
             marker = f"linview-once-{uuid.uuid4().hex}"
             src.emit_marker(self.sql, marker)
-        idle_since = time.monotonic()
         stop: list[int] = []
         previous = {}
         if threading.current_thread() is threading.main_thread():  # taken at a batch's end
             previous = {sig: signal.signal(sig, lambda n, _f: stop.append(n))
                         for sig in (signal.SIGINT, signal.SIGTERM)}
+        changes, failing_since, idle_since, done = None, None, time.monotonic(), False
         try:
-            while not stop:
-                txs, done = changes.batch(self.window, 1.0, marker)
-                if txs:
-                    self.apply(txs, changes)
-                    idle_since = time.monotonic()
-                elif time.monotonic() - idle_since > IDLE_ADVANCE:
-                    end = changes.server_end
-                    if end > self.applied and changes.open is None and changes.held is None:
-                        self._commit([], end, changes)  # a quiet source: move the slot on
-                    idle_since = time.monotonic()
+            while not stop and not done:
+                try:
+                    if changes is None:
+                        changes = self._open_stream()
+                    txs, done = changes.batch(self.window, 1.0, marker)
+                    if txs:
+                        self.apply(txs, changes)
+                        idle_since = time.monotonic()
+                    elif time.monotonic() - idle_since > IDLE_ADVANCE:
+                        end = changes.server_end
+                        if end > self.applied and changes.open is None \
+                                and changes.held is None:
+                            self._commit([], end, changes)  # a quiet source: move the slot on
+                        idle_since = time.monotonic()
+                    failing_since = None
+                except (psycopg2.OperationalError, psycopg2.InterfaceError) as e:
+                    if changes is not None:
+                        changes.close()
+                    changes, done = None, False
+                    self.sink.last.clear()  # reconnect and rewrite the results
+                    now = time.monotonic()
+                    failing_since = failing_since or now
+                    if now - failing_since > RETRY_FOR:
+                        raise self.conn.error(e) from None
+                    delay = min(0.25 * 2 ** int(min(now - failing_since, 60) // 2), 8.0)
+                    self.warn(f"{self.conn.error(e).message}; connecting again in {delay:g}s")
+                    time.sleep(delay)
                 if progress is not None:
                     progress(self.stream)
-                if done:
-                    break
+        except psycopg2.Error as e:
+            raise self.conn.error(e) from None
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-            changes.close()
+            if changes is not None:
+                changes.close()
         return self.close()
+
+    def _open_stream(self):
+        """(Re)connect: the results as the views hold them (a batch may have been applied
+        but not written when the connection broke), then the slot from its position."""
+        if not self.sink.last:
+            if not self.sql.closed:
+                self.sql.close()
+            self.sql = self.conn.sql(wrap=False)
+            self.sink.conn = self.sql
+            self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
+        return src.ChangeStream(self.conn, self.slot, self.slot)
 
     def apply(self, txs: list, changes) -> None:
         """One micro-batch: check each transaction, apply, write, acknowledge."""
@@ -260,9 +294,9 @@ class PostgresRun:
 
     def _commit(self, recs: list, end: int, changes) -> None:
         self.stream.apply_batch(recs, source_batch=end)
+        self.applied = end  # the views hold it; if the write fails, a reconnect writes it
         self.sink.write(self.views.outputs, end, self.stream.pos["batch"])
         changes.acknowledge(end)
-        self.applied = end
         self.stream.stats["lsn"] = format_lsn(end)
         if self.ckpt is not None and self.stream.since_save >= self.checkpoint_every:
             self._checkpoint()
@@ -302,7 +336,8 @@ class PostgresRun:
             self._checkpoint()
         stats = self.stream.close()
         stats["lsn"] = format_lsn(self.applied)
-        self.sql.close()
+        if not self.sql.closed:
+            self.sql.close()
         return stats
 
 

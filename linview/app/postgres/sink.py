@@ -96,8 +96,12 @@ class Sink:
                             (self.slot, format_lsn(lsn), batches))
             self.conn.commit()
         except BaseException:
-            self.conn.rollback()
             self.last.clear()  # unknown: the next write rewrites everything
+            if not self.conn.closed:
+                try:
+                    self.conn.rollback()
+                except Exception:  # noqa: BLE001 - a broken connection: the error below
+                    pass
             raise
         self._written = {k: _matrix(v).copy() for k, v in outputs.items()}
         self.last = self._written

@@ -48,22 +48,24 @@ class Connection:
     def error(self, e: Exception) -> InputError:
         return connect_error(e, self.shown, self.password)
 
-    def sql(self):
-        import psycopg2
+    def sql(self, wrap: bool = True):
+        """A connection for queries (``wrap``: a failure is an :class:`InputError`)."""
+        return self._connect(None, wrap)
 
-        try:
-            return psycopg2.connect(self.dsn)
-        except psycopg2.Error as e:
-            raise self.error(e) from None
-
-    def replication(self):
-        import psycopg2
+    def replication(self, wrap: bool = True):
+        """A replication connection (the streaming protocol, database mode)."""
         import psycopg2.extras
 
+        return self._connect(psycopg2.extras.LogicalReplicationConnection, wrap)
+
+    def _connect(self, factory, wrap: bool):
+        import psycopg2
+
         try:
-            return psycopg2.connect(self.dsn,
-                                    connection_factory=psycopg2.extras.LogicalReplicationConnection)
+            return psycopg2.connect(self.dsn, connection_factory=factory)
         except psycopg2.Error as e:
+            if not wrap:
+                raise
             raise self.error(e) from None
 
 
@@ -84,7 +86,7 @@ class ChangeStream:
     def __init__(self, conn: Connection, slot: str, publication: str):
         self.conn, self.slot, self.publication = conn, slot, publication
         self.relations: dict[int, pgoutput.Relation] = {}
-        self.repl = conn.replication()
+        self.repl = conn.replication(wrap=False)
         self.cur = self.repl.cursor()
         self.held: Transaction | None = None
         self.open: Transaction | None = None
