@@ -1,13 +1,14 @@
 # Two entry points (see README):
 #   make demo   set up .venv and run the OLS demo on the NumPy backend
-#   make test   set up .venv (dev + spark extras, GNU Octave) and run the whole test suite
+#   make test   set up .venv (dev + spark + db extras, GNU Octave, PostgreSQL) and run the
+#               whole test suite
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed-$(EXTRAS)
 
-.PHONY: demo test venv octave lint bench clean
-EXTRAS ?= dev,spark,bench
+.PHONY: demo test venv octave postgres lint bench clean
+EXTRAS ?= dev,spark,bench,db
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,10 +23,17 @@ octave:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq octave >/dev/null; }
 
+# PostgreSQL (15 or later) runs the tests of linview run --source; Debian keeps initdb off
+# PATH, under /usr/lib/postgresql/VERSION/bin.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; }
+
 demo: venv
 	$(VENV)/bin/linview demo
 
-test: venv octave
+test: venv octave postgres
 	$(PY) -m pytest -q
 
 lint: venv

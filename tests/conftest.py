@@ -21,3 +21,20 @@ EXAMPLES = ROOT / "examples"
 @pytest.fixture
 def examples() -> Path:
     return EXAMPLES
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server (wal_level=logical) for the whole session, started as the
+    ``postgres`` user when the tests run as root; stopped and removed at the end
+    (``tests/pg_server.py``)."""
+    pytest.importorskip("psycopg2", reason="the db extra (psycopg2-binary) is not installed")
+    from tests.pg_server import PgServer, bindir
+
+    if bindir() is None:
+        pytest.skip("PostgreSQL's initdb is not installed (make test installs it)")
+    server = PgServer().init().start()
+    try:
+        yield server
+    finally:
+        server.destroy()

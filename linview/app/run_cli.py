@@ -62,12 +62,15 @@ def add_run_arguments(r) -> None:
     r.add_argument("--input", action="append", default=[], metavar="X=FILE",
                    help="initial value of an input: .npy, .npz[:KEY], .mat[:KEY], .parquet "
                    "(columns row, values), .csv, or a number")
-    r.add_argument("--updates", required=True,
+    r.add_argument("--updates", default=None,
                    help="a .jsonl/.parquet file, a directory of them, or - (stdin); "
                    "with --backend spark, a directory watched by Structured Streaming. "
                    "--updates, --checkpoint and --out are paths on the driver's own "
                    "filesystem (local, or a shared directory mounted there); URIs such as "
                    "hdfs:// or s3a:// are refused")
+    from linview.app.postgres.cli import add_source_arguments
+
+    add_source_arguments(r)  # --source postgresql://... (docs/postgres.md)
     r.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="state, write-ahead log (and Spark's query checkpoint): a rerun "
                    "of the same command resumes where the last one stopped")
@@ -126,8 +129,17 @@ def cmd_run(args, compile_program, load_options) -> int:
         if v is not None and v < 1:
             raise CompileError(f"--{flag.replace('_', '-')} must be at least 1")
     check_local_paths(args)
+    if args.source is None and args.updates is None:
+        raise CompileError("linview run needs --updates (or --source postgresql://...)")
     prog = compile_program(args)
     status = Status(quiet=args.quiet)
+    if args.source is not None:
+        from linview.app.postgres.cli import cmd_run_postgres
+
+        try:
+            return cmd_run_postgres(args, prog, status)
+        finally:
+            status.stop()
     try:
         if args.backend == "spark":
             from linview.app.spark_stream import run_structured

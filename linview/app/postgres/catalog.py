@@ -1,0 +1,113 @@
+"""What linview asks the database before streaming: the mapped tables' columns, the
+publication and the slot, and the initial load of the inputs from the slot's snapshot.
+
+Names are bound parameters (catalog queries) or quoted identifiers (``psycopg2.sql``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from linview.app.postgres.pgoutput import format_lsn
+from linview.app.postgres.source import copy_table
+from linview.app.postgres.tables import BadRow, Keys, TableInput, parse_key, parse_values
+from linview.errors import InputError, UpdateError
+
+
+def columns(conn, tables: dict[str, list[TableInput]], key: str) -> dict[str, list]:
+    """Each mapped table's columns [(name, type oid)], checked against the mapping."""
+    out = {}
+    with conn.cursor() as cur:
+        for name, tis in tables.items():
+            cur.execute("SELECT a.attname, a.atttypid::int FROM pg_attribute a "
+                        "JOIN pg_class c ON c.oid = a.attrelid "
+                        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s "
+                        "AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped "
+                        "ORDER BY a.attnum", (tis[0].schema, tis[0].table))
+            cols = [list(c) for c in cur.fetchall()]
+            if not cols:
+                raise InputError(f"table {name} does not exist (or has no columns)",
+                                 hint="--table INPUT=SCHEMA.TABLE.COLUMN names it")
+            have = {c for c, _ in cols}
+            for col in [key, *(ti.column for ti in tis)]:
+                if col not in have:
+                    raise InputError(f"table {name} has no column {col!r}",
+                                     hint=f"its columns: {', '.join(sorted(have))}")
+            out[name] = cols
+    conn.commit()
+    return out
+
+
+def ensure_publication(conn, name: str, tables: dict[str, list[TableInput]]) -> None:
+    """The publication ``name`` of exactly the mapped tables (created or set)."""
+    from psycopg2 import sql
+
+    names = sql.SQL(", ").join(sql.SQL("{}.{}").format(
+        sql.Identifier(t[0].schema), sql.Identifier(t[0].table)) for t in tables.values())
+    with conn.cursor() as cur:
+        cur.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (name,))
+        verb = "ALTER PUBLICATION {} SET TABLE " if cur.fetchone() else \
+            "CREATE PUBLICATION {} FOR TABLE "
+        cur.execute(sql.SQL(verb).format(sql.Identifier(name)) + names)
+    conn.commit()
+
+
+def slot_state(conn, slot: str):
+    """(active, confirmed flush LSN) of the slot, or None."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT active, confirmed_flush_lsn::text FROM pg_replication_slots "
+                    "WHERE slot_name = %s", (slot,))
+        row = cur.fetchone()
+    conn.commit()
+    return row
+
+
+def drop_slot(conn, slot: str) -> None:
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+    conn.commit()
+
+
+def load(conn, tables: dict[str, list[TableInput]], key: str, snapshot: str, point: int,
+         shapes: dict) -> tuple[dict[str, np.ndarray], Keys]:
+    """The inputs as of the slot's exported snapshot (COPY), and the keys present."""
+    arrays, present = {}, {}
+    cur = conn.cursor()
+    cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot,))
+    for name, tis in tables.items():
+        rows = copy_table(cur, tis[0].schema, tis[0].table, [key, *(t.column for t in tis)])
+        parsed = []
+        for row in rows:
+            try:
+                parsed.append((parse_key(row[0]), [parse_values(v, None) for v in row[1:]]))
+            except BadRow as e:
+                raise UpdateError(f"table {name}, key {row[0]}, snapshot at LSN "
+                                  f"{format_lsn(point)}: {e}") from None
+        present[name] = {k for k, _ in parsed}
+        for j, ti in enumerate(tis):
+            arrays[ti.input] = _matrix(ti, [(k, v[j]) for k, v in parsed], point,
+                                       shapes.get(ti.input))
+    conn.commit()
+    return arrays, Keys(present)
+
+
+def _matrix(ti: TableInput, rows: list, point: int, given) -> np.ndarray:
+    """An input from its rows (key, values); its size is ``given`` (``--shapes``) or the
+    largest key by the first row's width; rows without a key are zero."""
+    if given is None and not rows:
+        raise InputError(f"table {ti.name} is empty, so the size of input {ti.input} is "
+                         "unknown", hint=f"give it: --shapes {ti.input}=ROWSxCOLS")
+    n = given[0] if given else max(k for k, _ in rows)
+    p = given[1] if given else len(rows[0][1])
+    A = np.zeros((n, p))
+    for k, v in rows:
+        where = f"table {ti.name}, key {k}, snapshot at LSN {format_lsn(point)}"
+        if not 1 <= k <= n:
+            raise UpdateError(f"{where}: key out of range: input {ti.input} has rows 1..{n}",
+                              hint=f"reserve rows for new keys: --shapes {ti.input}=ROWSxCOLS")
+        if len(v) != p:
+            raise UpdateError(f"{where}: column {ti.column}: {len(v)} values where the "
+                              f"input has {p} columns")
+        A[k - 1] = v
+    return A

@@ -1,0 +1,59 @@
+"""The options of ``linview run --source postgresql://...`` and the verb behind them."""
+
+from __future__ import annotations
+
+import json
+
+from linview.errors import InputError
+
+SOURCE_HELP = """\
+live views over PostgreSQL (docs/postgres.md):
+  linview run ols.m --source postgresql://USER@HOST:PORT/DB --table X=obs.x \\
+      --table Y=obs.y [--key id] [--sink linview] [--checkpoint DIR] [--once]
+  The inputs are loaded from one snapshot of the tables, then kept fresh from a logical
+  replication slot; each output is the table SINK.OUTPUT(row, value float8[]).
+"""
+
+
+def add_source_arguments(r) -> None:
+    g = r.add_argument_group("PostgreSQL source (--source postgresql://...)")
+    g.add_argument("--source", default=None, metavar="postgresql://USER@HOST:PORT/DB",
+                   help="read the inputs from tables of this database and keep the results "
+                   "there (the password from PGPASSWORD or ~/.pgpass)")
+    g.add_argument("--table", action="append", default=[], metavar="INPUT=TABLE.COLUMN",
+                   help="rows layout: the key column is the 1-based row, COLUMN a float8[] "
+                   "(or a number for a one-column input); SCHEMA.TABLE.COLUMN also works")
+    g.add_argument("--key", default="id", help="the key column of the tables (default id)")
+    g.add_argument("--sink", default="linview", metavar="SCHEMA",
+                   help="schema of the result tables and the progress table (default linview)")
+    g.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="a scalar input, e.g. --param d=0.85")
+    g.add_argument("--window-ms", type=float, default=50.0, metavar="MS",
+                   help="transactions committed within this many ms form one micro-batch "
+                   "(default 50)")
+
+
+def cmd_run_postgres(args, prog, status) -> int:
+    from linview.app.postgres.runner import PostgresRun
+    from linview.app.postgres.tables import parse_table_spec
+    from linview.specialize import parse_shapes
+
+    if not args.table:
+        raise InputError("--source needs at least one --table INPUT=TABLE.COLUMN")
+    if args.updates is not None or args.input or args.out:
+        raise InputError("--source reads the inputs and updates from the database and "
+                         "writes the results there",
+                         hint="drop --updates, --input and --out (scalars: --param)")
+    if args.window_ms < 0:
+        raise InputError("--window-ms must be at least 0")
+    if args.backend != "numpy":
+        raise InputError("--source works with --backend numpy only, so far")
+    run = PostgresRun(prog, dsn=args.source, tables=[parse_table_spec(t) for t in args.table],
+                      key=args.key, sink=args.sink, params=args.param,
+                      checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                      restart=args.restart, on_error=args.on_error,
+                      window=args.window_ms / 1000, shapes=parse_shapes(args.shapes),
+                      warn=status.warn)
+    stats = run.serve(once=args.once)
+    print(json.dumps(stats))
+    return 0

@@ -1,0 +1,345 @@
+"""``linview run --source postgresql://...``: the live view of a program over tables.
+
+Per micro-batch (the transactions committed within the window, never split):
+
+1. each transaction's changes are checked and turned into update records
+   (:mod:`.tables`); a bad one stops the run, or with ``--on-error skip`` is recorded in
+   the rejects table and skipped whole;
+2. the records go through linview's own engine (:class:`~linview.app.stream.Stream`):
+   logged to the checkpoint's write-ahead log (with ``--checkpoint``), applied as one
+   rank-k update per input;
+3. the outputs and the batch's end LSN are written in ONE transaction (:mod:`.sink`);
+4. only then is the slot acknowledged.
+
+On a restart with the same ``--checkpoint`` the views come back from it, transactions whose
+end LSN is at most the one applied are skipped, and the results are rewritten: nothing
+lost, nothing applied twice.  Without ``--checkpoint`` every start is a fresh, consistent
+load (the slot is dropped and created again).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from linview.app import wal
+from linview.app.postgres import catalog
+from linview.app.postgres import source as src
+from linview.app.postgres.pgoutput import format_lsn
+from linview.app.postgres.sink import Sink
+from linview.app.postgres.tables import Keys, Mapper, TableInput
+from linview.app.records import parse_line
+from linview.app.stream import Stream
+from linview.errors import InputError, StateError, UpdateError
+
+#: a quiet source still moves the slot on (an empty batch) this often, in seconds
+IDLE_ADVANCE = 10.0
+#: how long a lost connection is tried again (with backoff) before the run stops
+RETRY_FOR = 300.0
+_NEVER = 10**15
+_RESTART = ("linview's copy of the inputs no longer matches the table: run again with "
+            "--restart to load the tables afresh")
+
+
+class SchemaChanged(InputError):
+    """ALTER TABLE or TRUNCATE on a mapped table: the run stops."""
+
+
+def slot_name(sink: str) -> str:
+    """The slot's (and the publication's) name: ``linview_`` + the sink schema, folded to
+    what a slot name may hold (lower-case letters, digits, ``_``)."""
+    base = re.sub(r"[^a-z0-9_]", "_", sink.lower())[:40]
+    return f"linview_{base}"
+
+
+class PostgresRun:
+    """One run: the connection, the engine, the sink, the change stream."""
+
+    def __init__(self, prog, *, dsn: str, tables: list[TableInput], key: str = "id",
+                 sink: str = "linview", params: list[str] = (), checkpoint=None,
+                 checkpoint_every: int = 100, restart: bool = False, on_error: str = "stop",
+                 window: float = 0.05, shapes: dict | None = None, warn=print):
+        self.prog, self.key, self.on_error, self.window = prog, key, on_error, window
+        self.warn, self.params, self.shapes_given = warn, list(params), dict(shapes or {})
+        self.checkpoint_every = checkpoint_every
+        self.tables: dict[str, list[TableInput]] = {}
+        for ti in tables:
+            self.tables.setdefault(ti.name, []).append(ti)
+        self.conn = src.Connection(dsn)
+        self.slot = slot_name(sink)
+        self.sql = self.conn.sql()
+        try:
+            self._setup(sink, checkpoint, restart)
+        except BaseException:
+            self.sql.close()
+            raise
+
+    # -------------------------------------------------------------- start
+    def _setup(self, sink: str, checkpoint, restart: bool) -> None:
+        import psycopg2
+
+        try:
+            self.catalog = catalog.columns(self.sql, self.tables, self.key)
+            identity = json.dumps({"tables": {t: [[ti.input, ti.column] for ti in tis]
+                                              for t, tis in self.tables.items()},
+                                   "key": self.key}, sort_keys=True)
+            self.ckpt = Path(checkpoint) if checkpoint else None
+            resume = (self.ckpt is not None and (self.ckpt / "state.npz").exists()
+                      and not restart)
+            self.sink = Sink(self.sql, sink, self.slot)
+            if resume:
+                self._resume(identity)
+            if not resume or self.applied < 0:
+                self._fresh(identity)
+        except psycopg2.Error as e:
+            raise self.conn.error(e) from None
+
+    def _fresh(self, identity: str) -> None:
+        """Drop the slot, create it again, load the inputs from its snapshot."""
+        row = catalog.slot_state(self.sql, self.slot)
+        if row is not None:
+            if row[0]:
+                raise InputError(f"replication slot {self.slot} is in use (another linview "
+                                 "run on this sink?)", hint="stop it, or use another --sink")
+            catalog.drop_slot(self.sql, self.slot)
+        catalog.ensure_publication(self.sql, self.slot, self.tables)
+        repl = self.conn.replication()
+        try:
+            point, snapshot = src.create_slot(repl, self.slot)
+            arrays, keys = catalog.load(self.sql, self.tables, self.key, snapshot, point,
+                                         self.shapes_given)
+        finally:
+            repl.close()
+        folder = self.ckpt / "snapshot" if self.ckpt else Path(tempfile.mkdtemp(
+            prefix="linview-pg-"))
+        folder.mkdir(parents=True, exist_ok=True)
+        self.files = []
+        for name, a in arrays.items():
+            np.save(folder / f"{name}.npy", a)
+            self.files.append(f"{name}={folder / f'{name}.npy'}")
+        if self.ckpt is not None:
+            (self.ckpt / "keys-0.json").write_text(keys.to_json())
+            (self.ckpt / "columns.json").write_text(json.dumps(self.catalog))
+        self.stream = Stream(self.prog, inputs=self.files + self.params,
+                             checkpoint=self.ckpt, checkpoint_every=_NEVER, restart=True,
+                             warn=self.warn, source=identity)
+        self.stream.pos["source_batch"] = point
+        self._start(keys)
+        self._checkpoint()
+        self.applied = point
+        self.sink.ensure(list(self.views.outputs))
+        self.sink.write(self.views.outputs, point, 0)
+
+    def _resume(self, identity: str) -> None:
+        cf = self.ckpt / "columns.json"
+        if cf.exists():  # a table altered while linview was stopped
+            was = {t: [tuple(c) for c in cols] for t, cols in json.loads(cf.read_text()).items()}
+            for name, cols in self.catalog.items():
+                now = [tuple(c) for c in cols]
+                if was.get(name, now) != now:
+                    raise SchemaChanged(f"ALTER TABLE {name} since checkpoint {self.ckpt}: "
+                                        f"its columns (name, type id) were {_cols(was[name])}"
+                                        f" and are now {_cols(now)}", hint=_RESTART)
+        folder = self.ckpt / "snapshot"
+        self.files = [f"{p.stem}={p}" for p in sorted(folder.glob("*.npy"))]
+        self.stream = Stream(self.prog, inputs=self.files + self.params,
+                             checkpoint=self.ckpt, checkpoint_every=_NEVER, warn=self.warn,
+                             source=identity)
+        self.applied = self.stream.pos["source_batch"]
+        if self.applied < 0:
+            return  # a first start that stopped before its first checkpoint: start over
+        saved = self.stream.views.saved_meta.get("extra", {}).get("batch", 0)
+        kf = self.ckpt / f"keys-{saved}.json"
+        if not kf.exists():
+            raise StateError(f"checkpoint {self.ckpt} lacks {kf.name}",
+                             hint="use --restart to start over from the tables")
+        keys = Keys.from_json(kf.read_text())
+        for e in wal.scan(self.ckpt / "wal.log").entries:
+            if e["batch"] > saved:
+                keys.replay([json.loads(r) for r in e["records"]], self.tables)
+        row = catalog.slot_state(self.sql, self.slot)
+        if row is None:
+            raise StateError(f"replication slot {self.slot} no longer exists, so the changes "
+                             f"since checkpoint {self.ckpt} are gone",
+                             hint="use --restart to load the tables again")
+        stored = self.sink.progress()
+        if stored is not None and stored[0] > self.applied:
+            raise StateError(f"the results in {self.sink.schema} are at LSN "
+                             f"{format_lsn(stored[0])}, past checkpoint {self.ckpt} (at "
+                             f"{format_lsn(self.applied)}): an older checkpoint?",
+                             hint="use --restart to load the tables again")
+        catalog.ensure_publication(self.sql, self.slot, self.tables)
+        self._start(keys)
+        self.sink.ensure(list(self.views.outputs))
+        self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
+
+    def _start(self, keys: Keys) -> None:
+        self.views = self.stream.views
+        dynamic = set(getattr(self.views, "DYNAMIC", ()))
+        for tis in self.tables.values():
+            for ti in tis:
+                if dynamic and ti.input not in dynamic:
+                    raise InputError(f"input {ti.input} reads table {ti.name}, but the program "
+                                     "does not declare it dynamic", hint="add '%#linview "
+                                     f"dynamic {ti.input}' to the program")
+        shapes = {ti.input: tuple(self.views._views[ti.input].shape)
+                  for tis in self.tables.values() for ti in tis}
+        self.mapper = Mapper(self.tables, shapes, self.key, keys)
+        for name, cols in self.catalog.items():
+            self.mapper.set_columns(name, [c for c, _ in cols])
+
+    # -------------------------------------------------------------- the stream
+    def serve(self, once: bool, progress=None) -> dict:
+        """Apply transactions until ``once`` is satisfied (all committed before the start)
+        or SIGINT/SIGTERM (taken at the end of a batch); return the stats.  A lost
+        connection (PostgreSQL restarted) is opened again with backoff, for up to
+        :data:`RETRY_FOR` seconds."""
+        import psycopg2
+
+        marker = None
+        if once:
+            marker = f"linview-once-{uuid.uuid4().hex}"
+            src.emit_marker(self.sql, marker)
+        stop: list[int] = []
+        previous = {}
+        if threading.current_thread() is threading.main_thread():  # taken at a batch's end
+            previous = {sig: signal.signal(sig, lambda n, _f: stop.append(n))
+                        for sig in (signal.SIGINT, signal.SIGTERM)}
+        changes, failing_since, idle_since, done = None, None, time.monotonic(), False
+        try:
+            while not stop and not done:
+                try:
+                    if changes is None:
+                        changes = self._open_stream()
+                    txs, done = changes.batch(self.window, 1.0, marker)
+                    if txs:
+                        self.apply(txs, changes)
+                        idle_since = time.monotonic()
+                    elif time.monotonic() - idle_since > IDLE_ADVANCE:
+                        end = changes.server_end
+                        if end > self.applied and changes.open is None \
+                                and changes.held is None:
+                            self._commit([], end, changes)  # a quiet source: move the slot on
+                        idle_since = time.monotonic()
+                    failing_since = None
+                except (psycopg2.OperationalError, psycopg2.InterfaceError) as e:
+                    if changes is not None:
+                        changes.close()
+                    changes, done = None, False
+                    self.sink.last.clear()  # reconnect and rewrite the results
+                    now = time.monotonic()
+                    failing_since = failing_since or now
+                    if now - failing_since > RETRY_FOR:
+                        raise self.conn.error(e) from None
+                    delay = min(0.25 * 2 ** int(min(now - failing_since, 60) // 2), 8.0)
+                    self.warn(f"{self.conn.error(e).message}; connecting again in {delay:g}s")
+                    time.sleep(delay)
+                if progress is not None:
+                    progress(self.stream)
+        except psycopg2.Error as e:
+            raise self.conn.error(e) from None
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            if changes is not None:
+                changes.close()
+        return self.close()
+
+    def _open_stream(self):
+        """(Re)connect: the results as the views hold them (a batch may have been applied
+        but not written when the connection broke), then the slot from its position."""
+        if not self.sink.last:
+            if not self.sql.closed:
+                self.sql.close()
+            self.sql = self.conn.sql(wrap=False)
+            self.sink.conn = self.sql
+            self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
+        return src.ChangeStream(self.conn, self.slot, self.slot)
+
+    def apply(self, txs: list, changes) -> None:
+        """One micro-batch: check each transaction, apply, write, acknowledge."""
+        recs, end = [], self.applied
+        for tx in txs:
+            lsn = tx.commit.end_lsn
+            if lsn <= self.applied:
+                continue  # applied before a restart
+            self._check_schema(tx)
+            try:
+                dicts = self.mapper.transaction(tx.changes, lsn)
+            except UpdateError as e:
+                if self.on_error == "stop":
+                    raise UpdateError(e.message, hint="nothing of this transaction was "
+                                      "applied; --on-error skip records such transactions "
+                                      f"in {self.sink.schema}._linview_rejects and goes on"
+                                      ) from None
+                self.sink.reject(lsn, tx.begin.xid, e.message)
+                self.warn(f"skipped {e.message}")
+                self.stream.stats["skipped"] += 1
+                end = lsn
+                continue
+            self.mapper.commit()
+            where = f"transaction at LSN {format_lsn(lsn)}"
+            recs += [parse_line(json.dumps(d), where) for d in dicts]
+            end = lsn
+        if end > self.applied:
+            self._commit(recs, end, changes)
+
+    def _commit(self, recs: list, end: int, changes) -> None:
+        self.stream.apply_batch(recs, source_batch=end)
+        self.applied = end  # the views hold it; if the write fails, a reconnect writes it
+        self.sink.write(self.views.outputs, end, self.stream.pos["batch"])
+        changes.acknowledge(end)
+        self.stream.stats["lsn"] = format_lsn(end)
+        if self.ckpt is not None and self.stream.since_save >= self.checkpoint_every:
+            self._checkpoint()
+
+    def _check_schema(self, tx) -> None:
+        for name in tx.truncated:
+            if name in self.tables:
+                raise SchemaChanged(f"TRUNCATE of table {name} (transaction at LSN "
+                                    f"{format_lsn(tx.commit.end_lsn)}): linview's inputs no "
+                                    "longer match it", hint=_RESTART)
+        for rel in tx.relations:
+            name = f"{rel.schema}.{rel.table}"
+            if name not in self.tables:
+                continue
+            now = [(c.name, c.type_oid) for c in rel.columns]
+            was = [tuple(c) for c in self.catalog[name]]
+            if now != was:
+                raise SchemaChanged(f"ALTER TABLE {name} (transaction at LSN "
+                                    f"{format_lsn(tx.commit.end_lsn)}): its columns (name, "
+                                    f"type id) were {_cols(was)} and are now {_cols(now)}",
+                                    hint=_RESTART)
+
+    def _checkpoint(self) -> None:  # the keys first: a crash between leaves both files
+        if self.ckpt is None:
+            return
+        batch = self.stream.pos["batch"]
+        tmp = self.ckpt / f"keys-{batch}.json.tmp"
+        tmp.write_text(self.mapper.keys.to_json())
+        tmp.replace(self.ckpt / f"keys-{batch}.json")
+        self.stream.checkpoint()
+        for f in self.ckpt.glob("keys-*.json"):
+            if f.name != f"keys-{batch}.json":
+                f.unlink()
+
+    def close(self) -> dict:
+        if self.ckpt is not None:
+            self._checkpoint()
+        stats = self.stream.close()
+        stats["lsn"] = format_lsn(self.applied)
+        if not self.sql.closed:
+            self.sql.close()
+        return stats
+
+
+def _cols(cols) -> str:
+    return ", ".join(f"{n} ({t})" for n, t in cols)

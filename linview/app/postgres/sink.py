@@ -1,0 +1,144 @@
+"""The sink: result tables, the progress table and the rejects table in schema ``--sink``.
+
+* ``SINK.OUTPUT(row int PRIMARY KEY, value float8[])``: one row per matrix row (1-based).
+* ``SINK._linview_progress(slot text PRIMARY KEY, lsn pg_lsn, batches bigint, ...)``:
+  the end LSN of the last transaction whose changes the results hold.
+* ``SINK._linview_rejects(lsn pg_lsn PRIMARY KEY, xid, error, at)``: transactions that
+  ``--on-error skip`` skipped.
+
+The results and the progress row are written in ONE transaction, so a reader sees the
+results of a committed prefix of the source's transactions and never a torn batch; only
+rows that changed since the last write are rewritten.  Names are quoted as identifiers and
+values are bound parameters or COPY data.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from linview.app.postgres.pgoutput import format_lsn, parse_lsn
+
+PROGRESS = "_linview_progress"
+REJECTS = "_linview_rejects"
+
+
+def _ident(*names: str):
+    from psycopg2 import sql
+
+    return sql.SQL(".").join(sql.Identifier(n) for n in names)
+
+
+def _text(x: float) -> str:
+    return repr(float(x))
+
+
+class Sink:
+    """One connection to the result schema; ``write`` is the one transaction per batch."""
+
+    def __init__(self, conn, schema: str, slot: str):
+        self.conn, self.schema, self.slot = conn, schema, slot
+        self.last: dict[str, np.ndarray] = {}  # what the tables hold (after a full write)
+
+    def ensure(self, outputs: list[str]) -> None:
+        from psycopg2 import sql
+
+        s = self.schema
+        with self.conn.cursor() as cur:
+            cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(s)))
+            for name in outputs:
+                cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (row int PRIMARY KEY, "
+                                    "value float8[] NOT NULL)").format(_ident(s, name)))
+            cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (slot text PRIMARY KEY, "
+                                "lsn pg_lsn NOT NULL, batches bigint NOT NULL, "
+                                "updated timestamptz NOT NULL DEFAULT now())")
+                        .format(_ident(s, PROGRESS)))
+            cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (lsn pg_lsn PRIMARY KEY, "
+                                "xid bigint, error text NOT NULL, "
+                                "at timestamptz NOT NULL DEFAULT now())")
+                        .format(_ident(s, REJECTS)))
+        self.conn.commit()
+
+    def progress(self) -> tuple[int, int] | None:
+        """(lsn, batches) stored for this slot, or None."""
+        from psycopg2 import sql
+
+        with self.conn.cursor() as cur:
+            cur.execute(sql.SQL("SELECT lsn::text, batches FROM {} WHERE slot = %s")
+                        .format(_ident(self.schema, PROGRESS)), (self.slot,))
+            row = cur.fetchone()
+        self.conn.commit()
+        return None if row is None else (parse_lsn(row[0]), row[1])
+
+    def reject(self, lsn: int, xid: int, error: str) -> None:
+        """Record a skipped transaction (idempotent: a replay records it once)."""
+        from psycopg2 import sql
+
+        with self.conn.cursor() as cur:
+            cur.execute(sql.SQL("INSERT INTO {} (lsn, xid, error) VALUES (%s, %s, %s) "
+                                "ON CONFLICT (lsn) DO NOTHING")
+                        .format(_ident(self.schema, REJECTS)), (format_lsn(lsn), xid, error))
+        self.conn.commit()
+
+    def write(self, outputs: dict, lsn: int, batches: int) -> None:
+        """Every output's changed rows and the progress row, in one transaction."""
+        from psycopg2 import sql
+
+        try:
+            with self.conn.cursor() as cur:
+                for name, value in outputs.items():
+                    self._write_one(cur, name, _matrix(value))
+                cur.execute(sql.SQL("INSERT INTO {} (slot, lsn, batches) VALUES (%s, %s, %s) "
+                                    "ON CONFLICT (slot) DO UPDATE SET lsn = EXCLUDED.lsn, "
+                                    "batches = EXCLUDED.batches, updated = now()")
+                            .format(_ident(self.schema, PROGRESS)),
+                            (self.slot, format_lsn(lsn), batches))
+            self.conn.commit()
+        except BaseException:
+            self.last.clear()  # unknown: the next write rewrites everything
+            if not self.conn.closed:
+                try:
+                    self.conn.rollback()
+                except Exception:  # noqa: BLE001 - a broken connection: the error below
+                    pass
+            raise
+        self._written = {k: _matrix(v).copy() for k, v in outputs.items()}
+        self.last = self._written
+
+    def _write_one(self, cur, name: str, M: np.ndarray) -> None:
+        from psycopg2 import sql
+
+        table = _ident(self.schema, name)
+        old = self.last.get(name)
+        if old is None or old.shape != M.shape:
+            cur.execute(sql.SQL("DELETE FROM {}").format(table))
+            rows = np.arange(M.shape[0])
+        else:
+            rows = np.flatnonzero((old != M).any(axis=1) | (np.isnan(old) != np.isnan(M))
+                                  .any(axis=1))
+            if not len(rows):
+                return
+            cur.execute(sql.SQL("DELETE FROM {} WHERE row = ANY(%s)").format(table),
+                        ([int(r) + 1 for r in rows],))
+        buf = io.StringIO()
+        for r in rows:
+            buf.write(f"{r + 1}\t{{{','.join(_text(x) for x in M[r])}}}\n")
+        buf.seek(0)
+        cur.copy_expert(sql.SQL("COPY {} (row, value) FROM STDIN").format(table), buf)
+
+
+def _matrix(value) -> np.ndarray:
+    if hasattr(value, "toarray"):
+        value = value.toarray()
+    return np.atleast_2d(np.asarray(value, dtype=float))
+
+
+def read_results(conn, schema: str, name: str) -> np.ndarray:
+    """A result table as a matrix (rows in order): what tests and users read back."""
+    from psycopg2 import sql
+
+    with conn.cursor() as cur:
+        cur.execute(sql.SQL("SELECT value FROM {} ORDER BY row").format(_ident(schema, name)))
+        rows = [r[0] for r in cur.fetchall()]
+    return np.array(rows, dtype=float).reshape(len(rows), -1) if rows else np.zeros((0, 0))

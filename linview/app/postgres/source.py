@@ -1,0 +1,200 @@
+"""The source side: connections, the publication and the slot, the initial load from the
+slot's snapshot, and the stream of committed transactions.
+
+The client is psycopg2 (``psycopg2-binary``): its ``LogicalReplicationConnection`` speaks
+the streaming replication protocol (psycopg 3 has none), so changes arrive as they commit
+and the slot is acknowledged with ``send_feedback(flush_lsn=...)`` only after linview's
+results are committed.  ``CREATE_REPLICATION_SLOT ... EXPORT_SNAPSHOT`` gives the snapshot
+of the slot's start; the inputs are read with COPY in a transaction that sets it, so no
+change is missed or counted twice between the load and the first streamed transaction.
+"""
+
+from __future__ import annotations
+
+import io
+import select
+import time
+from dataclasses import dataclass, field
+
+from linview.app.postgres import pgoutput
+from linview.errors import InputError
+
+
+def connect_error(e: Exception, dsn_shown: str, password: str | None) -> InputError:
+    """A psycopg2 error as an :class:`InputError`, the password scrubbed from its text."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    if password:
+        text = text.replace(password, "***")
+    return InputError(f"PostgreSQL {dsn_shown}: {text}")
+
+
+class Connection:
+    """The DSN (shown without its password) and the two kinds of connection."""
+
+    def __init__(self, dsn: str):
+        import psycopg2.extensions
+
+        try:
+            params = psycopg2.extensions.parse_dsn(dsn)
+        except psycopg2.ProgrammingError:
+            raise InputError("--source is not a PostgreSQL connection string",
+                             hint="write postgresql://USER@HOST:PORT/DB (a password comes "
+                             "from PGPASSWORD or ~/.pgpass)") from None
+        self.dsn, self.password = dsn, params.get("password")
+        self.shown = "postgresql://{}@{}:{}/{}".format(
+            params.get("user", ""), params.get("host", ""), params.get("port", "5432"),
+            params.get("dbname", ""))
+
+    def error(self, e: Exception) -> InputError:
+        return connect_error(e, self.shown, self.password)
+
+    def sql(self, wrap: bool = True):
+        """A connection for queries (``wrap``: a failure is an :class:`InputError`)."""
+        return self._connect(None, wrap)
+
+    def replication(self, wrap: bool = True):
+        """A replication connection (the streaming protocol, database mode)."""
+        import psycopg2.extras
+
+        return self._connect(psycopg2.extras.LogicalReplicationConnection, wrap)
+
+    def _connect(self, factory, wrap: bool):
+        import psycopg2
+
+        try:
+            return psycopg2.connect(self.dsn, connection_factory=factory)
+        except psycopg2.Error as e:
+            if not wrap:
+                raise
+            raise self.error(e) from None
+
+
+@dataclass
+class Transaction:
+    """One committed transaction: its changes to mapped tables as (table, Change)."""
+
+    begin: pgoutput.Begin
+    commit: pgoutput.Commit | None = None
+    changes: list = field(default_factory=list)
+    truncated: list = field(default_factory=list)
+    relations: list = field(default_factory=list)
+
+
+class ChangeStream:
+    """The slot's transactions, whole and in commit order; ``marker`` ends ``--once``."""
+
+    def __init__(self, conn: Connection, slot: str, publication: str):
+        self.conn, self.slot, self.publication = conn, slot, publication
+        self.relations: dict[int, pgoutput.Relation] = {}
+        self.repl = conn.replication(wrap=False)
+        self.cur = self.repl.cursor()
+        self.held: Transaction | None = None
+        self.open: Transaction | None = None
+        self.marker_seen: set[str] = set()
+        self.cur.start_replication(slot_name=slot, decode=False, options={
+            "proto_version": "1", "publication_names": publication, "messages": "true"})
+
+    def close(self) -> None:
+        try:
+            self.repl.close()
+        except Exception:  # noqa: BLE001 - closing a broken connection
+            pass
+
+    def acknowledge(self, lsn: int) -> None:
+        """The slot may drop the log up to ``lsn`` (results up to it are committed)."""
+        self.cur.send_feedback(flush_lsn=lsn, force=True)
+
+    @property
+    def server_end(self) -> int:
+        return getattr(self.cur, "wal_end", 0) or 0
+
+    def _next(self, timeout: float) -> Transaction | str | None:
+        """The next whole transaction, a marker prefix seen, or None after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self.cur.read_message()
+            if msg is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                select.select([self.cur], [], [], min(left, 1.0))
+                continue
+            rec = pgoutput.parse(msg.payload)
+            if isinstance(rec, pgoutput.Begin):
+                self.open = Transaction(rec)
+            elif isinstance(rec, pgoutput.Relation):
+                self.relations[rec.oid] = rec
+                if self.open is not None:
+                    self.open.relations.append(rec)
+            elif isinstance(rec, pgoutput.Change):
+                rel = self.relations[rec.oid]
+                self.open.changes.append((f"{rel.schema}.{rel.table}", rec))
+            elif isinstance(rec, pgoutput.Truncate):
+                names = [f"{self.relations[o].schema}.{self.relations[o].table}"
+                         for o in rec.oids if o in self.relations]
+                self.open.truncated += names
+            elif isinstance(rec, pgoutput.Commit):
+                tx, self.open = self.open, None
+                tx.commit = rec
+                return tx
+            elif isinstance(rec, pgoutput.Message) and rec.prefix.startswith("linview"):
+                return rec.prefix
+
+    def batch(self, window: float, first_timeout: float, marker: str | None = None):
+        """The transactions of one micro-batch: the first one to arrive (waiting up to
+        ``first_timeout``) and those committed within ``window`` seconds of it, by commit
+        time, read while they keep coming.  Returns (transactions, marker reached)."""
+        txs: list[Transaction] = []
+        if self.held is not None:
+            txs.append(self.held)
+            self.held = None
+        t_first = time.monotonic()
+        while True:
+            if not txs:
+                got = self._next(first_timeout)
+            else:
+                left = max(window - (time.monotonic() - t_first), 0.0)
+                got = self._next(left)
+            if got is None:
+                return txs, False
+            if isinstance(got, str):
+                if got == marker:
+                    return txs, True
+                continue
+            if txs and got.commit.commit_time >= txs[0].commit.commit_time + window:
+                self.held = got
+                return txs, False
+            if not txs:
+                t_first = time.monotonic()
+            txs.append(got)
+
+
+def emit_marker(sql_conn, prefix: str) -> None:
+    """A logical-decoding message after every transaction committed so far (``--once``)."""
+    with sql_conn.cursor() as cur:
+        cur.execute("SELECT pg_logical_emit_message(false, %s, '')", (prefix,))
+    sql_conn.commit()
+
+
+def create_slot(repl, slot: str) -> tuple[int, str]:
+    """Create the slot; its consistent point and the name of its exported snapshot (valid
+    until the replication connection runs another command)."""
+    cur = repl.cursor()
+    cur.execute(f"CREATE_REPLICATION_SLOT {slot} LOGICAL pgoutput EXPORT_SNAPSHOT")
+    _name, point, snapshot, _plugin = cur.fetchone()
+    return pgoutput.parse_lsn(point), snapshot
+
+
+def copy_table(cur, schema: str, table: str, columns: list[str]) -> list[list[str | None]]:
+    """The columns of every row, as text (COPY's text format; None for NULL)."""
+    from psycopg2 import sql
+
+    query = sql.SQL("COPY (SELECT {} FROM {}.{}) TO STDOUT").format(
+        sql.SQL(", ").join(sql.Identifier(c) for c in columns), sql.Identifier(schema),
+        sql.Identifier(table))
+    buf = io.StringIO()
+    cur.copy_expert(query, buf)
+    rows = []
+    for line in buf.getvalue().splitlines():
+        rows.append([None if f == "\\N" else f for f in line.split("\t")])
+    return rows

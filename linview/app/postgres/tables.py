@@ -1,0 +1,197 @@
+"""Which program input reads which table, and a committed transaction as update records.
+
+The *rows* layout (``--table X=obs.x``): the key column (``--key``, default ``id``) is the
+1-based matrix row; the column holds the row's values, a one-dimensional array (``float8[]``)
+or one number (a one-column input).  Several inputs may read columns of one table.
+
+A transaction's changes become the records of :mod:`linview.app.records` (``"row": k,
+"set": values`` for an insert or an update, ``"remove": k`` for a delete) that
+:class:`~linview.app.stream.Stream` logs and applies, one rank-k update per input.  Old
+values come from linview's own copy of the inputs (the views), so PostgreSQL's default
+REPLICA IDENTITY (the primary key) suffices.  :class:`Keys` remembers which rows exist, so
+that a delete or update of a row linview does not have is an error, not a silent change.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from linview.app.postgres.pgoutput import UNCHANGED, format_lsn
+from linview.errors import InputError, UpdateError
+
+#: an array or number column's text: what COPY and pgoutput send
+_NULL = "\\N"
+
+
+@dataclass(frozen=True)
+class TableInput:
+    """``--table INPUT=SCHEMA.TABLE.COLUMN`` (``TABLE.COLUMN``: schema public)."""
+
+    input: str
+    schema: str
+    table: str
+    column: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+
+def parse_table_spec(spec: str) -> TableInput:
+    name, eq, where = spec.partition("=")
+    parts = where.split(".")
+    if not eq or not name.strip().isidentifier() or len(parts) not in (2, 3) \
+            or not all(parts):
+        raise InputError(f"bad --table '{spec}'", hint="write --table INPUT=TABLE.COLUMN or "
+                         "INPUT=SCHEMA.TABLE.COLUMN, e.g. --table X=obs.x (table obs, column x)")
+    if len(parts) == 2:
+        parts = ["public", *parts]
+    return TableInput(name.strip(), *parts)
+
+
+class BadRow(Exception):
+    """A row that cannot become an update: ``what`` says why (the caller adds where)."""
+
+
+def parse_values(text, width: int | None) -> list[float]:
+    """A column's text (``{1,2.5}`` or ``2.5``) as finite floats; ``width``: the count
+    expected (None: any, the first row's)."""
+    if text is None or text == _NULL:
+        raise BadRow("NULL value")
+    if text is UNCHANGED:
+        raise BadRow("an unchanged TOASTed value without a row to take it from")
+    s = text.strip()
+    if s.startswith("{"):
+        if not s.endswith("}") or "{" in s[1:]:
+            raise BadRow(f"not a one-dimensional array: {_short(s)}")
+        items = [x.strip() for x in s[1:-1].split(",")] if s[1:-1].strip() else []
+    else:
+        items = [s]
+    out = []
+    for x in items:
+        if x.upper() == "NULL":
+            raise BadRow("NULL element in the array")
+        try:
+            v = float(x)
+        except ValueError:
+            raise BadRow(f"non-numeric value {_short(x)!r}") from None
+        if not math.isfinite(v):
+            raise BadRow(f"non-finite value {x}")
+        out.append(v)
+    if width is not None and len(out) != width:
+        raise BadRow(f"{len(out)} values where the input has {width} columns")
+    return out
+
+
+def _short(s: str) -> str:
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def parse_key(text) -> int:
+    if text is None or text is UNCHANGED:
+        raise BadRow("no key value (is the key column part of the table's REPLICA "
+                     "IDENTITY, e.g. its primary key?)")
+    try:
+        k = int(text)
+    except ValueError:
+        raise BadRow(f"non-integer key {_short(str(text))!r}") from None
+    return k
+
+
+class Keys:
+    """The rows present in each mapped table (linview's copy), with the input shapes."""
+
+    def __init__(self, present: dict[str, set[int]]):
+        self.present = present
+
+    def to_json(self) -> str:
+        return json.dumps({t: sorted(k) for t, k in self.present.items()})
+
+    @classmethod
+    def from_json(cls, text: str) -> Keys:
+        return cls({t: set(k) for t, k in json.loads(text).items()})
+
+    def replay(self, records: list[dict], tables: dict[str, list[TableInput]]) -> None:
+        """Apply the presence effect of logged records (a resume past the saved keys)."""
+        by_input = {ti.input: ti.name for tis in tables.values() for ti in tis}
+        for d in records:
+            if "remove" in d:
+                self.present[by_input[d["inputs"][0]]].discard(d["remove"])
+            elif "row" in d:
+                self.present[by_input[d["input"]]].add(d["row"])
+
+
+class Mapper:
+    """Turns one transaction's changes into records, or raises :class:`UpdateError` naming
+    the table, the key and the LSN (nothing of the transaction is kept)."""
+
+    def __init__(self, tables: dict[str, list[TableInput]], shapes: dict[str, tuple],
+                 key: str, keys: Keys):
+        self.tables, self.shapes, self.key, self.keys = tables, shapes, key, keys
+        self.columns: dict[str, dict[str, int]] = {}  # table -> column -> position
+
+    def set_columns(self, table: str, names: list[str]) -> None:
+        self.columns[table] = {n: i for i, n in enumerate(names)}
+
+    def row_values(self, table: str, row: tuple, where) -> dict[str, list[float] | None]:
+        """Each input's values in a row (None: an unchanged TOASTed column)."""
+        out = {}
+        for ti in self.tables[table]:
+            text = row[self.columns[table][ti.column]]
+            if text is UNCHANGED:
+                out[ti.input] = None
+                continue
+            try:
+                out[ti.input] = parse_values(text, self.shapes[ti.input][1])
+            except BadRow as e:
+                raise BadRow(f"column {ti.column}: {e}") from None
+        return out
+
+    def transaction(self, changes: list[tuple[str, object]], lsn: int) -> list[dict]:
+        """``changes``: (table, pgoutput Change) in order -> records (dicts)."""
+        present = {t: set(k) for t, k in self.keys.present.items()}
+        records: list[dict] = []
+        for table, ch in changes:
+            key = None
+            try:
+                cols = self.columns[table]
+                old_key = parse_key(ch.old[cols[self.key]]) if ch.old is not None else None
+                key = parse_key(ch.new[cols[self.key]]) if ch.new is not None else old_key
+                if ch.kind == "delete" or (old_key is not None and old_key != key):
+                    k = old_key
+                    if k not in present[table]:
+                        raise BadRow("delete of a row that linview does not have")
+                    present[table].discard(k)
+                    inputs = [ti.input for ti in self.tables[table]]
+                    records.append({"remove": k, "inputs": inputs})
+                    if ch.kind == "delete":
+                        continue
+                self._check_range(table, key)
+                values = self.row_values(table, ch.new, None)
+                if ch.kind == "insert" or old_key not in (None, key):
+                    if key in present[table]:
+                        raise BadRow("insert of a row that exists already")
+                    if any(v is None for v in values.values()):
+                        raise BadRow("an unchanged TOASTed value in a new row")
+                elif key not in present[table]:
+                    raise BadRow("update of a row that linview does not have")
+                present[table].add(key)
+                records += [{"input": n, "row": key, "set": v}
+                            for n, v in values.items() if v is not None]
+            except BadRow as e:
+                raise UpdateError(f"table {table}, key {key}, transaction at LSN "
+                                  f"{format_lsn(lsn)}: {e}") from None
+        self.pending = present
+        return records
+
+    def commit(self) -> None:
+        """The last :meth:`transaction` was accepted: its rows become linview's copy."""
+        self.keys.present = self.pending
+
+    def _check_range(self, table: str, key: int) -> None:
+        for ti in self.tables[table]:
+            rows = self.shapes[ti.input][0]
+            if not 1 <= key <= rows:
+                raise BadRow(f"key out of range: input {ti.input} has rows 1..{rows}")

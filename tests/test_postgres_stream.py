@@ -1,0 +1,246 @@
+"""``linview run --source postgresql://`` over streams of transactions: random streams
+against re-evaluation (Hypothesis), crashes and kill -9 against an uninterrupted run, and a
+concurrent reader that must never see a torn result.  A real server (``pg_server``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import EXAMPLES, ROOT
+from tests.pg_server import floats, run_cli
+
+psycopg2 = pytest.importorskip("psycopg2")
+
+OLS = str(EXAMPLES / "ols.m")
+ROWS, COLS = 10, 2
+SHAPES = f"X={ROWS}x{COLS},Y={ROWS}x1"
+
+
+def two_tables(conn) -> None:
+    """X in ax(id, x float8[]), Y in ay(id, y float8): rows 1..7 present, 8..10 free."""
+    cur = conn.cursor()
+    cur.execute("DROP TABLE IF EXISTS ax, ay")
+    cur.execute("CREATE TABLE ax (id int PRIMARY KEY, x float8[])")
+    cur.execute("CREATE TABLE ay (id int PRIMARY KEY, y float8)")
+    rng = np.random.default_rng(7)
+    for i in range(1, 8):
+        cur.execute("INSERT INTO ax VALUES (%s, %s)", (i, floats(rng.standard_normal(COLS))))
+        cur.execute("INSERT INTO ay VALUES (%s, %s)", (i, float(rng.standard_normal())))
+
+
+def run(dsn, ck, *extra):
+    return run_cli("run", OLS, "--source", dsn, "--table", "X=ax.x", "--table", "Y=ay.y",
+                   "--shapes", SHAPES, "--checkpoint", str(ck), "--once", "--quiet", *extra)
+
+
+def table_contents(conn):
+    cur = conn.cursor()
+    X, Y = np.zeros((ROWS, COLS)), np.zeros((ROWS, 1))
+    cur.execute("SELECT id, x FROM ax")
+    for k, v in cur.fetchall():
+        X[k - 1] = v
+    cur.execute("SELECT id, y FROM ay")
+    for k, v in cur.fetchall():
+        Y[k - 1] = v
+    return X, Y
+
+
+def beta(conn, schema="linview"):
+    cur = conn.cursor()
+    cur.execute(f"SELECT value FROM {schema}.beta ORDER BY row")
+    return np.array([v for (v,) in cur.fetchall()])
+
+
+def ols(X, Y):
+    return np.linalg.solve(X.T @ X, X.T @ Y)
+
+
+value = st.floats(-4, 4, allow_nan=False).map(lambda v: round(v, 3))
+op = st.tuples(st.sampled_from(["ax", "ay"]), st.integers(1, ROWS),
+               st.sampled_from(["upsert", "delete"]), st.lists(value, min_size=COLS,
+                                                               max_size=COLS))
+transaction = st.tuples(st.lists(op, min_size=1, max_size=5),
+                        st.sampled_from(["commit", "commit", "rollback", "long"]))
+
+
+def execute(conn, conn2, txs) -> None:
+    """Run the transactions; a "long" one stays open (on a second connection) while
+    another transaction commits, then commits itself."""
+    for ops, end in txs:
+        c = conn2 if end == "long" else conn
+        cur = c.cursor()
+        cur.execute("BEGIN")
+        for table, key, kind, vals in ops:
+            col = "x" if table == "ax" else "y"
+            v = vals if table == "ax" else vals[0]
+            if kind == "delete":  # rows 1..3 of X stay: X'X stays well-conditioned
+                cur.execute(f"DELETE FROM {table} WHERE id = %s AND id > 3", (key,))
+            elif table == "ax" and key <= 3:
+                continue
+            else:
+                cur.execute(f"INSERT INTO {table} VALUES (%s, %s) ON CONFLICT (id) DO UPDATE "
+                            f"SET {col} = EXCLUDED.{col}", (key, v))
+        if end == "long":
+            conn.cursor().execute("UPDATE ax SET x = x WHERE id = 1")  # commits in between
+        cur.execute("ROLLBACK" if end == "rollback" else "COMMIT")
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(transaction, min_size=1, max_size=12), st.integers(0, 12))
+def test_random_streams_equal_reevaluation(pg_db, tmp_path_factory, txs, split):
+    dsn, conn, conn2 = pg_db
+    two_tables(conn)
+    ck = tmp_path_factory.mktemp("ck")
+    rc, _, err = run(dsn, ck, "--restart")
+    assert rc == 0, err
+    for part in (txs[:split], txs[split:]):  # a resume from the checkpoint in between
+        execute(conn, conn2, part)
+        rc, _, err = run(dsn, ck)
+        assert rc == 0, err
+        X, Y = table_contents(conn)
+        np.testing.assert_allclose(beta(conn), ols(X, Y), rtol=1e-8, atol=1e-10)
+
+
+@pytest.fixture(scope="module")
+def pg_db(pg_server):
+    dsn = pg_server.create_db("t_streams")
+    conn, conn2 = pg_server.connect("t_streams"), pg_server.connect("t_streams")
+    conn2.autocommit = True
+    yield dsn, conn, conn2
+    conn.close()
+    conn2.close()
+
+
+def cli(dsn, ck, sink, env=None, once=True):
+    cmd = [sys.executable, "-m", "linview.app.cli", "run", OLS, "--source", dsn, "--table",
+           "X=ax.x", "--table", "Y=ay.y", "--shapes", SHAPES, "--checkpoint", str(ck),
+           "--sink", sink, "--quiet", *(["--once"] if once else [])]
+    return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def committed_stream(conn, n: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    cur = conn.cursor()
+    for t in range(n):
+        cur.execute("BEGIN")
+        for k in rng.choice(np.arange(1, ROWS + 1), size=int(rng.integers(1, 4)), replace=False):
+            cur.execute("INSERT INTO ax VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET x = "
+                        "EXCLUDED.x", (int(k), floats(rng.standard_normal(COLS))))
+            cur.execute("INSERT INTO ay VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET y = "
+                        "EXCLUDED.y", (int(k), float(rng.standard_normal())))
+        cur.execute("COMMIT")
+        if t % 3 == 0:
+            time.sleep(0.06)  # several micro-batches
+
+
+FAULTS = ["LINVIEW_TEST_CRASH_AFTER", "LINVIEW_TEST_CRASH_LOGGED"]
+
+
+def test_crashes_resume_to_the_uninterrupted_result_bit_for_bit(pg_db, tmp_path):
+    dsn, conn, _ = pg_db
+    two_tables(conn)
+    for sink in ("whole", "crashed"):
+        p = cli(dsn, tmp_path / sink, sink, env={})
+        assert p.wait(60) == 0, p.stderr.read()
+    committed_stream(conn, 16, seed=3)
+    p = cli(dsn, tmp_path / "whole", "whole")
+    assert p.wait(60) == 0, p.stderr.read()
+    crashes = 0
+    for at in range(2, 40, 2):  # die after batch `at` (applied, or logged only)
+        p = cli(dsn, tmp_path / "crashed", "crashed", env={FAULTS[at // 2 % 2]: str(at)})
+        rc = p.wait(60)
+        if rc == 0:
+            break
+        assert rc in (86, 87), p.stderr.read()
+        crashes += 1
+    assert crashes >= 3
+    whole, crashed = beta(conn, "whole"), beta(conn, "crashed")
+    assert whole.tobytes() == crashed.tobytes()  # bit for bit
+    X, Y = table_contents(conn)
+    np.testing.assert_allclose(whole, ols(X, Y), rtol=1e-9, atol=1e-12)
+    cur = conn.cursor()
+    cur.execute("SELECT slot, lsn FROM whole._linview_progress UNION ALL "
+                "SELECT slot, lsn FROM crashed._linview_progress ORDER BY slot")
+    (_, a), (_, b) = cur.fetchall()
+    assert a == b
+
+
+def test_kill_9_while_serving_and_a_reader_never_sees_a_torn_result(pg_db, tmp_path):
+    dsn, conn, _ = pg_db
+    two_tables(conn)
+    p = cli(dsn, tmp_path / "ck", "live", once=True)
+    assert p.wait(60) == 0, p.stderr.read()
+    prefixes = [ols(*table_contents(conn))]
+    seen, stop, failures = [], threading.Event(), []
+
+    def reader():
+        rc = psycopg2.connect(dsn)
+        while not stop.is_set():
+            cur = rc.cursor()
+            cur.execute("SELECT value FROM live.beta ORDER BY row")  # one snapshot
+            b = np.array([v for (v,) in cur.fetchall()])
+            rc.commit()
+            if not any(np.allclose(b, q, rtol=1e-9, atol=1e-12) for q in prefixes):
+                failures.append(b)
+            seen.append(b)
+        rc.close()
+
+    rng = np.random.default_rng(11)
+    cur = conn.cursor()
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for round_ in range(3):  # serve, write, kill -9, serve again
+            p = cli(dsn, tmp_path / "ck", "live", once=False)
+            for _ in range(12):
+                cur.execute("BEGIN")
+                for k in (int(rng.integers(1, 8)), int(rng.integers(1, 8))):
+                    cur.execute("UPDATE ax SET x = %s WHERE id = %s",
+                                (floats(rng.standard_normal(COLS)), k))
+                    cur.execute("UPDATE ay SET y = %s WHERE id = %s",
+                                (float(rng.standard_normal()), k))
+                prefixes.append(ols(*table_contents_in(cur)))
+                cur.execute("COMMIT")
+                time.sleep(float(rng.uniform(0, 0.05)))
+            if round_ < 2:
+                time.sleep(float(rng.uniform(0, 0.3)))
+                p.send_signal(signal.SIGKILL)
+                p.wait(30)
+            else:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline and not np.allclose(
+                        beta(conn, "live"), prefixes[-1], rtol=1e-9):
+                    time.sleep(0.1)
+                p.send_signal(signal.SIGTERM)  # a clean stop at a batch's end
+                assert p.wait(30) == 0, p.stderr.read()
+    finally:
+        stop.set()
+        t.join()
+        if p.poll() is None:
+            p.kill()
+    assert not failures, f"{len(failures)} torn or unknown results of {len(seen)} reads"
+    assert len({b.tobytes() for b in seen}) > 3  # the reader saw the results change
+    np.testing.assert_allclose(beta(conn, "live"), prefixes[-1], rtol=1e-9, atol=1e-12)
+
+
+def table_contents_in(cur):
+    """The tables as the open transaction of ``cur`` sees them."""
+    X, Y = np.zeros((ROWS, COLS)), np.zeros((ROWS, 1))
+    cur.execute("SELECT id, x FROM ax")
+    for k, v in cur.fetchall():
+        X[k - 1] = v
+    cur.execute("SELECT id, y FROM ay")
+    for k, v in cur.fetchall():
+        Y[k - 1] = v
+    return X, Y
