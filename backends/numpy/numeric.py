@@ -83,7 +83,7 @@ def quiet(what: str, pick=update_factors):
     finds them."""
     def decorate(method):
         @functools.wraps(method)
-        def wrapper(self, *args, **kwargs):
+        def wrapper(self, /, *args, **kwargs):  # an input may be called self
             if getattr(_depth, "n", 0):  # an outer call already listens
                 return method(self, *args, **kwargs)
             _depth.n = 1
