@@ -409,7 +409,10 @@ def restore(path, program: CompiledProgram | None = None, **options):
             and "keys" in meta and set(cls.INPUTS) <= set(views):
         # an edited program over the same inputs: every saved view whose key it still
         # has is reused, the others computed (backends/numpy/reuse.py)
-        return program.load(**{n: views[n] for n in cls.INPUTS}, reuse=path, **options)
+        out = program.load(**{n: views[n] for n in cls.INPUTS}, reuse=path, **options)
+        out.saved_meta, out.updates = meta, int(meta["updates"])
+        return out
+    options.pop("store", None)  # the same program: every view comes from the file
     return program.module_class._from_saved(meta, views, **options)
 
 

@@ -221,3 +221,42 @@ def test_reuse_of_a_file_that_is_no_state_is_refused(tmp_path):
     bad.write_text("not a state file")
     with pytest.raises(linview.StateError):
         linview.compile(OLS, name="ols").load(X=np.eye(3), Y=np.ones((3, 1)), reuse=bad)
+
+
+def test_explain_against_a_checkpoint_lists_reuse_before_anything_runs(tmp_path, capsys,
+                                                                        ols_views):
+    from linview.app.cli import main
+
+    ols_views.save(tmp_path / "state.npz")
+    (tmp_path / "ed.m").write_text(OLS_R)
+    assert main(["explain", str(tmp_path / "ed.m"), "--against", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ")}
+    assert rows["beta_inv"].endswith("reused") and rows["beta"].endswith("reused")
+    assert "recomputed (~" in rows["yhat"] and "recomputed (~" in rows["r"]
+    assert "predicted: ~" in out
+    # what it predicted is what a restore does
+    views = linview.restore(tmp_path / "state.npz", program=linview.compile(OLS_R, name="ols"))
+    assert sorted(views.reuse_report.recomputed) == sorted(
+        n for n, line in rows.items() if "recomputed (~" in line)
+    assert main(["explain", str(tmp_path / "ed.m"), "--against",
+                 str(tmp_path / "missing.npz")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_run_store_shares_views_between_programs(tmp_path, capsys):
+    from linview.app.cli import main
+
+    rng = np.random.default_rng(5)
+    np.save(tmp_path / "X.npy", rng.standard_normal((30, 6)))
+    np.save(tmp_path / "Y.npy", rng.standard_normal((30, 1)))
+    (tmp_path / "u.jsonl").write_text('{"input": "Y", "row": 2, "add": [0.5]}\n')
+    (tmp_path / "ols.m").write_text(OLS)
+    (tmp_path / "ed.m").write_text(OLS_R)
+    args = ["--input", f"X={tmp_path / 'X.npy'}", "--input", f"Y={tmp_path / 'Y.npy'}",
+            "--updates", str(tmp_path / "u.jsonl"), "--store", str(tmp_path / "store")]
+    assert main(["run", str(tmp_path / "ols.m"), *args]) == 0
+    assert "reused: none" in capsys.readouterr().err
+    assert main(["run", str(tmp_path / "ed.m"), *args]) == 0
+    err = capsys.readouterr().err
+    assert "reused: beta_inv, beta_p1, beta" in err and "recomputed: yhat" in err

@@ -78,6 +78,11 @@ def cmd_compile(args) -> int:
 
 def cmd_explain(args) -> int:
     prog = _compile(args)
+    if args.against:
+        from linview.app.against import listing
+
+        print(listing(prog, args.against))
+        return 0
     print(prog.explain(after=args.after))
     return 0
 
@@ -239,6 +244,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="show the program or triggers after this pass: lower, "
                         "materialize_products, propagate_copies, eliminate_dead_views, "
                         "materialize_outputs, optimize (all program passes), delta, triggers")
+    e.add_argument("--against", metavar="STATE",
+                   help="a state file or a linview run checkpoint folder: list the views "
+                        "this program would reuse from it and those it would recompute, "
+                        "with predicted seconds (docs/view_store.md)")
     e.set_defaults(func=cmd_explain)
 
     k = sub.add_parser("cost", help="predicted cost of re-evaluation vs incremental")

@@ -74,6 +74,10 @@ def add_run_arguments(r) -> None:
     r.add_argument("--checkpoint", default=None, metavar="DIR",
                    help="state, write-ahead log (and Spark's query checkpoint): a rerun "
                    "of the same command resumes where the last one stopped")
+    r.add_argument("--store", default=None, metavar="DIR",
+                   help="numpy: a folder of views by key, shared by programs over the same "
+                   "inputs: views found there are not computed again, computed ones are "
+                   "added (docs/view_store.md)")
     r.add_argument("--checkpoint-every", type=int, default=100, metavar="N",
                    help="save the views every N batches (default 100)")
     r.add_argument("--restart", action="store_true",
@@ -153,7 +157,8 @@ def cmd_run(args, compile_program, load_options) -> int:
                                checkpoint_every=args.checkpoint_every,
                                max_batch=args.max_batch or 1, on_error=args.on_error,
                                restart=args.restart, progress=status.update,
-                               warn=status.warn, verify=args.verify)
+                               warn=status.warn, verify=args.verify,
+                               load_options={"store": args.store} if args.store else None)
     finally:
         status.stop()
     stats["backend"] = args.backend

@@ -108,6 +108,9 @@ class Stream:
                                  "or use --restart to start over with this one") from None
             extra = dict(self.views.saved_meta.get("extra", {}))
             self._check_identity(extra, digests, source)
+            if getattr(self.views, "reuse_report", None) is not None:  # an edited program
+                self.warn(f"the program changed since checkpoint {self.ckpt} was saved; "
+                          f"views by key (docs/view_store.md): {self.views.reuse_report}")
             self.digests = extra["inputs"]
             self.eval_seconds = extra.get("eval_seconds")
             self.pos = {k: extra[k] for k in self.pos}
@@ -128,6 +131,8 @@ class Stream:
             t0 = time.perf_counter()
             self.views = prog.load(**given, **opts)
             self.eval_seconds = time.perf_counter() - t0
+            if getattr(self.views, "reuse_report", None) is not None:  # --store
+                self.warn(f"views by key from {opts['store']}: {self.views.reuse_report}")
             self.digests = digests
             good = 0
         self.shapes = {n: tuple(self.views._views[n].shape) for n in self.views.DYNAMIC}
