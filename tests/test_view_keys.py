@@ -260,3 +260,20 @@ def test_run_store_shares_views_between_programs(tmp_path, capsys):
     assert main(["run", str(tmp_path / "ed.m"), *args]) == 0
     err = capsys.readouterr().err
     assert "reused: beta_inv, beta_p1, beta" in err and "recomputed: yhat" in err
+
+
+def test_early_cutoff_keeps_what_reads_a_recomputed_but_equal_view():
+    """``A + A`` and ``2 * A`` differ as definitions but not in content (doubling is
+    exact): the edited statement is recomputed, what reads it is reused."""
+    before = ("%#linview input A(n,n) B(n,n)\n%#linview dynamic A B\n"
+              "s0 = A + A;\ns1 = s0 * B;\n%#linview output s1\n%#linview output s0\n")
+    after = before.replace("s0 = A + A;", "s0 = 2 * A;")
+    rng = np.random.default_rng(2)
+    old = linview.compile(before, name="p").load(A=rng.standard_normal((N, N)),
+                                                B=rng.standard_normal((N, N)))
+    new = linview.compile(after, name="p")
+    assert keys.structural(new.plan.program)["s0"] != keys.structural(
+        linview.compile(before, name="p").plan.program)["s0"]
+    views = new.load(A=old["A"], B=old["B"], reuse=old)
+    assert list(views.reuse_report.recomputed) == ["s0"]
+    assert views.reuse_report.reused == ["s1"]
