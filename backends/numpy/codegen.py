@@ -247,15 +247,23 @@ class NumpyGenerator:
                 lines.append(f"{ind}{self.names('view', nm)} = {get}")
         lines.append(f"{ind}out = {{}}")
         inverses = self._not_formed()
-        for name, expr, st in todo:
+        groups = _factored_groups(todo)
+        for i, (name, expr, st) in enumerate(todo):
             if name in inverses:  # never formed: a comment, no code
                 self._statement(None, lines, ind, name, expr, st, inverses)
                 continue
-            lines.append(f"{ind}if {name!r} in names:")
+            group = groups.get(name, [name])
+            if name != group[0]:
+                continue  # computed with the first of its group
+            members = [t for t in todo[i:] if t[0] in group]
+            test = f"{name!r} in names" if len(group) == 1 else \
+                f"names & {{{', '.join(repr(g) for g in group)}}}"
+            lines.append(f"{ind}if {test}:")
             ex = ExprPrinter(self.names, lines, ind + "    ", trigger=False,
-                             shared=shared_nodes([expr]))
-            self._statement(ex, lines, ind + "    ", name, expr, st, inverses)
-            lines.append(f"{ind}    out[{name!r}] = {self.names('view', name)}")
+                             shared=shared_nodes([e for _, e, _ in members]))
+            for m_name, m_expr, m_st in members:
+                self._statement(ex, lines, ind + "    ", m_name, m_expr, m_st, inverses)
+                lines.append(f"{ind}    out[{m_name!r}] = {self.names('view', m_name)}")
         lines.append(f"{ind}return out")
         return lines
 
@@ -415,6 +423,19 @@ class NumpyGenerator:
             return [f"Δ{vd.name} = {vd.left.attr} = {printer.fmt(vd.dense)}  (dense)"]
         return [f"{vd.name} re-evaluated: {vd.name}' = {printer.fmt(vd.new_value)}"
                 f"  ({vd.reason})"]
+
+
+def _factored_groups(todo) -> dict[str, list[str]]:
+    """``{view: its group}`` for the outputs of one factorisation (``[Q, R] = qr(A)``,
+    ``[L, U, P] = lu(A)``: parts of the same operand), which partial re-evaluation computes
+    together so that the matrix is factored once."""
+    by_operand: dict[tuple, list[str]] = {}
+    for name, expr, _ in todo:
+        if expr.op in (Op.QR, Op.LU):
+            key = (expr.op, expr.children, expr.attr[1:] if isinstance(expr.attr, tuple)
+                   else None)
+            by_operand.setdefault(key, []).append(name)
+    return {n: g for g in by_operand.values() if len(g) > 1 for n in g}
 
 
 def generate(plan: Plan) -> str:

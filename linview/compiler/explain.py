@@ -119,9 +119,9 @@ def explain(compiled, after: str | None = None, views=None) -> str:
                       + ", ".join(sorted(plan.transient))]
         if not plan.triggers:
             lines += ["", "no dynamic inputs: nothing to maintain"]
-        else:  # which statements each update maintains or re-evaluates
-            lines += [""] + maintenance.listing(plan)
         lines += [""] + key_listing(plan.program)
+        if plan.triggers:  # which statements each update maintains or re-evaluates
+            lines += [""] + maintenance.listing(plan)
     else:
         raise CompileError(f"unknown pass '{after}'", hint="passes: " + ", ".join(PASSES))
     if plan.notes and after in ("delta", "triggers"):
