@@ -173,3 +173,14 @@ def test_a_stray_memory_error_is_not_called_a_bug(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ols: out of memory during compile")
     assert "this is a bug" not in err and "74.5 GiB" in err
+
+
+def test_run_takes_the_budget(tmp_path):
+    np.save(tmp_path / "X.npy", np.ones((50, 5)) + np.eye(50, 5))
+    np.save(tmp_path / "Y.npy", np.ones((50, 1)))
+    (tmp_path / "u.jsonl").write_text("")
+    r = _cli("run", "examples/ols.m", "--input", f"X={tmp_path / 'X.npy'}", "--input",
+             f"Y={tmp_path / 'Y.npy'}", "--updates", str(tmp_path / "u.jsonl"),
+             "--memory-budget", "1K")
+    assert r.returncode == 2, r.stderr
+    assert "load() would allocate" in r.stderr and "X 50×5 (1.95 KiB)" in r.stderr
