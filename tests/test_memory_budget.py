@@ -155,6 +155,8 @@ def test_bench_at_the_issue_dims_is_refused_not_a_bug():
     assert r.returncode == 2 and "memory budget of 1 MiB (--memory-budget)" in r.stderr
     r = _cli("bench", "examples/ols.m", "--memory-budget", "lots")
     assert r.returncode == 2 and "bad memory budget 'lots'" in r.stderr
+    r = _cli("demo", "--n", "1000", "--memory-budget", "1M")
+    assert r.returncode == 2 and "ols: bench would allocate" in r.stderr, r.stderr
 
 
 def test_a_stray_memory_error_is_not_called_a_bug(monkeypatch, capsys):
