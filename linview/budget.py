@@ -131,18 +131,20 @@ def bind_sizes(program, inputs: dict, bindings: dict) -> dict | None:
 
 
 def load_held(program, inputs: dict, bindings: dict) -> list[Held] | None:
-    """Every input copy and view a ``load()`` of ``program`` on ``inputs`` allocates."""
-    sizes = bind_sizes(program, inputs, bindings)
-    if sizes is None:
-        return None
+    """Every input copy and view a ``load()`` of ``program`` on ``inputs`` allocates;
+    ``None`` when the inputs do not tell (malformed, of another shape than the program's:
+    ``load()`` itself then says what is wrong)."""
     try:
+        sizes = bind_sizes(program, inputs, bindings)
+        if sizes is None:
+            return None
         views = held_views(program, sizes)
-    except (KeyError, TypeError):  # a size the data does not bind: load() will say
+        out = []
+        for d, (rows, cols) in zip(program.inputs, views["inputs"], strict=True):
+            nbytes, note = _input_bytes(d, inputs[d.name], rows, cols)
+            out.append(Held(f"input {d.name}", d.name, (rows, cols), nbytes, note))
+    except (KeyError, TypeError, ValueError, InputError):
         return None
-    out = []
-    for d, (rows, cols) in zip(program.inputs, views["inputs"], strict=True):
-        nbytes, note = _input_bytes(d, inputs[d.name], rows, cols)
-        out.append(Held(f"input {d.name}", d.name, (rows, cols), nbytes, note))
     return _with_temporaries(out + _statements(program, views["statements"]))
 
 
