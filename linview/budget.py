@@ -17,16 +17,15 @@ binary unit: ``512M``, ``8G``, ``1.5T`` (K, M, G, T are 2¹⁰, 2²⁰, 2³⁰, 
 
 from __future__ import annotations
 
+import numbers
 import os
 import re
 from dataclasses import dataclass
 
-import numpy as np
-import scipy.sparse as sps
-import sympy as sp
-
-from linview.compiler.counts import held_views
 from linview.errors import InputError, MemoryBudgetError
+
+# NumPy, SciPy and the compiler are imported where they are used: the command line reads
+# --memory-budget before ``linview run`` sets the BLAS threads, which must precede NumPy.
 
 ENV = "LINVIEW_MEMORY_BUDGET"
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -39,7 +38,7 @@ SHOWN = 4
 
 def parse_size(text, what: str = "memory budget") -> int:
     """``"8G"`` -> 8·2³⁰; a number of bytes as it is.  Bad text is an :class:`InputError`."""
-    if isinstance(text, int | float | np.integer | np.floating) and not isinstance(text, bool):
+    if isinstance(text, numbers.Real) and not isinstance(text, bool):
         if text > 0:
             return int(text)
         raise InputError(f"the {what} must be positive, got {text}")
@@ -101,6 +100,9 @@ class Held:
 
 def _input_bytes(decl, value, rows: int, cols: int) -> tuple[int, str]:
     """Bytes the loaded copy of input ``decl`` takes, and a note when it is densified."""
+    import numpy as np
+    import scipy.sparse as sps
+
     if decl.storage != "dense":  # kept sparse: CSR values, column indices, row pointers
         if hasattr(value, "memory_bytes"):  # a StochasticMatrix
             return int(value.memory_bytes()), ""
@@ -115,6 +117,8 @@ def _input_bytes(decl, value, rows: int, cols: int) -> tuple[int, str]:
 def bind_sizes(program, inputs: dict, bindings: dict) -> dict | None:
     """The program's sizes bound by ``bindings`` and the inputs' shapes; ``None`` when they
     disagree or an input's shape is not known here (``load()`` then says what is wrong)."""
+    import sympy as sp
+
     from linview.specialize import has_shape, shape_of
 
     out = dict(bindings)
@@ -134,6 +138,8 @@ def load_held(program, inputs: dict, bindings: dict) -> list[Held] | None:
     """Every input copy and view a ``load()`` of ``program`` on ``inputs`` allocates;
     ``None`` when the inputs do not tell (malformed, of another shape than the program's:
     ``load()`` itself then says what is wrong)."""
+    from linview.compiler.counts import held_views
+
     try:
         sizes = bind_sizes(program, inputs, bindings)
         if sizes is None:
@@ -182,6 +188,8 @@ def _dense_operand(program, a) -> bool:
 
 def bench_held(program, bindings: dict) -> list[Held] | None:
     """The random inputs and views one ``bench`` variant allocates (dense, from dims)."""
+    from linview.compiler.counts import held_views
+
     try:
         views = held_views(program, bindings)
     except (KeyError, TypeError):
