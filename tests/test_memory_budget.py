@@ -11,13 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sps
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import cases
 
 import linview
 from linview import budget
 from linview.app.cli import main
 from linview.errors import InputError, MemoryBudgetError
+from linview.specialize import DeferredProgram
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -186,3 +188,24 @@ def test_run_takes_the_budget(tmp_path):
              "--memory-budget", "1K")
     assert r.returncode == 2, r.stderr
     assert "load() would allocate" in r.stderr and "X 50×5 (1.95 KiB)" in r.stderr
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=cases())
+def test_the_count_covers_random_programs(case):
+    """On random programs of the differential suite: the budget's count, taken before
+    loading, names every array the loaded views hold, with at least its bytes."""
+    from test_differential import compile_case, good_inputs
+
+    compiled = compile_case(case)
+    inputs = good_inputs(case.prog, case.seed)
+    views = compiled.load(**inputs)
+    loaded = compiled
+    if isinstance(compiled, DeferredProgram) or type(views) is not compiled.module_class:
+        loaded = compiled.specialize(**inputs)  # what load() compiled for the data (cached)
+    assert type(views) is loaded.module_class
+    held = budget.load_held(loaded.program, inputs, dict(loaded.plan.sizes.bindings))
+    assert held is not None
+    counted = {h.name: h.nbytes for h in held}
+    for name, array in views._store.items():
+        assert counted.get(name, -1) >= array.nbytes, name
