@@ -109,8 +109,9 @@ def _input_bytes(decl, value, rows: int, cols: int) -> tuple[int, str]:
         nnz = value.nnz if sps.issparse(value) else int(np.count_nonzero(value))
         return int(12 * nnz + 8 * (rows + 1)), ""
     note = ""
-    if sps.issparse(value) and rows * cols > 1:
-        note = f"a scipy.sparse input with {value.nnz:,} non-zeros, densified"
+    if (sps.issparse(value) or hasattr(value, "memory_bytes")) and rows * cols > 1:
+        kind = "scipy.sparse" if sps.issparse(value) else type(value).__name__
+        note = f"a {kind} input with {value.nnz:,} non-zeros, densified"
     return 8 * rows * cols, note
 
 
@@ -124,9 +125,12 @@ def bind_sizes(program, inputs: dict, bindings: dict) -> dict | None:
     out = dict(bindings)
     for d in program.inputs:
         x = inputs.get(d.name)
-        if x is None or not has_shape(x):
+        if x is not None and has_shape(x):
+            got = shape_of(x)
+        elif len(getattr(x, "shape", ())) == 2:  # a StochasticMatrix, another matrix type
+            got = tuple(int(n) for n in x.shape)
+        else:
             return None
-        got = shape_of(x)
         for axis, e in enumerate(d.shape):
             e = sp.sympify(e)
             if isinstance(e, sp.Symbol) and out.setdefault(e.name, got[axis]) != got[axis]:
@@ -240,7 +244,7 @@ def _hint(held, program) -> str:
     if densified:
         names = " ".join(densified)
         tips.append(f"a sparse input: {', '.join(densified)} "
-                    f"{'is' if len(densified) == 1 else 'are'} scipy.sparse; declare "
+                    f"{'is' if len(densified) == 1 else 'are'} sparse; declare "
                     f"'%#linview sparse {names}' (or 'stochastic' for a column-stochastic "
                     "link matrix) to keep it sparse, and A \\ b on it becomes a solve view")
     inverses = [st for st in program.statements if any(

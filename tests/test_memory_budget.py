@@ -20,6 +20,7 @@ from linview import budget
 from linview.app.cli import main
 from linview.errors import InputError, MemoryBudgetError
 from linview.specialize import DeferredProgram
+from linview.updates import link_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -71,6 +72,10 @@ def test_sparse_input_without_pragma_is_refused_before_densifying():
     assert "1,000×1,000 (7.63 MiB" in text and "densified" in text
     assert "%#linview sparse M" in text and "--backend spark" in text
     assert "nothing was allocated" in text
+    # a StochasticMatrix (linview.updates.link_matrix) is densified just the same
+    i = np.arange(1000)
+    with pytest.raises(MemoryBudgetError, match="a StochasticMatrix input with 1,000 non-z"):
+        prog.load(M=link_matrix(i, (i + 1) % 1000, 1000), d=0.85, memory_budget="1M")
     # the same program with M declared stochastic keeps it as links: within the budget
     kept = PAGERANK_DENSE.replace("%#linview scalar d", "%#linview scalar d\n"
                                   "  %#linview stochastic M")
