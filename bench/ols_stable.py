@@ -7,8 +7,8 @@ separated again and replaced by a fresh random column; after each change the rel
 error of beta against a 50-digit solve (mpmath) is printed for ``examples/ols_stable.m``
 (``%#linview solve cholesky``), ``examples/ols.m`` (Woodbury on inv(X'X)) and NumPy's
 ``lstsq`` (re-solved); when the inverse path refuses a change (its condition check), it is
-loaded again from the data at the next step.  Speed: random row changes of an m×n X, median time per update of
-both programs in the same run, with p10/p90.
+loaded again from the data at the next step.  Speed: random row changes of an m×n X,
+median time per update of both programs in the same run, with p10/p90.
 """
 
 from __future__ import annotations
