@@ -21,6 +21,7 @@ from linview.errors import (  # noqa: E402
     CompileError,
     InputError,
     LinviewError,
+    MemoryBudgetError,
     NumericalError,
     ParseError,
     ShapeError,
@@ -30,7 +31,8 @@ from linview.errors import (  # noqa: E402
 from linview.version import __version__  # noqa: E402
 
 __all__ = [
-    "BackendError", "CompileError", "InputError", "LinviewError", "NumericalError",
+    "BackendError", "CompileError", "InputError", "LinviewError", "MemoryBudgetError",
+    "NumericalError",
     "ParseError", "ShapeError", "StateError", "UpdateError",
     "compile", "compile_file", "restore", "__version__",
 ]

@@ -380,7 +380,7 @@ def restore(path, program: CompiledProgram | None = None, **options):
 
     options.pop("memory_budget", None)  # a state is as large as the file that holds it
     solve_meta = solve_state_meta(path)
-    if solve_meta is not None:  # a program with solve views (linview/solve_state.py)
+    if solve_meta is not None:  # a program with solve views (linview/solve/state.py)
         from linview.solve.state import restore_state
         from linview.solve.views import SolveViews
 

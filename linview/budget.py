@@ -17,16 +17,15 @@ binary unit: ``512M``, ``8G``, ``1.5T`` (K, M, G, T are 2¹⁰, 2²⁰, 2³⁰, 
 
 from __future__ import annotations
 
+import numbers
 import os
 import re
 from dataclasses import dataclass
 
-import numpy as np
-import scipy.sparse as sps
-import sympy as sp
-
-from linview.compiler.counts import held_views
 from linview.errors import InputError, MemoryBudgetError
+
+# NumPy, SciPy and the compiler are imported where they are used: the command line reads
+# --memory-budget before ``linview run`` sets the BLAS threads, which must precede NumPy.
 
 ENV = "LINVIEW_MEMORY_BUDGET"
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -39,7 +38,7 @@ SHOWN = 4
 
 def parse_size(text, what: str = "memory budget") -> int:
     """``"8G"`` -> 8·2³⁰; a number of bytes as it is.  Bad text is an :class:`InputError`."""
-    if isinstance(text, int | float | np.integer | np.floating) and not isinstance(text, bool):
+    if isinstance(text, numbers.Real) and not isinstance(text, bool):
         if text > 0:
             return int(text)
         raise InputError(f"the {what} must be positive, got {text}")
@@ -101,28 +100,37 @@ class Held:
 
 def _input_bytes(decl, value, rows: int, cols: int) -> tuple[int, str]:
     """Bytes the loaded copy of input ``decl`` takes, and a note when it is densified."""
+    import numpy as np
+    import scipy.sparse as sps
+
     if decl.storage != "dense":  # kept sparse: CSR values, column indices, row pointers
         if hasattr(value, "memory_bytes"):  # a StochasticMatrix
             return int(value.memory_bytes()), ""
         nnz = value.nnz if sps.issparse(value) else int(np.count_nonzero(value))
         return int(12 * nnz + 8 * (rows + 1)), ""
     note = ""
-    if sps.issparse(value) and rows * cols > 1:
-        note = f"a scipy.sparse input with {value.nnz:,} non-zeros, densified"
+    if (sps.issparse(value) or hasattr(value, "memory_bytes")) and rows * cols > 1:
+        kind = "scipy.sparse" if sps.issparse(value) else type(value).__name__
+        note = f"a {kind} input with {value.nnz:,} non-zeros, densified"
     return 8 * rows * cols, note
 
 
 def bind_sizes(program, inputs: dict, bindings: dict) -> dict | None:
     """The program's sizes bound by ``bindings`` and the inputs' shapes; ``None`` when they
     disagree or an input's shape is not known here (``load()`` then says what is wrong)."""
+    import sympy as sp
+
     from linview.specialize import has_shape, shape_of
 
     out = dict(bindings)
     for d in program.inputs:
         x = inputs.get(d.name)
-        if x is None or not has_shape(x):
+        if x is not None and has_shape(x):
+            got = shape_of(x)
+        elif len(getattr(x, "shape", ())) == 2:  # a StochasticMatrix, another matrix type
+            got = tuple(int(n) for n in x.shape)
+        else:
             return None
-        got = shape_of(x)
         for axis, e in enumerate(d.shape):
             e = sp.sympify(e)
             if isinstance(e, sp.Symbol) and out.setdefault(e.name, got[axis]) != got[axis]:
@@ -131,18 +139,22 @@ def bind_sizes(program, inputs: dict, bindings: dict) -> dict | None:
 
 
 def load_held(program, inputs: dict, bindings: dict) -> list[Held] | None:
-    """Every input copy and view a ``load()`` of ``program`` on ``inputs`` allocates."""
-    sizes = bind_sizes(program, inputs, bindings)
-    if sizes is None:
-        return None
+    """Every input copy and view a ``load()`` of ``program`` on ``inputs`` allocates;
+    ``None`` when the inputs do not tell (malformed, of another shape than the program's:
+    ``load()`` itself then says what is wrong)."""
+    from linview.compiler.counts import held_views
+
     try:
+        sizes = bind_sizes(program, inputs, bindings)
+        if sizes is None:
+            return None
         views = held_views(program, sizes)
-    except (KeyError, TypeError):  # a size the data does not bind: load() will say
+        out = []
+        for d, (rows, cols) in zip(program.inputs, views["inputs"], strict=True):
+            nbytes, note = _input_bytes(d, inputs[d.name], rows, cols)
+            out.append(Held(f"input {d.name}", d.name, (rows, cols), nbytes, note))
+    except (KeyError, TypeError, ValueError, InputError):
         return None
-    out = []
-    for d, (rows, cols) in zip(program.inputs, views["inputs"], strict=True):
-        nbytes, note = _input_bytes(d, inputs[d.name], rows, cols)
-        out.append(Held(f"input {d.name}", d.name, (rows, cols), nbytes, note))
     return _with_temporaries(out + _statements(program, views["statements"]))
 
 
@@ -180,6 +192,8 @@ def _dense_operand(program, a) -> bool:
 
 def bench_held(program, bindings: dict) -> list[Held] | None:
     """The random inputs and views one ``bench`` variant allocates (dense, from dims)."""
+    from linview.compiler.counts import held_views
+
     try:
         views = held_views(program, bindings)
     except (KeyError, TypeError):
@@ -230,7 +244,7 @@ def _hint(held, program) -> str:
     if densified:
         names = " ".join(densified)
         tips.append(f"a sparse input: {', '.join(densified)} "
-                    f"{'is' if len(densified) == 1 else 'are'} scipy.sparse; declare "
+                    f"{'is' if len(densified) == 1 else 'are'} sparse; declare "
                     f"'%#linview sparse {names}' (or 'stochastic' for a column-stochastic "
                     "link matrix) to keep it sparse, and A \\ b on it becomes a solve view")
     inverses = [st for st in program.statements if any(

@@ -11,13 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sps
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from oracle import cases
 
 import linview
 from linview import budget
 from linview.app.cli import main
 from linview.errors import InputError, MemoryBudgetError
+from linview.specialize import DeferredProgram
+from linview.updates import link_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -69,6 +72,10 @@ def test_sparse_input_without_pragma_is_refused_before_densifying():
     assert "1,000×1,000 (7.63 MiB" in text and "densified" in text
     assert "%#linview sparse M" in text and "--backend spark" in text
     assert "nothing was allocated" in text
+    # a StochasticMatrix (linview.updates.link_matrix) is densified just the same
+    i = np.arange(1000)
+    with pytest.raises(MemoryBudgetError, match="a StochasticMatrix input with 1,000 non-z"):
+        prog.load(M=link_matrix(i, (i + 1) % 1000, 1000), d=0.85, memory_budget="1M")
     # the same program with M declared stochastic keeps it as links: within the budget
     kept = PAGERANK_DENSE.replace("%#linview scalar d", "%#linview scalar d\n"
                                   "  %#linview stochastic M")
@@ -155,6 +162,8 @@ def test_bench_at_the_issue_dims_is_refused_not_a_bug():
     assert r.returncode == 2 and "memory budget of 1 MiB (--memory-budget)" in r.stderr
     r = _cli("bench", "examples/ols.m", "--memory-budget", "lots")
     assert r.returncode == 2 and "bad memory budget 'lots'" in r.stderr
+    r = _cli("demo", "--n", "1000", "--memory-budget", "1M")
+    assert r.returncode == 2 and "ols: bench would allocate" in r.stderr, r.stderr
 
 
 def test_a_stray_memory_error_is_not_called_a_bug(monkeypatch, capsys):
@@ -173,3 +182,35 @@ def test_a_stray_memory_error_is_not_called_a_bug(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ols: out of memory during compile")
     assert "this is a bug" not in err and "74.5 GiB" in err
+
+
+def test_run_takes_the_budget(tmp_path):
+    np.save(tmp_path / "X.npy", np.ones((50, 5)) + np.eye(50, 5))
+    np.save(tmp_path / "Y.npy", np.ones((50, 1)))
+    (tmp_path / "u.jsonl").write_text("")
+    r = _cli("run", "examples/ols.m", "--input", f"X={tmp_path / 'X.npy'}", "--input",
+             f"Y={tmp_path / 'Y.npy'}", "--updates", str(tmp_path / "u.jsonl"),
+             "--memory-budget", "1K")
+    assert r.returncode == 2, r.stderr
+    assert "load() would allocate" in r.stderr and "X 50×5 (1.95 KiB)" in r.stderr
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(case=cases())
+def test_the_count_covers_random_programs(case):
+    """On random programs of the differential suite: the budget's count, taken before
+    loading, names every array the loaded views hold, with at least its bytes."""
+    from test_differential import compile_case, good_inputs
+
+    compiled = compile_case(case)
+    inputs = good_inputs(case.prog, case.seed)
+    views = compiled.load(**inputs)
+    loaded = compiled
+    if isinstance(compiled, DeferredProgram) or type(views) is not compiled.module_class:
+        loaded = compiled.specialize(**inputs)  # what load() compiled for the data (cached)
+    assert type(views) is loaded.module_class
+    held = budget.load_held(loaded.program, inputs, dict(loaded.plan.sizes.bindings))
+    assert held is not None
+    counted = {h.name: h.nbytes for h in held}
+    for name, array in views._store.items():
+        assert counted.get(name, -1) >= array.nbytes, name

@@ -83,23 +83,23 @@ def quiet(what: str, pick=update_factors):
     finds them."""
     def decorate(method):
         @functools.wraps(method)
-        def wrapper(self, /, *args, **kwargs):  # an input may be called self
+        def wrapper(views, /, *args, **kwargs):  # positional: an input may be "self"
             if getattr(_depth, "n", 0):  # an outer call already listens
-                return method(self, *args, **kwargs)
+                return method(views, *args, **kwargs)
             _depth.n = 1
             try:
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     try:
-                        return method(self, *args, **kwargs)
+                        return method(views, *args, **kwargs)
                     except LinviewError as e:
                         floating = [w for w in caught if _is_floating(w)]
-                        said = meaning(floating, what, _picked(pick, self, args, kwargs))
+                        said = meaning(floating, what, _picked(pick, views, args, kwargs))
                         if said:
                             raise _with_meaning(e, said) from None
                         raise
                     finally:
-                        _count(self, caught)
+                        _count(views, caught)
             finally:
                 _depth.n = 0
                 _pass_on(caught)

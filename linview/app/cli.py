@@ -300,12 +300,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if getattr(args, "strategies", None) is not None:
         args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    from linview import budget
     from linview.app import signals
 
     try:
         if getattr(args, "memory_budget", None) is not None:
-            from linview import budget
-
             budget.set_default(args.memory_budget)  # every load of this command
         with signals.handled():  # SIGINT, SIGTERM, SIGHUP: docs/stopping.md
             return args.func(args)
@@ -316,8 +315,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"interrupted by {e.name}", file=sys.stderr)
         return e.code
     except MemoryError as e:  # beyond what the budget foresaw: not a bug, not a traceback
-        from linview import budget
-
         name = Path(args.program).stem if hasattr(args, "program") else "demo"
         print(f"error: {budget.out_of_memory(e, name, args.command)}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -330,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"internal error: {type(e).__name__}: {e}\n(this is a bug in linview; please "
               "report it with the program and command line)", file=sys.stderr)
         return EXIT_INTERNAL_ERROR
+    finally:
+        budget.set_default(None)  # main() may run again in this process
 
 
 if __name__ == "__main__":

@@ -149,9 +149,20 @@ def held_views(program: ir.Program, bindings) -> dict[str, list[tuple[int, int]]
     from linview.compiler.interp import size_value
 
     bound = bindings.bindings if isinstance(bindings, Sizes) else dict(bindings)
+    memo: dict = {}
+
+    def value(e) -> int:  # most sizes are a literal or one name: no sympy substitution
+        if e not in memo:
+            if isinstance(e, int | sp.Integer):
+                memo[e] = int(e)
+            elif isinstance(e, sp.Symbol):
+                memo[e] = int(bound[e.name])
+            else:
+                memo[e] = size_value(e, bound)
+        return memo[e]
 
     def shape(rows, cols) -> tuple[int, int]:
-        return size_value(rows, bound), size_value(cols, bound)
+        return value(rows), value(cols)
 
     return {"inputs": [shape(*d.shape) for d in program.inputs],
             "statements": [shape(st.expr.rows, st.expr.cols) for st in program.statements]}
