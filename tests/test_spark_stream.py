@@ -98,6 +98,11 @@ def test_uninterrupted_run(case):
     assert sorted(results) == list(range(1, 9))
     np.testing.assert_allclose(results[8]["beta"], expect, rtol=1e-10)
     assert " WARN " not in p.stderr and "Traceback" not in p.stderr
+    q = subprocess.run([*(c if c != "spark" else "numpy" for c in command(tmp, "plain-np")),
+                        "--max-batch", "13"], capture_output=True, text=True, check=False)
+    assert q.returncode == 0, q.stderr
+    assert set(json.loads(q.stdout)) == set(stats)  # the same fields on both backends
+    assert json.loads(q.stdout)["batches"] == 8
 
 
 def test_crashes_mid_batch_and_between_batches_then_kill_9(case):
@@ -139,6 +144,7 @@ def test_replayed_batch_is_skipped(case):
     assert p.returncode == 0, p.stderr
     stats = json.loads(p.stdout)
     assert stats["replayed"] == 26  # batches 1, 2 re-applied from the log ...
+    assert stats["replayed_batches"] == 2 and stats["batches"] == 6  # ... 6 from Spark
     assert stats["spark"]["replayed_batches_skipped"] == 1  # ... so Spark's replay is skipped
     np.testing.assert_allclose(final(tmp, "replay"), expect, rtol=1e-10)
 
