@@ -225,17 +225,26 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
                          hint="put the .jsonl or .parquet files in a directory, or use "
                          "--backend numpy for a single file or stdin")
     forget = signals.on_exit_now(remove_temp_dirs)
-    spark = None
+    spark, given = None, _active_session()
     try:
         spark = session(args)
         with signals.handled():  # PySpark's context put its own SIGINT handler in place
             return _run(spark, prog, args, load_options, status, src)
     finally:
-        if spark is not None:
+        if spark is not None and spark is not given:  # a session of the caller's stays
             with contextlib.suppress(Exception):
                 spark.stop()  # the JVM stops cleanly (it exits with this process)
-        remove_temp_dirs()
+            remove_temp_dirs()
         forget()
+
+
+def _active_session():
+    """The session already running in this process (a caller's), if any."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return None
+    return SparkSession.getActiveSession()
 
 
 def _run(spark, prog, args, load_options: dict, status, src: Path) -> dict:
