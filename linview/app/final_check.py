@@ -9,7 +9,7 @@ demand (``--verify``), with its predicted time said before it starts.
 * **Verify** (``--verify``): ``views.verify()``, every view against a re-evaluation from
   the inputs: for a trigger module about the time of the first evaluation at ``load()``;
   for solve views a sparse LU of each solve view's matrix, whose fill-in on a graph can
-  make it nearly dense (about 80 s at 10,000 nodes on a laptop-class core).
+  make it nearly dense (22 s at 5,000 nodes, ``docs/stopping.md``; it grows as n³).
 """
 
 from __future__ import annotations
