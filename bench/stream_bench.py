@@ -171,8 +171,8 @@ def bench_spark(X, Y, k: int, files: Path, work: Path, spark_args) -> dict:
         t["query"] = w - t["check_log"] - t["trigger"] - t["output"]
     # the first batch's wall time includes starting the query; leave it out
     out = summarize(s.timings[1:], walls[1:], marks[-1] - marks[1], k)
-    out["collect_total_s"] = s.stats.get("collect_seconds", 0.0)
-    out["read_from_log"] = s.stats.get("batches_read_from_log", 0)
+    out["collect_total_s"] = s.backend_stats.get("collect_seconds", 0.0)
+    out["read_from_log"] = s.backend_stats.get("batches_read_from_log", 0)
     time.sleep(0.5)  # the listener's last events
     keys = sorted({k for d in progress[1:] for k in d})
     out["spark_duration_ms_median"] = {k: pct([d.get(k, 0) for d in progress[1:]], 50)

@@ -91,13 +91,18 @@ def test_uninterrupted_run(case):
     assert p.returncode == 0, p.stderr
     stats = json.loads(p.stdout)
     assert stats["batches"] == 8 and stats["applied"] == 8 * 13
-    assert stats["batches_read_from_log"] == 8  # no Spark job collected the files
+    assert stats["spark"]["batches_read_from_log"] == 8  # no Spark job collected the files
     np.testing.assert_allclose(final(tmp, "plain"), expect, rtol=1e-10)
     assert log_batches(tmp, "plain") == list(range(8))
     results = read_results(tmp / "plain" / "out")
     assert sorted(results) == list(range(1, 9))
     np.testing.assert_allclose(results[8]["beta"], expect, rtol=1e-10)
     assert " WARN " not in p.stderr and "Traceback" not in p.stderr
+    q = subprocess.run([*(c if c != "spark" else "numpy" for c in command(tmp, "plain-np")),
+                        "--max-batch", "13"], capture_output=True, text=True, check=False)
+    assert q.returncode == 0, q.stderr
+    assert set(json.loads(q.stdout)) == set(stats)  # the same fields on both backends
+    assert json.loads(q.stdout)["batches"] == 8
 
 
 def test_crashes_mid_batch_and_between_batches_then_kill_9(case):
@@ -139,7 +144,8 @@ def test_replayed_batch_is_skipped(case):
     assert p.returncode == 0, p.stderr
     stats = json.loads(p.stdout)
     assert stats["replayed"] == 26  # batches 1, 2 re-applied from the log ...
-    assert stats["replayed_batches_skipped"] == 1  # ... so Spark's replay of it is skipped
+    assert stats["replayed_batches"] == 2 and stats["batches"] == 6  # ... 6 from Spark
+    assert stats["spark"]["replayed_batches_skipped"] == 1  # ... so Spark's replay is skipped
     np.testing.assert_allclose(final(tmp, "replay"), expect, rtol=1e-10)
 
 
@@ -176,9 +182,14 @@ def test_bad_record_is_named_and_nothing_is_half_applied(case):
 
 
 def test_without_once_the_query_runs_until_ctrl_c(case):
+    """Ctrl-C stops the query after its batch, saves, stops the JVM, removes linview's
+    temporary folders and exits 130, as on NumPy."""
     tmp, expect = case
     cmd = [c for c in command(tmp, "live") if c != "--once"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    temp = tmp / "live-tmp"
+    temp.mkdir()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(temp)})
     log = tmp / "live" / "out" / "log.jsonl"
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None and not (
@@ -188,8 +199,10 @@ def test_without_once_the_query_runs_until_ctrl_c(case):
     assert proc.poll() is None  # still waiting for files
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 130, err
     assert json.loads(out)["batch"] == 8 and "Traceback" not in err
+    assert json.loads(out)["interrupted"] == "SIGINT" and "interrupted by SIGINT" in err
+    assert not [p.name for p in temp.iterdir() if p.name.startswith("linview-")]
     assert (tmp / "live" / "ck" / "wal.log").read_bytes() == b""  # saved on the way out
     np.testing.assert_allclose(final(tmp, "live"), expect, rtol=1e-10)
 

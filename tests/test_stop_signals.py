@@ -69,8 +69,9 @@ def wait_for_batches(tmp, name, n, proc, timeout=120):
 
 
 def test_random_instants_then_resume_equal_an_uninterrupted_run(case):
-    """30 runs, each sent SIGINT or SIGTERM at a random instant of its life (loading,
-    a batch, a checkpoint, the end), then resumed: 0 differ, 0 refuse."""
+    """Runs sent SIGINT or SIGTERM at a random instant of their life (loading, a batch, a
+    checkpoint, the end), each then resumed, until 24 were stopped by the signal (a run
+    may end first): 0 differ, 0 refuse."""
     prog = linview.compile(OLS, name="ols")
 
     def run(name):
@@ -89,7 +90,9 @@ def test_random_instants_then_resume_equal_an_uninterrupted_run(case):
     late = []
     old = {s: signal.signal(s, lambda s, f: late.append(s)) for s in signals.SIGNALS}
     try:
-        for i in range(30):
+        for i in range(60):
+            if got["interrupted"] >= 24:
+                break
             sig = (signal.SIGINT, signal.SIGTERM)[i % 2]
             timer = threading.Timer(rng.uniform(0, 0.9 * span), os.kill, (os.getpid(), sig))
             timer.start()
@@ -109,10 +112,10 @@ def test_random_instants_then_resume_equal_an_uninterrupted_run(case):
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    print(f"\nrandom instants: 30 runs, {got['interrupted']} interrupted by the signal "
+    print(f"\nrandom instants: {i} runs, {got['interrupted']} interrupted by the signal "
           f"(the rest had ended first), {got['differ']} differ, {got['refused']} refused")
     assert got["differ"] == 0 and got["refused"] == 0
-    assert got["interrupted"] >= 20
+    assert got["interrupted"] >= 24
 
 
 @pytest.mark.parametrize("name", ["SIGINT", "SIGTERM", "SIGHUP"])

@@ -6,11 +6,15 @@
 * :func:`spark_errors` turns Py4J/PySpark failures during work into the same error, with
   the one line that matters (e.g. the Python exception a task raised);
 * :func:`ship` sends a zip of the linview package to the executors (``sc.addPyFile``);
+* :func:`temp_dir`: the temporary folders linview makes for Spark (the zip it ships, the
+  driver's log4j configuration), removed when the process exits (on a signal too: the
+  CLI calls :func:`remove_temp_dirs` before an immediate exit);
 * :func:`read_parquet` / :func:`write_parquet`: a matrix as Parquet rows ``(row, values)``.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import os
@@ -151,6 +155,24 @@ def local_session(master: str = "local[2]", **conf):
 
 
 _SHIPPED: set[str] = set()
+_TEMP_DIRS: list[str] = []
+
+
+def temp_dir(prefix: str) -> Path:
+    """A new temporary folder, removed when the process exits (:func:`remove_temp_dirs`;
+    the zip shipped to executors is served from there while the session runs)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    if not _TEMP_DIRS:
+        atexit.register(remove_temp_dirs)
+    _TEMP_DIRS.append(path)
+    return Path(path)
+
+
+def remove_temp_dirs() -> None:
+    """Remove every folder :func:`temp_dir` made (the next session ships a new zip)."""
+    package_zip.cache_clear()
+    while _TEMP_DIRS:
+        shutil.rmtree(_TEMP_DIRS.pop(), ignore_errors=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -164,7 +186,7 @@ def package_zip() -> str:
     roots = [("linview", Path(linview.__file__).parent),
              ("linview/backends", Path(list(linview.backends.__path__)[0])),
              ("linview/grammar", Path(list(linview.grammar.__path__)[0]))]
-    path = Path(tempfile.mkdtemp(prefix="linview-ship-")) / "linview.zip"
+    path = temp_dir("linview-ship-") / "linview.zip"
     names: set[str] = set()
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for arc, folder in roots:

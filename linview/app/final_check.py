@@ -9,7 +9,7 @@ demand (``--verify``), with its predicted time said before it starts.
 * **Verify** (``--verify``): ``views.verify()``, every view against a re-evaluation from
   the inputs: for a trigger module about the time of the first evaluation at ``load()``;
   for solve views a sparse LU of each solve view's matrix, whose fill-in on a graph can
-  make it nearly dense (about 80 s at 10,000 nodes on a laptop-class core).
+  make it nearly dense (22 s at 5,000 nodes, ``docs/stopping.md``; it grows as n³).
 """
 
 from __future__ import annotations
@@ -17,6 +17,10 @@ from __future__ import annotations
 import time
 
 import numpy as np
+
+#: SuperLU on ``I - d M`` of a random graph (10 links per node) ran at 1/24 and 1/21 of
+#: the calibrated one-core dgemm rate at 3,000 and 5,000 nodes (``docs/stopping.md``)
+SPARSE_LU_SLOWDOWN = 22.0
 
 
 def _mul(M, x: np.ndarray) -> np.ndarray:
@@ -70,13 +74,13 @@ def predicted_verify_seconds(views, eval_seconds: float | None) -> float | None:
     from linview.compiler.calibrate import rates
 
     flops = sum(2 / 3 * float(s.X.shape[0]) ** 3 for s in solvers.values())
-    return flops / rates().gemm1_flops
+    return flops * SPARSE_LU_SLOWDOWN / rates().gemm1_flops
 
 
 def verify(views, eval_seconds: float | None, say) -> dict:
     """Run ``views.verify()`` after saying (``say``) its predicted time."""
     guess = predicted_verify_seconds(views, eval_seconds)
-    say("verifying every view against a re-evaluation from the inputs (--verify): "
+    say("--verify: checking every view against a re-evaluation from the inputs, "
         + (f"predicted {_duration(guess)}" if guess is not None else "time not predicted")
         + "; Ctrl-C stops it, the state is saved already")
     t0 = time.perf_counter()

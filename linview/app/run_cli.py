@@ -157,7 +157,7 @@ def cmd_run(args, compile_program, load_options) -> int:
                                checkpoint_every=args.checkpoint_every,
                                max_batch=args.max_batch or 1, on_error=args.on_error,
                                restart=args.restart, progress=status.update,
-                               warn=status.warn, verify=args.verify,
+                               warn=status.warn, verify=args.verify, say=status.note,
                                load_options={"store": args.store} if args.store else None)
     finally:
         status.stop()
@@ -228,6 +228,13 @@ class Status:
                 self.live.console.print(f"warning: {msg}", markup=False)
             else:
                 print(f"warning: {msg}", file=sys.stderr)
+
+    def note(self, msg: str) -> None:
+        """A line for the user that is not a warning (printed with --quiet too)."""
+        if self.live is not None:
+            self.live.console.print(msg, markup=False)
+        else:
+            print(msg, file=sys.stderr, flush=True)
 
     def update(self, stream, lag: float | None = None) -> None:
         now = time.perf_counter()

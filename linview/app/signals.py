@@ -42,6 +42,7 @@ class _State:
     received: int | None = None  # the first signal of this stop
     installed = 0
     exit_now: list[Callable[[], None]] = []
+    lock = threading.Lock()  # critical sections may run on other threads (Spark's batches)
 
 
 _S = _State()
@@ -90,20 +91,28 @@ def handled():
 
 @contextlib.contextmanager
 def critical():
-    """A section a signal does not cut: one received inside is raised at its end."""
-    _S.depth += 1
+    """A section a signal does not cut: one received inside is raised at its end (on the
+    main thread, or when no other section is open)."""
+    with _S.lock:
+        _S.depth += 1
     try:
         yield
     finally:
-        _S.depth -= 1
+        with _S.lock:
+            _S.depth -= 1
     raise_pending()
 
 
 def raise_pending() -> None:
-    """Raise the deferred :class:`Interrupted`, if any, outside every critical section."""
-    if _S.depth == 0 and _S.pending is not None:
+    """Raise the deferred :class:`Interrupted`, if any, outside every critical section
+    (on the main thread only: it is the one that saves and exits)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    with _S.lock:
+        if _S.depth != 0 or _S.pending is None:
+            return
         signum, _S.pending = _S.pending, None
-        raise Interrupted(signum)
+    raise Interrupted(signum)
 
 
 def pending() -> int | None:

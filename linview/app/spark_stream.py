@@ -22,7 +22,10 @@ files, each micro-batch applied exactly once to the Spark trigger module.
 * **Outputs** per batch as on NumPy (:mod:`linview.app.stream_out`), with Spark's batchId in
   the ``source_batch`` column.
 * ``once=True`` (``--once``) processes the files there now (``availableNow``) and stops;
-  otherwise the query runs until Ctrl-C, which stops it cleanly after the running batch.
+  otherwise the query runs until Ctrl-C (or SIGTERM, SIGHUP), which stops it after the
+  running batch, saves, stops the JVM and exits 130 (143, 129) as on NumPy
+  (``docs/stopping.md``).  The temporary folders (the zip shipped to executors, the log4j
+  configuration) are removed on the way out.
 """
 
 from __future__ import annotations
@@ -32,16 +35,16 @@ import io
 import logging
 import os
 import shutil
-import signal
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
+from linview.app import signals
 from linview.app.records import Record, read_text
 from linview.app.spark_files import batch_files
-from linview.backends.spark.session import get_session, spark_errors
+from linview.app.stream_run import finish
+from linview.backends.spark.session import get_session, remove_temp_dirs, spark_errors, temp_dir
 from linview.errors import BackendError, InputError, LinviewError, StateError
 
 LEVELS = ("ALL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF")
@@ -76,7 +79,7 @@ def session(args):
     except ImportError:
         spark, _ = get_session(None, args.master)  # raises the install hint
         return spark
-    conf = Path(tempfile.mkdtemp(prefix="linview-log4j-")) / "log4j2.properties"
+    conf = temp_dir("linview-log4j-") / "log4j2.properties"
     quiet = LEVELS.index(level) >= LEVELS.index("WARN")
     # linview reports a failed batch itself: the query's own report of it (with the
     # Python traceback inside) is kept out unless a more verbose level is asked for
@@ -212,38 +215,48 @@ def check_applied(stream, query_dir: Path, src: Path) -> None:
                          hint=hint)
 
 
-@contextlib.contextmanager
-def _interrupt_flag():
-    """Ctrl-C sets an event instead of raising (PySpark's own handler would call the JVM
-    from inside the signal handler, while the main thread waits on the JVM)."""
-    flag = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield flag
-        return
-    old = signal.signal(signal.SIGINT, lambda *_: flag.set())
-    try:
-        yield flag
-    finally:
-        signal.signal(signal.SIGINT, old)
-
-
 def run_structured(prog, args, load_options: dict, status) -> dict:
-    """Long on purpose: The query's setup and its foreachBatch closure share the run's state, so
-    they stay in one function."""
-    from linview.app.stream import Stream
-
+    """The run on Spark, from the session's start to its stop: the JVM is stopped and the
+    temporary folders removed on every way out (a signal too)."""
     src = Path(args.updates)
     if not src.is_dir():
         raise InputError(f"--updates {args.updates}: the Spark backend reads a directory of "
                          "update files with Structured Streaming",
                          hint="put the .jsonl or .parquet files in a directory, or use "
                          "--backend numpy for a single file or stdin")
-    spark = session(args)
+    forget = signals.on_exit_now(remove_temp_dirs)
+    spark, given = None, _active_session()
+    try:
+        spark = session(args)
+        with signals.handled():  # PySpark's context put its own SIGINT handler in place
+            return _run(spark, prog, args, load_options, status, src)
+    finally:
+        if spark is not None and spark is not given:  # a session of the caller's stays
+            with contextlib.suppress(Exception):
+                spark.stop()  # the JVM stops cleanly (it exits with this process)
+            remove_temp_dirs()
+        forget()
+
+
+def _active_session():
+    """The session already running in this process (a caller's), if any."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return None
+    return SparkSession.getActiveSession()
+
+
+def _run(spark, prog, args, load_options: dict, status, src: Path) -> dict:
+    """Long on purpose: The query's setup and its foreachBatch closure share the run's state, so
+    they stay in one function."""
+    from linview.app.stream import Stream
+
     tmp = None
     if args.checkpoint:
         ck = Path(args.checkpoint)
     else:
-        tmp = ck = Path(tempfile.mkdtemp(prefix="linview-run-"))
+        tmp = ck = temp_dir("linview-run-")
     query_dir = ck / "query"
     if args.restart:
         shutil.rmtree(query_dir, ignore_errors=True)
@@ -257,7 +270,8 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
                         **load_options, "spark": spark},
                     warn=status.warn, source=str(src.resolve()))
     check_applied(stream, query_dir, src)
-    stream.stats["replayed_batches_skipped"] = 0
+    extra = stream.backend_stats  # the summary's "spark"
+    extra.update(replayed_batches_skipped=0, batches_read_from_log=0, collect_seconds=0.0)
     failure: list[BaseException] = []
     closed: list[bool] = []
 
@@ -271,14 +285,13 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
         if failure or closed:
             return
         if batch_id <= stream.pos["source_batch"]:
-            stream.stats["replayed_batches_skipped"] += 1  # applied before a crash
+            extra["replayed_batches_skipped"] += 1  # applied before a crash
             return
         try:
             t0 = time.time()
             files = batch_files(query_dir, batch_id)
             if files is not None:  # the files Spark logged for the batch: read here
-                stream.stats["batches_read_from_log"] = \
-                    stream.stats.get("batches_read_from_log", 0) + 1
+                extra["batches_read_from_log"] += 1
                 recs = [rec for _, path in files for rec in file_records(path, _read(path))]
                 newest = max((ms for ms, _ in files), default=None)
             else:  # the checkpoint does not say: one Spark job collects them
@@ -287,55 +300,63 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
                 recs = [rec for r in rows for rec in file_records(r.path, bytes(r.content))]
                 newest = max((r.modificationTime.timestamp() * 1e3 for r in rows),
                              default=None)
-            stream.stats["collect_seconds"] = stream.stats.get("collect_seconds", 0.0) \
-                + time.time() - t0
+            extra["collect_seconds"] += time.time() - t0
             stream.apply_batch(recs, source_batch=batch_id)
             if newest is not None:  # lag: from the newest file of the batch arriving
-                stream.stats["lag_s"] = max(time.time() - newest / 1e3, 0.0)
-            status.update(stream, stream.stats.get("lag_s"))
+                extra["lag_s"] = max(time.time() - newest / 1e3, 0.0)
+            status.update(stream, extra.get("lag_s"))
         except BaseException as e:  # noqa: BLE001 - re-raised on the main thread
             failure.append(e)
             raise
 
+    stats = None
     try:
-        with spark_errors("the update stream"):
-            from pyspark.sql import types as T
-
-            schema = T.StructType([T.StructField("path", T.StringType()),
-                                   T.StructField("modificationTime", T.TimestampType()),
-                                   T.StructField("length", T.LongType()),
-                                   T.StructField("content", T.BinaryType())])
-            use_fs_checkpoint_manager(spark)
-            reader = (spark.readStream.format("binaryFile").schema(schema)
-                      .option("pathGlobFilter", "*.{jsonl,json,parquet}")
-                      .option("maxFilesPerTrigger", args.max_batch or 1))
-            writer = (reader.load(str(src)).writeStream.foreachBatch(apply)
-                      .option("checkpointLocation", str(query_dir)))
-            writer = writer.trigger(availableNow=True) if args.once else writer
-            query = writer.start()
+        with signals.critical():  # a signal stops the query after its batch, below
             try:
-                with _interrupt_flag() as interrupted:
-                    while query.isActive and not failure and not interrupted.is_set():
-                        query.awaitTermination(0.5)
-                        status.update(stream, stream.stats.get("lag_s"))
-                if interrupted.is_set():
-                    query.stop()
-                    status.warn("interrupted: stopped after the last complete batch")
-            except Exception:
-                if not failure:
-                    raise
-            if failure:
-                query.stop()
-                raise failure[0]
-    except LinviewError:
-        raise
-    except Exception as e:  # a failure in a task or in the query itself
-        raise BackendError(f"the update stream failed: {type(e).__name__}: "
-                           f"{str(e).splitlines()[0] if str(e) else ''}") from None
-    finally:
-        with lock:
-            closed.append(True)
-            stats = stream.close()
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+                with spark_errors("the update stream"):
+                    query = start_query(spark, args, src, query_dir, apply)
+                    try:
+                        while query.isActive and not failure and signals.pending() is None:
+                            query.awaitTermination(0.5)
+                            status.update(stream, stream.backend_stats.get("lag_s"))
+                        if signals.pending() is not None:
+                            query.stop()  # after the batch in progress (the lock)
+                    except Exception:
+                        if not failure:
+                            raise
+                    if failure:
+                        query.stop()
+                        raise failure[0]
+            except LinviewError:
+                raise
+            except Exception as e:  # a failure in a task or in the query itself
+                raise BackendError(f"the update stream failed: {type(e).__name__}: "
+                                   f"{str(e).splitlines()[0] if str(e) else ''}") from None
+            finally:
+                with lock:
+                    closed.append(True)
+                    stream.close()  # saves at this batch boundary (unless dirty)
+    except signals.Interrupted:
+        pass
+    stats = finish(stream, getattr(args, "verify", False), status.note)
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)
     return stats
+
+
+def start_query(spark, args, src: Path, query_dir: Path, apply):
+    """The Structured Streaming query of ``linview run`` (module docstring), started."""
+    from pyspark.sql import types as T
+
+    schema = T.StructType([T.StructField("path", T.StringType()),
+                           T.StructField("modificationTime", T.TimestampType()),
+                           T.StructField("length", T.LongType()),
+                           T.StructField("content", T.BinaryType())])
+    use_fs_checkpoint_manager(spark)
+    reader = (spark.readStream.format("binaryFile").schema(schema)
+              .option("pathGlobFilter", "*.{jsonl,json,parquet}")
+              .option("maxFilesPerTrigger", args.max_batch or 1))
+    writer = (reader.load(str(src)).writeStream.foreachBatch(apply)
+              .option("checkpointLocation", str(query_dir)))
+    writer = writer.trigger(availableNow=True) if args.once else writer
+    return writer.start()

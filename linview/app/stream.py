@@ -80,7 +80,7 @@ class Stream:
         self.ckpt = Path(checkpoint) if checkpoint else None
         self.state = self.ckpt / "state.npz" if self.ckpt else None
         self.wal_path = self.ckpt / "wal.log" if self.ckpt else None
-        self.out = self._io(f"--out {out}", Outputs, Path(out)) if out else None
+        self.out = self._io(f"the outputs in {out}", Outputs, Path(out)) if out else None
         self.source = source
         self.dirty = False  # a batch failed midway: these views are never saved
         self.eval_seconds: float | None = None
@@ -142,15 +142,16 @@ class Stream:
         #: what only one backend reports (Spark: batches skipped, read from its log, ...)
         self.backend_stats: dict = {}
         if self.out is not None:
-            self._io(f"--out {out}", self.out.resume, self.pos["batch"])
+            self._io(f"the outputs in {out}", self.out.resume, self.pos["batch"])
         self.log = None
         self.since_save = 0
         if self.ckpt is not None:
             with signals.critical():
-                self._io(f"checkpoint {self.ckpt}", self.ckpt.mkdir, 0o777, True, True)
+                self._io(f"the checkpoint folder {self.ckpt}", self.ckpt.mkdir, 0o777, True,
+                         True)
                 if not self.state.exists():
-                    self._io(f"checkpoint {self.state}", self._save)
-                self.log = self._io(f"write-ahead log {self.wal_path}", wal.Writer,
+                    self._io(f"the checkpoint {self.state}", self._save)
+                self.log = self._io(f"the write-ahead log {self.wal_path}", wal.Writer,
                                     self.wal_path, good)
         self.expected = {self.pos["offset"]: self.pos["chain"]}
         for e in entries:  # batches logged before a crash but not in the state
@@ -242,7 +243,7 @@ class Stream:
         with signals.critical():
             try:
                 if logged:
-                    self._io(f"write-ahead log {self.wal_path}", self.log.append, {
+                    self._io(f"the write-ahead log {self.wal_path}", self.log.append, {
                         "batch": batch, "first": self.pos["offset"], "count": count,
                         "chain": h, "source_batch": source_batch,
                         "records": [r.raw for r in recs], "where": [r.where for r in recs]})
@@ -332,8 +333,8 @@ class Stream:
             return
         with signals.critical():
             try:
-                self._io(f"checkpoint {self.state}", self._save)
-                self._io(f"write-ahead log {self.wal_path}", self.log.truncate)
+                self._io(f"the checkpoint {self.state}", self._save)
+                self._io(f"the write-ahead log {self.wal_path}", self.log.truncate)
             except BaseException:
                 self.dirty = True  # the log still holds every batch since the last save
                 raise

@@ -15,10 +15,11 @@ from linview.app.stream import Stream, batches
 def run_stream(prog, *, inputs: list[str], updates: str, checkpoint: str | None = None,
                out: str | None = None, checkpoint_every: int = 100, max_batch: int = 1,
                on_error: str = "stop", restart: bool = False, progress=None, warn=None,
-               load_options: dict | None = None, verify: bool = False) -> dict:
+               load_options: dict | None = None, verify: bool = False, say=None) -> dict:
     """Apply the records of ``updates`` (a file, a directory or ``-``); the summary.  A
     signal stops the run at a batch boundary, saved; the summary then names it
-    (``"interrupted"``)."""
+    (``"interrupted"``).  ``say``: how to print a note (the predicted time of
+    ``verify``)."""
     with signals.handled():
         s = Stream(prog, inputs=inputs, checkpoint=checkpoint, out=out, on_error=on_error,
                    checkpoint_every=checkpoint_every, restart=restart,
@@ -34,7 +35,7 @@ def run_stream(prog, *, inputs: list[str], updates: str, checkpoint: str | None 
             with contextlib.suppress(Exception):
                 s.close()  # saves, unless a batch failed midway
             raise
-        return finish(s, verify, warn or s.warn)
+        return finish(s, verify, say or warn or s.warn)
 
 
 def finish(s: Stream, verify: bool, say) -> dict:
