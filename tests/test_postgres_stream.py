@@ -144,7 +144,8 @@ def committed_stream(conn, n: int, seed: int) -> None:
             time.sleep(0.06)  # several micro-batches
 
 
-FAULTS = ["LINVIEW_TEST_CRASH_AFTER", "LINVIEW_TEST_CRASH_LOGGED"]
+#: die after batch N is applied (exit 86), or once it is logged, nothing applied (87)
+FAULTS = ["batch.done@{}=exit", "batch.logged@{}=exit:87"]
 
 
 def test_crashes_resume_to_the_uninterrupted_result_bit_for_bit(pg_db, tmp_path):
@@ -158,7 +159,7 @@ def test_crashes_resume_to_the_uninterrupted_result_bit_for_bit(pg_db, tmp_path)
     assert p.wait(60) == 0, p.stderr.read()
     crashes = 0
     for at in range(2, 40, 2):  # die after batch `at` (applied, or logged only)
-        p = cli(dsn, tmp_path / "crashed", "crashed", env={FAULTS[at // 2 % 2]: str(at)})
+        p = cli(dsn, tmp_path / "crashed", "crashed", env={"LINVIEW_TEST_FAULTS": FAULTS[at // 2 % 2].format(at)})
         rc = p.wait(60)
         if rc == 0:
             break
