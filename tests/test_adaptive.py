@@ -217,3 +217,38 @@ def test_fused_products_on_several_threads_equal_the_separate_products(widths):
         threads.set_stream_gain(before)
     for g, B, o in zip(got, blocks, ops, strict=True):
         np.testing.assert_allclose(g, (A.T if o == "T" else A) @ B, rtol=1e-12, atol=1e-10)
+
+
+def test_workers_a_trigger_woke_are_parked_when_it_ends(monkeypatch):
+    """Quiet BLAS after a trigger: a trigger that held several BLAS threads parks the
+    workers when it ends; one on a single thread has none to park."""
+    from linview.backends.numpy import threads
+
+    parked = []
+    monkeypatch.setattr(threads, "park", lambda which="kernels": parked.append(which))
+    rng = np.random.default_rng(4)
+    ins = inputs("ols", rng)
+    views = program("ols").load(**ins, blas_threads=2)
+    update(views, "X", rng, "dense")
+    assert parked == ["all"]
+    views = program("ols").load(**ins, blas_threads=1)
+    update(views, "X", rng, "dense")
+    assert parked == ["all"]
+    monkeypatch.setitem(threads.PARK, "on", False)
+    views = program("ols").load(**ins, blas_threads=2)
+    update(views, "X", rng, "dense")
+    assert parked == ["all"]
+
+
+def test_blas_works_after_its_workers_are_parked():
+    import scipy.linalg.blas as blas
+
+    from linview.backends.numpy import threads
+
+    rng = np.random.default_rng(5)
+    A = np.asfortranarray(rng.standard_normal((300, 300)))
+    want = A @ A
+    for which in ("kernels", "all", "kernels"):
+        threads.park(which)
+        np.testing.assert_allclose(blas.dgemm(1.0, A, A), want, rtol=1e-12, atol=1e-10)
+        np.testing.assert_allclose(A @ A, want, rtol=1e-12, atol=1e-10)
