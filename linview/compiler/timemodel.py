@@ -1,9 +1,11 @@
 """The seconds model: predicted time of re-evaluation and of each trigger strategy.
 
 Every operation is timed by a roofline over the calibrated rates (:mod:`.calibrate`):
-``max(flops / gemm rate, bytes / streaming rate) + call overhead``, with the one-thread
-rates for a maintaining trigger (it runs with the NumPy runtime's ``TRIGGER_THREADS`` BLAS
-threads) and the all-thread rates for re-evaluation.  Flops and bytes per operation are
+``max(flops / gemm rate, bytes / streaming rate) + call overhead``.  Each trigger is
+priced on one BLAS thread and on all of them (the one-thread and all-thread rates, both
+measured: nothing assumes that one core saturates memory; the runtime's one-pass kernel
+runs on one thread whatever the trigger holds, see :func:`fused_seconds`), and
+:func:`trigger_choice` takes the better.  Flops and bytes per operation are
 those of :func:`.counts.node_counts`, which knows that a product ``A·U`` with a one-hot
 update factor ``U`` (a row update, the planning assumption, see :data:`ONE_HOT`) reads only
 ``k`` columns of ``A``, as the runtime's ``dot`` does, and that applying a row update to an
