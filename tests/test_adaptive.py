@@ -274,3 +274,29 @@ def test_blas_works_after_its_workers_are_parked():
         threads.park(which)
         np.testing.assert_allclose(blas.dgemm(1.0, A, A), want, rtol=1e-12, atol=1e-10)
         np.testing.assert_allclose(A @ A, want, rtol=1e-12, atol=1e-10)
+
+
+def test_a_switch_with_pending_low_rank_terms_on_large_views():
+    """Views of 2^20 elements and more keep low-rank terms pending (lowrank.py): switching
+    to re-evaluation and back with terms pending still gives re-evaluation's answers."""
+    from conftest import EXAMPLES
+
+    prog = linview.compile_file(EXAMPLES / "ols.m", dims={"m": 1100, "n": 1030, "p": 1},
+                                strategy="incr")
+    rng = np.random.default_rng(6)
+    views = prog.load(X=rng.standard_normal((1100, 1030)), Y=rng.standard_normal((1100, 1)))
+    timings = {"maintain": 1.0, "threads": 1.0, "reeval": 0.1}
+    views.adaptation.reeval_s = 0.1
+    views.adaptation.injected = lambda name, mode: timings[mode]
+    views.adaptation.enabled = True
+    for i in range(3 * WINDOW):
+        if i == WINDOW:
+            assert views._pending  # terms pending when it switches
+        if i == 2 * WINDOW:
+            timings["reeval"] = 10.0  # back to maintaining
+        update(views, "X", rng, "dense")
+    assert [s["to"] for s in views.stats["switches"]] == ["threads", "reeval", "maintain"]
+    assert views.verify() < 1e-8
+    for _ in range(3):  # maintained again: new terms pending on fresh views
+        update(views, "X", rng, "dense")
+    assert views._pending and views.verify() < 1e-8
