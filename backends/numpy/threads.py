@@ -119,7 +119,7 @@ def park(which: str = "kernels") -> None:
     cores they then take the cores the user's own NumPy call right after an update wants
     (NumPy's wheel bundles another OpenBLAS, with workers of its own).  OpenBLAS's
     ``blas_thread_shutdown_`` ends them; its next parallel call starts them again (tens of
-    microseconds).  Other BLAS libraries are left alone."""
+    microseconds).  Libraries other than OpenBLAS are left alone."""
     kernels, rest = pools()
     for pool in (kernels, rest) if which == "all" else (kernels,):
         for lib in getattr(pool, "lib_controllers", ()) if pool is not None else ():
