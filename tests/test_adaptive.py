@@ -62,34 +62,55 @@ def test_injected_timings_force_a_switch_to_reevaluation_and_back():
     prog = program("ols")
     rng = np.random.default_rng(1)
     views = prog.load(**inputs("ols", rng))
-    timings = {"maintain": 2.0, "reeval": 1.0}
+    compiled = views._threads["X"]
+    timings = {"maintain": 2.0, "threads": 2.0, "reeval": 1.0}
     views.adaptation.reeval_s = 1.0
     views.adaptation.injected = lambda name, mode: timings[mode]
     views.adaptation.enabled = True  # off under the reference rates the suite plans with
     for i in range(WINDOW):
         assert views.stats["switches"] == [], i  # no decision before a window is full
         update(views, "X", rng, "dense")
+    # maintenance slower than re-evaluation: first the other BLAS threads, for a window
     [switch] = views.stats["switches"]
-    assert switch["input"] == "X" and switch["to"] == "reeval"
+    assert (switch["input"], switch["from"], switch["to"]) == ("X", "maintain", "threads")
     assert switch["update"] == WINDOW - 1
+    assert views._trigger_threads("X") == (1 if compiled is None or compiled > 1 else None)
+    for _ in range(WINDOW):  # no better there: re-evaluation
+        update(views, "X", rng, "dense")
+    assert [s["to"] for s in views.stats["switches"]] == ["threads", "reeval"]
     assert views.adaptation.reevaluates("X")
     assert views.verify() < 1e-9
     # re-evaluation measured slower than the maintenance measured before: back, a window on
     timings["reeval"] = 2.0 * SLOWER * timings["maintain"]
     for _ in range(WINDOW):
         update(views, "X", rng, "row")
-    assert [s["to"] for s in views.stats["switches"]] == ["reeval", "maintain"]
+    assert [s["to"] for s in views.stats["switches"]] == ["threads", "reeval", "maintain"]
+    assert views._trigger_threads("X") == compiled
     for _ in range(3):  # maintained again from fresh views
         update(views, "X", rng, "dense")
     assert views.verify() < 1e-9
     text = prog.explain(views=views)
     assert "strategy switches while running" in text
-    assert "after update 8: trigger of X now re-evaluates" in text
+    assert "after update 16: trigger of X now re-evaluates" in text
+    assert "after update 8: trigger of X now maintains on " in text
     assert "now maintains" in text
 
 
-def adaptation(inputs, reeval_s):
-    a = Adaptation(inputs, reeval_s)
+def test_other_threads_that_pay_are_kept_and_ones_that_do_not_are_left():
+    better = adaptation(["X"], 1.0, {"X": None})
+    modes = {"maintain": 2.0, "threads": 0.5, "reeval": 1.0}
+    for _ in range(4 * WINDOW):
+        better.observe("X", modes[better.mode["X"]])
+    assert better.mode["X"] == "threads" and better.threads_of("X", None) == 1
+    same = adaptation(["X"], 1.0, {"X": 1})
+    modes = {"maintain": 1.3, "threads": 1.15, "reeval": 1.0}
+    for _ in range(2 * WINDOW):  # maintain (slower than 1.2x re-evaluation), threads
+        same.observe("X", modes[same.mode["X"]])
+    assert same.mode["X"] == "maintain"  # not 1.2x better than the compiled threads
+
+
+def adaptation(inputs, reeval_s, threads=None):
+    a = Adaptation(inputs, reeval_s, threads)
     a.enabled = True
     return a
 
@@ -134,6 +155,7 @@ def test_at_most_one_switch_per_window(times):
 @given(name=st.sampled_from(sorted(PROGRAMS)), seed=st.integers(0, 2 ** 16),
        steps=st.lists(st.tuples(st.sampled_from(["row", "dense"]),
                                 st.sampled_from([0.1, 1.0, 10.0]),
+                                st.sampled_from([0.1, 1.0, 10.0]),
                                 st.sampled_from([0.1, 1.0, 10.0])),
                       min_size=1, max_size=3 * WINDOW))
 def test_answers_equal_reevaluation_whatever_the_switches(name, seed, steps):
@@ -146,8 +168,8 @@ def test_answers_equal_reevaluation_whatever_the_switches(name, seed, steps):
     now = {}
     views.adaptation.injected = lambda _name, mode: now[mode]
     views.adaptation.enabled = True
-    for kind, maintain, reeval in steps:
-        now.update(maintain=maintain, reeval=reeval)
+    for kind, maintain, threads, reeval in steps:
+        now.update(maintain=maintain, threads=threads, reeval=reeval)
         update(views, x, rng, kind)
         assert views.verify() < 1e-8, views.stats["switches"]
 
@@ -217,3 +239,64 @@ def test_fused_products_on_several_threads_equal_the_separate_products(widths):
         threads.set_stream_gain(before)
     for g, B, o in zip(got, blocks, ops, strict=True):
         np.testing.assert_allclose(g, (A.T if o == "T" else A) @ B, rtol=1e-12, atol=1e-10)
+
+
+def test_workers_a_trigger_woke_are_parked_when_it_ends(monkeypatch):
+    """Quiet BLAS after a trigger: a trigger that held several BLAS threads parks the
+    workers when it ends; one on a single thread has none to park."""
+    from linview.backends.numpy import threads
+
+    parked = []
+    monkeypatch.setattr(threads, "park", lambda which="kernels": parked.append(which))
+    rng = np.random.default_rng(4)
+    ins = inputs("ols", rng)
+    views = program("ols").load(**ins, blas_threads=2)
+    update(views, "X", rng, "dense")
+    assert parked == ["all"]
+    views = program("ols").load(**ins, blas_threads=1)
+    update(views, "X", rng, "dense")
+    assert parked == ["all"]
+    monkeypatch.setitem(threads.PARK, "on", False)
+    views = program("ols").load(**ins, blas_threads=2)
+    update(views, "X", rng, "dense")
+    assert parked == ["all"]
+
+
+def test_blas_works_after_its_workers_are_parked():
+    import scipy.linalg.blas as blas
+
+    from linview.backends.numpy import threads
+
+    rng = np.random.default_rng(5)
+    A = np.asfortranarray(rng.standard_normal((300, 300)))
+    want = A @ A
+    for which in ("kernels", "all", "kernels"):
+        threads.park(which)
+        np.testing.assert_allclose(blas.dgemm(1.0, A, A), want, rtol=1e-12, atol=1e-10)
+        np.testing.assert_allclose(A @ A, want, rtol=1e-12, atol=1e-10)
+
+
+def test_a_switch_with_pending_low_rank_terms_on_large_views():
+    """Views of 2^20 elements and more keep low-rank terms pending (lowrank.py): switching
+    to re-evaluation and back with terms pending still gives re-evaluation's answers."""
+    from conftest import EXAMPLES
+
+    prog = linview.compile_file(EXAMPLES / "ols.m", dims={"m": 1100, "n": 1030, "p": 1},
+                                strategy="incr")
+    rng = np.random.default_rng(6)
+    views = prog.load(X=rng.standard_normal((1100, 1030)), Y=rng.standard_normal((1100, 1)))
+    timings = {"maintain": 1.0, "threads": 1.0, "reeval": 0.1}
+    views.adaptation.reeval_s = 0.1
+    views.adaptation.injected = lambda name, mode: timings[mode]
+    views.adaptation.enabled = True
+    for i in range(3 * WINDOW):
+        if i == WINDOW:
+            assert views._pending  # terms pending when it switches
+        if i == 2 * WINDOW:
+            timings["reeval"] = 10.0  # back to maintaining
+        update(views, "X", rng, "dense")
+    assert [s["to"] for s in views.stats["switches"]] == ["threads", "reeval", "maintain"]
+    assert views.verify() < 1e-8
+    for _ in range(3):  # maintained again: new terms pending on fresh views
+        update(views, "X", rng, "dense")
+    assert views._pending and views.verify() < 1e-8

@@ -9,11 +9,16 @@ update of a maintaining trigger, and at the end of every window of :data:`WINDOW
 updates of one input compares the window's median with it:
 
 * maintaining, and the median is more than :data:`SLOWER` times the measured
-  re-evaluation: the trigger re-evaluates from the next update on (on every BLAS thread,
-  as it was measured);
+  re-evaluation: the trigger first maintains on the other BLAS thread setting for a
+  window (one thread for a trigger compiled for every idle core, and the other way
+  round: the calibrated rates may be wrong about threads), when the runtime manages its
+  threads; when that does not pay either, it re-evaluates from the next update on (on
+  every BLAS thread, as it was measured);
+* maintaining on the other threads and not :data:`SLOWER` times faster than on the
+  compiled ones: back to those;
 * re-evaluating after such a switch, and the median is more than :data:`SLOWER` times the
-  maintenance measured before it: the trigger maintains again (the views are fresh, every
-  one re-evaluated by the last update).
+  best maintenance measured before it: the trigger maintains again that way (the views
+  are fresh, every one re-evaluated by the last update).
 
 Hysteresis: a decision is taken only at the end of a window and the window then starts
 anew, so there is at most one switch per window, and each mode is measured over a whole
@@ -45,15 +50,19 @@ SLOWER = 1.2
 class Adaptation:
     """The measurements and modes of one trigger module (``views.adaptation``).
 
-    ``reeval_s``: the measured seconds of re-evaluating every view; ``maintain_s``: per
-    input, the last window's median while maintaining; ``mode``: per input, "maintain"
-    (as compiled) or "reeval" (after a switch).  ``injected``: when set (tests), a function
-    ``(input, mode) -> seconds`` that replaces the measured time of each update."""
+    Per input, ``mode`` is "maintain" (as compiled), "threads" (maintaining on the other
+    BLAS thread setting: one thread for a trigger compiled for every idle core, and the
+    other way round) or "reeval"; ``measured`` holds the last window's median of each
+    mode tried and ``reeval_s`` re-evaluation's (measured at load, then as it runs).
+    ``injected``: when set (tests), a function ``(input, mode) -> seconds`` that
+    replaces the measured time of each update."""
 
-    def __init__(self, inputs, reeval_s: float | None):
+    def __init__(self, inputs, reeval_s: float | None, threads: dict | None = None):
         self.inputs = frozenset(inputs)  # the maintaining triggers (candidates to switch)
         self.reeval_s = reeval_s
-        self.maintain_s: dict[str, float] = {}
+        #: {input: compiled BLAS threads} of the triggers whose threads may switch
+        self.threads = {x: t for x, t in (threads or {}).items() if x in self.inputs}
+        self.measured: dict[str, dict[str, float]] = {x: {} for x in self.inputs}
         self.mode: dict[str, str] = dict.fromkeys(self.inputs, "maintain")
         self.window: dict[str, list[float]] = {x: [] for x in self.inputs}
         self.injected: Callable[[str, str], float] | None = None
@@ -63,6 +72,12 @@ class Adaptation:
     def reevaluates(self, name: str) -> bool:
         """Whether the trigger of ``name`` runs as re-evaluation after a switch."""
         return self.mode.get(name) == "reeval"
+
+    def threads_of(self, name: str, compiled):
+        """The BLAS threads the trigger of ``name`` runs on now (``compiled``: its own)."""
+        if self.mode.get(name) != "threads":
+            return compiled
+        return 1 if compiled is None or compiled > 1 else None
 
     def observe(self, name: str, seconds: float) -> dict | None:
         """Record one update of ``name`` that took ``seconds``; at the end of a window,
@@ -78,20 +93,37 @@ class Adaptation:
             return None
         median = sorted(w)[len(w) // 2]
         w.clear()
-        if mode == "maintain":
-            self.maintain_s[name] = median
-            if self.reeval_s is None or median <= SLOWER * self.reeval_s:
-                return None
-            other = self.reeval_s
-        else:
-            self.reeval_s = median  # re-evaluation, as it runs now
-            other = self.maintain_s[name]
-            if median <= SLOWER * other:
-                return None
-        self.mode[name] = to = "reeval" if mode == "maintain" else "maintain"
-        return {"input": name, "to": to, "measured_s": median, "other_s": other,
-                "because": f"{mode} measured {median * 1e3:.3g} ms per update (median of "
-                           f"{WINDOW}), {to} {other * 1e3:.3g} ms"}
+        to, other = self._decide(name, mode, median)
+        if to == mode:
+            return None
+        self.mode[name] = to
+        return {"input": name, "from": mode, "to": to, "measured_s": median,
+                "other_s": other, "threads": self.threads_of(name, self.threads.get(name)),
+                "because": f"{_NAMES[mode]} measured {median * 1e3:.3g} ms per update "
+                           f"(median of {WINDOW}), {_NAMES[to]} "
+                           + (f"{other * 1e3:.3g} ms" if other is not None else "untried")}
+
+    def _decide(self, name: str, mode: str, median: float) -> tuple[str, float | None]:
+        """The mode for the next window and the measurement it was compared with."""
+        seen = self.measured[name]
+        seen[mode] = median
+        if mode == "reeval":
+            self.reeval_s = median
+            best = min((m for m in ("maintain", "threads") if m in seen), key=seen.get)
+            return (best, seen[best]) if median > SLOWER * seen[best] else (mode, None)
+        if self.reeval_s is None:
+            return mode, None
+        if median <= SLOWER * self.reeval_s:  # maintaining pays
+            if mode == "threads" and seen["threads"] * SLOWER > seen.get("maintain", 0.0):
+                return "maintain", seen["maintain"]  # the compiled threads were not worse
+            return mode, None
+        if mode == "maintain" and name in self.threads and "threads" not in seen:
+            return "threads", None  # slower than re-evaluation: first the other threads
+        return "reeval", self.reeval_s
+
+
+_NAMES = {"maintain": "maintenance", "threads": "maintenance on the other BLAS threads",
+          "reeval": "re-evaluation"}
 
 
 class Adaptive:
@@ -102,7 +134,8 @@ class Adaptive:
         """Start measuring; ``reeval_s``: the seconds the evaluation at load took (None
         when nothing was evaluated)."""
         candidates = [x for x in self.DYNAMIC if x not in self.REEVALUATED]
-        self.adaptation = Adaptation(candidates, reeval_s)
+        # the threads switch only under the automatic policy (not the user's choice)
+        self.adaptation = Adaptation(candidates, reeval_s, self._threads if self._wide else {})
         self.stats["switches"] = []
         if self._wide:  # memory passes on several threads, from the calibrated rates
             threads.set_stream_gain(_stream_gain())
@@ -116,6 +149,10 @@ class Adaptive:
 
     def _switched(self, name: str) -> bool:
         return self.adaptation.reevaluates(name)
+
+    def _trigger_threads(self, name: str):
+        """The BLAS threads of the trigger of ``name`` now (compiled, or switched)."""
+        return self.adaptation.threads_of(name, self._threads[name])
 
     def _observe(self, name: str, seconds: float) -> None:
         """Count an update of ``name`` that took ``seconds`` (``stats["trigger_seconds"]``)

@@ -108,9 +108,31 @@ def pass_columns() -> int:
     return min(GEMV_MAX, int(_GAIN["stream"]))
 
 
+#: park the BLAS workers a trigger woke when it ends (see :func:`park`)
+PARK = {"on": True}
+
+
+def park(which: str = "kernels") -> None:
+    """Put the worker threads of the kernels' BLAS library (``which="all"``: of every
+    loaded one) to sleep now.  OpenBLAS's workers spin for about 0.1 s after each parallel
+    call (``OPENBLAS_THREAD_TIMEOUT``, read once when it loads); on a machine with few
+    cores they then take the cores the user's own NumPy call right after an update wants
+    (NumPy's wheel bundles another OpenBLAS, with workers of its own).  OpenBLAS's
+    ``blas_thread_shutdown_`` ends them; its next parallel call starts them again (tens of
+    microseconds).  Libraries other than OpenBLAS are left alone."""
+    kernels, rest = pools()
+    for pool in (kernels, rest) if which == "all" else (kernels,):
+        for lib in getattr(pool, "lib_controllers", ()) if pool is not None else ():
+            stop = getattr(getattr(lib, "dynlib", None), "blas_thread_shutdown_", None)
+            if stop is not None and getattr(lib, "internal_api", "") == "openblas":
+                stop()
+
+
 @contextlib.contextmanager
-def holding(threads: int, limit):
-    """``limit`` (a thread-limit context), recording that the trigger holds ``threads``."""
+def holding(threads: int, limit, others: int = 1):
+    """``limit`` (a thread-limit context), recording that the trigger holds ``threads``
+    (``others``: what the other BLAS libraries got); the workers it woke are parked when
+    it ends (:func:`park`)."""
     before = _WIDE["threads"]
     _WIDE["threads"] = threads
     try:
@@ -118,6 +140,9 @@ def holding(threads: int, limit):
             yield
     finally:
         _WIDE["threads"] = before
+        woke = _WIDE.pop("woke", False)  # a call widened by wide() inside the trigger
+        if PARK["on"] and (max(threads, others) > 1 or woke):
+            park("all" if others > 1 else "kernels")
 
 
 @contextlib.contextmanager
@@ -171,7 +196,10 @@ def wide(A: np.ndarray, enough_columns: bool = True):
     if not (_WIDE["allowed"] and enough_columns and cores > 1 and A.size >= WIDE_MIN):
         return contextlib.nullcontext()
     idle = idle_cores()
-    return contextlib.nullcontext() if idle < 2 else blas_limit(idle, None)
+    if idle < 2:
+        return contextlib.nullcontext()
+    _WIDE["woke"] = True  # workers to park when the trigger ends (holding)
+    return blas_limit(idle, None)
 
 
 def update_threads(A: np.ndarray, k: int):
@@ -200,7 +228,7 @@ def trigger_limit(threads: int | None, reevaluates: bool):
     maintaining trigger), or no change (a re-evaluating one: its products are NumPy's).
     One thread pool works at a time (see :func:`blas_limit`)."""
     if threads is not None:
-        return holding(threads, blas_limit(threads))
+        return holding(threads, blas_limit(threads), threads)
     if reevaluates:
         return contextlib.nullcontext()
     idle = idle_cores()

@@ -330,6 +330,7 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
                 "probe_share": (stats.get("probe_seconds", 0.0) / sum(ts)) if sum(ts)
                 else 0.0,
                 "probe_failures": stats.get("probe_failures", 0),
+                "switches": stats.get("switches", []),  # measured corrections (adaptive)
                 "predicted_flops": predicted["flops"],
                 "predicted_s": predicted["seconds"],
                 "chosen": {vd.name: vd.strategy.value for vd in trig.deltas[1:]},

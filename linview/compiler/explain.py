@@ -88,10 +88,18 @@ def switch_listing(stats: dict) -> list[str]:
     switches = stats.get("switches") or []
     if not switches:
         return ["strategy switches while running: none"]
+    def now(s: dict) -> str:
+        if s["to"] == "reeval":
+            return "re-evaluates"
+        threads = s.get("threads")
+        return "maintains" + ("" if s["to"] == "maintain" else
+                              " on one BLAS thread" if threads == 1 else
+                              " on every idle core" if threads is None else
+                              f" on {threads} BLAS threads")
+
     return ["strategy switches while running (measured, not predicted):"] + [
-        f"  after update {s['update'] + 1}: trigger of {s['input']} now "
-        f"{'re-evaluates' if s['to'] == 'reeval' else 'maintains'} ({s['because']})"
-        for s in switches]
+        f"  after update {s['update'] + 1}: trigger of {s['input']} now {now(s)} "
+        f"({s['because']})" for s in switches]
 
 
 def explain(compiled, after: str | None = None, views=None) -> str:

@@ -1,9 +1,11 @@
 """The seconds model: predicted time of re-evaluation and of each trigger strategy.
 
 Every operation is timed by a roofline over the calibrated rates (:mod:`.calibrate`):
-``max(flops / gemm rate, bytes / streaming rate) + call overhead``, with the one-thread
-rates for a maintaining trigger (it runs with the NumPy runtime's ``TRIGGER_THREADS`` BLAS
-threads) and the all-thread rates for re-evaluation.  Flops and bytes per operation are
+``max(flops / gemm rate, bytes / streaming rate) + call overhead``.  Each trigger is
+priced on one BLAS thread and on all of them (the one-thread and all-thread rates, both
+measured: nothing assumes that one core saturates memory; the runtime's one-pass kernel
+runs on one thread whatever the trigger holds, see :func:`fused_seconds`), and
+:func:`trigger_choice` takes the better.  Flops and bytes per operation are
 those of :func:`.counts.node_counts`, which knows that a product ``A·U`` with a one-hot
 update factor ``U`` (a row update, the planning assumption, see :data:`ONE_HOT`) reads only
 ``k`` columns of ``A``, as the runtime's ``dot`` does, and that applying a row update to an
@@ -169,24 +171,19 @@ def factor_level(nodes, levels: dict, size, one_hot=ONE_HOT) -> int:
 
 
 def gemv_columns(r: Rates) -> int:
-    """Columns up to which the products of one large view, on a trigger that holds every
-    thread, run as one matrix-vector pass per column on all of them rather than as the
-    one-thread one-pass kernel: a pass per column at the all-thread streaming rate beats
-    one pass at the one-thread rate while the columns are at most the calibrated ratio of
-    the two (at most ``GEMV_MAX``; mirrored by ``threads.pass_columns``)."""
+    """Columns up to which a trigger on every thread runs a view's products as
+    matrix-vector passes on all of them, not the one-thread one-pass kernel: the calibrated
+    all-thread over one-thread streaming rate, at most ``GEMV_MAX`` (``threads.pass_columns``)."""
     return max(0, min(GEMV_MAX, int(r.stream_bytes / r.stream1_bytes)))
 
 
 def fused_seconds(reads: dict, rt3: Roof, passes: Roof | None = None,
                   gemv_max: int = 0) -> float:
-    """The fused products of each view and level (:func:`expr_seconds`'s ``reads``, by
-    view, kind and level): one pass for both kinds together when they have at most
-    ``ONE_PASS_MAX`` columns in all, else one product per kind.  The one-pass kernel runs
-    on one thread: it is priced at the ``passes`` rates (the one-thread ones); matrix-vector
-    passes at the trigger's own rates ``rt3`` (on every thread, the all-thread streaming
-    rate: nothing assumes that one core saturates memory).  ``gemv_max`` (a trigger on
-    every thread: :func:`gemv_columns`): up to that many columns in all run as
-    matrix-vector passes instead of the one-pass kernel."""
+    """The fused products of each view and level (:func:`expr_seconds`'s ``reads``, by view,
+    kind and level): one pass for both kinds together when they have at most
+    ``ONE_PASS_MAX`` columns in all (more than ``gemv_max``: see :func:`gemv_columns`), at
+    the one-thread ``passes`` rates (the kernel runs on one thread); else one product per
+    kind at the trigger's own rates ``rt3``."""
     passes = passes or rt3
     levels: dict = {}
     for (view, _kind, level), (rows, cols, k) in reads.items():
