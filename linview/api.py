@@ -29,7 +29,14 @@ from linview.compiler.lower import Options, lower
 from linview.compiler.lower_language import NeedsData
 from linview.compiler.plan import Plan, make_plan, transient_views
 from linview.compiler.timemodel import decide_triggers
-from linview.errors import CompileError, InputError, LinviewError, ShapeError, StateError
+from linview.errors import (
+    CompileError,
+    InputError,
+    LinviewError,
+    NumericalError,
+    ShapeError,
+    StateError,
+)
 from linview.frontend.parser import parse
 from linview.solve.cost import split_nnz
 
@@ -110,6 +117,11 @@ class CompiledProgram:
             return self.specialize(**inputs).load(**inputs)
         try:
             return self.module_class(**inputs)
+        except NumericalError as refused:  # ill-conditioned normal equations: QR instead
+            stable = stable_least_squares(self, refused)
+            if stable is None:
+                raise
+            return stable.load(**inputs)
         except InputError as first:
             if not self.program.dim_symbols or self.options.get("shapes") or not all(
                     specialize.has_shape(inputs.get(n)) for n in self.options["inputs"]):
@@ -155,7 +167,8 @@ def load_module(source: str, name: str) -> types.ModuleType:
 def compile(source: str, name: str | None = None, *, filename: str | None = None,  # noqa: A001
             dims: dict[str, int] | None = None, backend: str = "numpy",
             model: str = "auto", strategy=None, rank: int = 1,
-            shapes: tuple | None = None) -> CompiledProgram | specialize.DeferredProgram:
+            shapes: tuple | None = None,
+            least_squares: str = "normal") -> CompiledProgram | specialize.DeferredProgram:
     """Compile linview source text to a trigger module (see the module docstring).
 
     ``dims`` binds symbolic sizes for planning (chain order, strategy choice); ``model``
@@ -166,6 +179,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     specialises the program to the shapes of the data, as ``load()`` does when sizes
     are left open; without it, a program whose sizes only the data can decide is returned
     as a :class:`~linview.specialize.DeferredProgram`, compiled at ``load()``.
+    ``least_squares="qr"`` keeps least-squares problems by QR updates (``load()`` takes it
+    when the normal equations are refused as ill-conditioned).
     """
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend '{backend}'", hint="backends: numpy, spark")
@@ -174,20 +189,23 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     module_ast = parse(source, filename)
     dims = dict(dims or {})
     nnz = {k: dims.pop(k) for k in [k for k in dims if k.startswith("nnz_")]}
-    base = Options(shapes=tuple(shapes or ()), dims=tuple(sorted(dims.items())))
+    base = Options(shapes=tuple(shapes or ()), dims=tuple(sorted(dims.items())),
+                   least_squares=least_squares)
     params = module_ast.params if hasattr(module_ast, "params") else tuple(
         s.name for p in module_ast.pragmas if p.kind == "input" for s in p.specs) + tuple(
         sorted({n for p in module_ast.pragmas if p.kind == "scalar" for n in p.names}))
     kept = {"text": source, "name": name, "filename": filename, "dims": dims,
             "backend": backend, "model": model, "strategy": strategy, "rank": rank,
-            "inputs": tuple(params), "shapes": shapes, "compiler": compile}
+            "inputs": tuple(params), "shapes": shapes, "compiler": compile,
+            "least_squares": least_squares}
     if shapes:
         dims = {}  # every size is bound by the data
     try:
         if model == "auto":  # lowers once per candidate model and keeps the cheapest
             program, options = choose_model(module_ast, source, filename, dims, rank, base)
         else:
-            options = replace(parse_model(model), shapes=base.shapes, dims=base.dims)
+            options = replace(parse_model(model), shapes=base.shapes, dims=base.dims,
+                              least_squares=least_squares)
             program = lower(module_ast, source, filename, options)
     except (NeedsData, ShapeError) as e:
         if shapes or not (isinstance(e, NeedsData) or _open_inputs(module_ast)):
@@ -223,6 +241,27 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
         else CompiledProgram  # solve views load as linview.solve.views.SolveViews
     return cls(program.name, plan, backend, text, module,
                {**kept, "trigger_options": trig_opts}, lowered=program)
+
+
+def stable_least_squares(prog: CompiledProgram, refused: NumericalError):
+    """``prog`` compiled with its least-squares problems kept by QR updates, when the
+    normal equations' inverse was refused at ``load()`` and the program has such a
+    problem; else None."""
+    opts = prog.options
+    if opts.get("least_squares", "normal") != "normal" or opts.get("backend") != "numpy":
+        return None
+    try:
+        stable = compile(opts["text"], opts["name"], filename=opts["filename"],
+                         dims=opts["dims"] or None, model=opts["model"],
+                         strategy=opts["strategy"],
+                         rank=opts["rank"], shapes=opts["shapes"], least_squares="qr")
+    except LinviewError:
+        return None
+    if not isinstance(stable, SolveProgram):
+        return None
+    stable.options["why"] = (f"least squares by QR updates of the factor (the normal "
+                             f"equations were refused: {refused.message})")
+    return stable
 
 
 def _decide(plan: Plan, trig_opts: TriggerOptions, strategy, backend: str) -> Plan:
@@ -295,7 +334,9 @@ class SolveProgram(CompiledProgram):
     def explain(self, after: str | None = None) -> str:
         from linview.solve.views import explain_solves
 
-        return super().explain(after) + explain_solves(self.lowered)
+        why = self.options.get("why")
+        return super().explain(after) + explain_solves(self.lowered) + \
+            (f"\n{why}\n" if why else "")
 
 
 

@@ -361,9 +361,12 @@ class CholeskySolver:
 
     def _solve(self) -> None:
         d = np.abs(np.diag(self.R))
-        if d.size and (d.min() == 0 or not np.all(np.isfinite(self.R))):
-            raise NumericalError("the regression's Gram matrix is singular (a column of F "
-                                 "is a combination of the others)")
+        if d.size and (d.min() <= d.max() * np.finfo(float).eps * d.size
+                       or not np.all(np.isfinite(self.R))):
+            raise NumericalError("the regression's Gram matrix F'*F is singular to working "
+                                 "precision (a column of F is a combination of the others)",
+                                 hint="add a ridge term: (F'*F + lambda*eye(n)) \\ (F'*Y) "
+                                 "with a small lambda > 0, or drop the dependent columns")
         self.X[:] = scipy.linalg.solve_triangular(self.R, self.Q.T @ self.Y)
 
     def change_matrix(self, U, V) -> None:
