@@ -20,7 +20,7 @@ import types
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from linview import specialize
+from linview import lstsq, specialize
 from linview.backends.numpy import runtime
 from linview.compiler.cost import choose_model, strategy_chooser
 from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
@@ -116,12 +116,9 @@ class CompiledProgram:
         if scalars and not self.options.get("shapes"):  # a 1x1 input is a scalar
             return self.specialize(**inputs).load(**inputs)
         try:
-            return self.module_class(**inputs)
-        except NumericalError as refused:  # ill-conditioned normal equations: QR instead
-            stable = stable_least_squares(self, refused)
-            if stable is None:
-                raise
-            return stable.load(**inputs)
+            return lstsq.loaded(self.module_class(**lstsq.load_options(self, inputs)), inputs)
+        except NumericalError as refused:  # least squares: QR, or pinv (linview.lstsq)
+            return lstsq.load_instead(self, refused, inputs)
         except InputError as first:
             if not self.program.dim_symbols or self.options.get("shapes") or not all(
                     specialize.has_shape(inputs.get(n)) for n in self.options["inputs"]):
@@ -146,7 +143,8 @@ class CompiledProgram:
     def explain(self, after: str | None = None) -> str:
         from linview.compiler.explain import explain
 
-        return explain(self, after=after)
+        why = self.options.get("why")  # a form load() chose instead (linview.lstsq)
+        return explain(self, after=after) + (f"\n\n{why}" if why else "")
 
 
 def load_module(source: str, name: str) -> types.ModuleType:
@@ -243,27 +241,6 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
                {**kept, "trigger_options": trig_opts}, lowered=program)
 
 
-def stable_least_squares(prog: CompiledProgram, refused: NumericalError):
-    """``prog`` compiled with its least-squares problems kept by QR updates, when the
-    normal equations' inverse was refused at ``load()`` and the program has such a
-    problem; else None."""
-    opts = prog.options
-    if opts.get("least_squares", "normal") != "normal" or opts.get("backend") != "numpy":
-        return None
-    try:
-        stable = compile(opts["text"], opts["name"], filename=opts["filename"],
-                         dims=opts["dims"] or None, model=opts["model"],
-                         strategy=opts["strategy"],
-                         rank=opts["rank"], shapes=opts["shapes"], least_squares="qr")
-    except LinviewError:
-        return None
-    if not isinstance(stable, SolveProgram):
-        return None
-    stable.options["why"] = (f"least squares by QR updates of the factor (the normal "
-                             f"equations were refused: {refused.message})")
-    return stable
-
-
 def _decide(plan: Plan, trig_opts: TriggerOptions, strategy, backend: str) -> Plan:
     """The plan's whole-trigger decisions and the views the module need not keep."""
     if backend == "spark":
@@ -334,9 +311,7 @@ class SolveProgram(CompiledProgram):
     def explain(self, after: str | None = None) -> str:
         from linview.solve.views import explain_solves
 
-        why = self.options.get("why")
-        return super().explain(after) + explain_solves(self.lowered) + \
-            (f"\n{why}\n" if why else "")
+        return super().explain(after) + explain_solves(self.lowered)
 
 
 

@@ -173,6 +173,11 @@ class ExpressionLowering:
         """``A \\ B`` for a non-square A, as Octave: least squares for a tall A (the normal
         equations ``inv(AᵀA) AᵀB``), the minimum-norm solution for a wide one
         (``Aᵀ inv(AAᵀ) B``); both assume full rank, as the inverse's guards check."""
+        if self.options.least_squares == "pinv":  # rank-deficient: Octave's answer
+            line = e.pos[0] if e.pos else 0
+            self.notes.append(f"line {line}: minimum-norm least squares by pinv, "
+                              "re-evaluated on every update")
+            return self.build(Op.MUL, self.build(Op.PINV, a, pos=e.pos), b, pos=e.pos)
         at = ir.transpose(a)
         if self.uni.resolve(a.rows) > self.uni.resolve(a.cols):
             gram = self.build(Op.MUL, at, a, pos=e.pos)

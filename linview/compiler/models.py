@@ -41,7 +41,8 @@ class Options:
     dims: tuple = ()
     #: least squares ``(FᵀF) \\ (FᵀY)``, ``F \\ Y`` (tall F), ``inv(FᵀF)*(FᵀY)``:
     #: ``normal`` (the normal equations, ``inv(FᵀF)`` maintained by Woodbury) or ``qr``
-    #: (a solve view keeping the triangular factor of F by QR updates)
+    #: (a solve view keeping the triangular factor of F by QR updates); ``pinv``: a
+    #: non-square ``A \\ B`` is ``pinv(A) * B`` (minimum norm, for a rank-deficient A)
     least_squares: str = "normal"
 
     def __repr__(self) -> str:  # as before the data's shapes existed: hashes stay stable
