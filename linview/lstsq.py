@@ -54,7 +54,8 @@ def loaded(views, inputs: dict):
 def load_instead(prog, refused: NumericalError, inputs: dict):
     """The live views of ``prog``'s data by the first form that loads, or ``refused``."""
     opts = prog.options
-    if opts.get("least_squares", "normal") != "normal" or opts.get("backend") != "numpy":
+    if opts.get("least_squares", "normal") != "normal" or opts.get("backend") != "numpy" \
+            or not _refused_gram(prog, refused):
         raise refused
     error = refused
     for form, why in (("qr", "least squares by QR updates of the factor"),
@@ -88,6 +89,24 @@ def compiled_as(prog, form: str):
     if program is None:  # deferred: compiled at its load (no data yet)
         return None
     op = Op.SOLVE if form == "qr" else Op.PINV
+    if form == "qr" and any(n.op is Op.INV for st in program.statements
+                            for n in st.expr.walk()):
+        return None  # solve views evaluate other inverses without the condition guard
     count = sum(1 for st in program.statements for n in st.expr.walk() if n.op is op)
     before = sum(1 for st in prog.lowered.statements for n in st.expr.walk() if n.op is op)
     return other if count > before else None
+
+
+def _refused_gram(prog, refused: NumericalError) -> bool:
+    """Whether the inverse ``refused`` names is that of a Gram matrix ``FᵀF`` of an input
+    (the normal equations), not some other inverse of the program."""
+    views = {st.name: st.expr for st in prog.lowered.statements}
+    for name, expr in views.items():
+        if expr.op is not Op.INV or f"cannot invert {name}:" not in refused.message:
+            continue
+        arg = expr.children[0]
+        arg = views.get(arg.attr, arg) if arg.op is Op.VIEW else arg
+        if arg.op is Op.MUL:
+            ft, f = arg.children
+            return ft.op is Op.T and ft.children[0] is f and f.op is Op.INPUT
+    return False

@@ -115,11 +115,17 @@ def test_rank_deficient_backslash_gives_octaves_minimum_norm_answer():
 
 
 def test_other_problems_are_not_switched():
-    """A refused inverse that is no least-squares problem stays refused."""
+    """A refused inverse that is no least-squares problem stays refused, also in a
+    program that has one."""
     A = np.diag(np.logspace(0, -13, 6))
     src = "function x = f(A, b)\n  x = A \\ b;\nend\n"
     with pytest.raises(linview.NumericalError, match="condition estimate"):
         linview.compile(src, name="f").load(A=A, b=np.ones((6, 1)))
+    src = "function [x, z] = f(A, b, X, y)\n  x = A \\ b;\n  z = X \\ y;\nend\n"
+    rng = np.random.default_rng(31)
+    X, beta = ill_conditioned(rng, 40, 20)
+    with pytest.raises(linview.NumericalError, match="cannot invert x_inv"):
+        linview.compile(src, name="f").load(A=A, b=np.ones((6, 1)), X=X, y=X @ beta)
 
 
 @pytest.mark.octave
