@@ -373,9 +373,11 @@ class CholeskySolver:
         """``F += U Vᵀ``, one rank-1 QR update per column of U."""
         U, V = _as_dense_2d(U), _as_dense_2d(V)
         for k in range(U.shape[1]):
-            self.Q, self.R = scipy.linalg.qr_update(self.Q, self.R, U[:, k], V[:, k])
+            self.Q, self.R = scipy.linalg.qr_update(self.Q, self.R, U[:, k], V[:, k],
+                                                    check_finite=False)
             self.stats["qr_updates"] += 1
-        self.F += U @ V.T
+            # F += u vᵀ in place (no m×n temporary)
+            self.F = scipy.linalg.blas.dger(1.0, U[:, k], V[:, k], a=self.F, overwrite_a=True)
         self._solve()
 
     def change_rhs(self, U, V) -> None:
