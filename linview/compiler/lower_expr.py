@@ -2,6 +2,11 @@
 names, literals, operators, block matrices, powers, inverses and function calls.  Mixed
 into :class:`linview.compiler.lower._Lowerer`, whose statement-level methods (``build``,
 ``fresh``, ``materialize``, ``emit``, ``unify``, errors) these call.
+
+``A \\ B`` with a non-square A follows Octave (least squares for a tall A, minimum norm for
+a wide one); ``F \\ Y``, ``(F'*F) \\ (F'*Y)`` and ``inv(F'*F) * (F'*Y)`` of inputs F, Y are
+one least-squares problem, kept as the options say (``normal``, ``qr``, ``pinv``: see
+``docs/language.md`` and :mod:`linview.lstsq`), with a note for ``explain``.
 """
 
 from __future__ import annotations
