@@ -37,7 +37,8 @@ NORMAL_CONDITION_LIMIT = 1e8
 def load_options(prog, inputs: dict) -> dict:
     """``inputs`` with the condition limit of :data:`NORMAL_CONDITION_LIMIT` added when
     ``prog`` keeps a least-squares problem by the normal equations."""
-    if "condition_limit" in inputs or prog.options.get("least_squares", "normal") != "normal":
+    if "condition_limit" in inputs or prog.options.get("least_squares", "normal") != "normal" \
+            or prog.options.get("backend") != "numpy":  # no QR form on Spark
         return inputs
     if not any("normal equations" in note for note in prog.program.notes):
         return inputs
