@@ -21,7 +21,7 @@ import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from linview import budget, specialize
+from linview import budget, lstsq, specialize
 from linview.backends.numpy import runtime
 from linview.compiler.cost import choose_model, strategy_chooser
 from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
@@ -30,7 +30,14 @@ from linview.compiler.lower import Options, lower
 from linview.compiler.lower_language import NeedsData
 from linview.compiler.plan import Plan, make_plan, transient_views
 from linview.compiler.timemodel import decide_triggers
-from linview.errors import CompileError, InputError, LinviewError, ShapeError, StateError
+from linview.errors import (
+    CompileError,
+    InputError,
+    LinviewError,
+    NumericalError,
+    ShapeError,
+    StateError,
+)
 from linview.frontend.parser import parse
 from linview.solve.cost import split_nnz
 
@@ -123,7 +130,10 @@ class CompiledProgram:
             return self.specialize(**inputs).load(**inputs, memory_budget=limit, **extra)
         self._check_budget(inputs, limit)
         try:
-            return self.module_class(**inputs, **extra)
+            return lstsq.loaded(self.module_class(**lstsq.load_options(self, inputs), **extra),
+                                inputs)
+        except NumericalError as refused:  # least squares: QR, or pinv (linview.lstsq)
+            return lstsq.load_instead(self, refused, inputs)
         except MemoryError as e:
             raise budget.out_of_memory(e, self.name) from None
         except InputError as first:
@@ -164,7 +174,9 @@ class CompiledProgram:
     def explain(self, after: str | None = None, views=None) -> str:
         from linview.compiler.explain import explain
 
-        return explain(self, after=after, views=views)  # views: its switches while running
+        why = self.options.get("why")  # a form load() chose instead (linview.lstsq)
+        # views: its switches while running
+        return explain(self, after=after, views=views) + (f"\n\n{why}" if why else "")
 
 
 def load_module(source: str, name: str) -> types.ModuleType:
@@ -185,7 +197,8 @@ def load_module(source: str, name: str) -> types.ModuleType:
 def compile(source: str, name: str | None = None, *, filename: str | None = None,  # noqa: A001
             dims: dict[str, int] | None = None, backend: str = "numpy",
             model: str = "auto", strategy=None, rank: int = 1,
-            shapes: tuple | None = None) -> CompiledProgram | specialize.DeferredProgram:
+            shapes: tuple | None = None,
+            least_squares: str = "normal") -> CompiledProgram | specialize.DeferredProgram:
     """Compile linview source text to a trigger module (see the module docstring).
 
     ``dims`` binds symbolic sizes for planning (chain order, strategy choice); ``model``
@@ -196,6 +209,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     specialises the program to the shapes of the data, as ``load()`` does when sizes
     are left open; without it, a program whose sizes only the data can decide is returned
     as a :class:`~linview.specialize.DeferredProgram`, compiled at ``load()``.
+    ``least_squares="qr"`` keeps least-squares problems by QR updates (``load()`` takes it
+    when the normal equations are refused as ill-conditioned).
     """
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend '{backend}'", hint="backends: numpy, spark")
@@ -204,20 +219,23 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     module_ast = parse(source, filename)
     dims = dict(dims or {})
     nnz = {k: dims.pop(k) for k in [k for k in dims if k.startswith("nnz_")]}
-    base = Options(shapes=tuple(shapes or ()), dims=tuple(sorted(dims.items())))
+    base = Options(shapes=tuple(shapes or ()), dims=tuple(sorted(dims.items())),
+                   least_squares=least_squares)
     params = module_ast.params if hasattr(module_ast, "params") else tuple(
         s.name for p in module_ast.pragmas if p.kind == "input" for s in p.specs) + tuple(
         sorted({n for p in module_ast.pragmas if p.kind == "scalar" for n in p.names}))
     kept = {"text": source, "name": name, "filename": filename, "dims": dims,
             "backend": backend, "model": model, "strategy": strategy, "rank": rank,
-            "inputs": tuple(params), "shapes": shapes, "compiler": compile}
+            "inputs": tuple(params), "shapes": shapes, "compiler": compile,
+            "least_squares": least_squares}
     if shapes:
         dims = {}  # every size is bound by the data
     try:
         if model == "auto":  # lowers once per candidate model and keeps the cheapest
             program, options = choose_model(module_ast, source, filename, dims, rank, base)
         else:
-            options = replace(parse_model(model), shapes=base.shapes, dims=base.dims)
+            options = replace(parse_model(model), shapes=base.shapes, dims=base.dims,
+                              least_squares=least_squares)
             program = lower(module_ast, source, filename, options)
     except (NeedsData, ShapeError) as e:
         if shapes or not (isinstance(e, NeedsData) or _open_inputs(module_ast)):

@@ -106,7 +106,8 @@ def choose_model(module_ast, source, filename, dims, rank,
     candidates = []
     for opts in MODEL_CANDIDATES:
         if base is not None:  # the data's shapes and dims= (linview.specialize)
-            opts = replace(opts, shapes=base.shapes, dims=base.dims)
+            opts = replace(opts, shapes=base.shapes, dims=base.dims,
+                           least_squares=base.least_squares)
         try:
             candidates.append((opts, lower(module_ast, source, filename, opts)))
         except TooLarge:
@@ -114,7 +115,8 @@ def choose_model(module_ast, source, filename, dims, rank,
     if not candidates:  # every model is over the limit: say so for the default one
         first = Options("exp")
         lower(module_ast, source, filename, first if base is None else
-              replace(first, shapes=base.shapes, dims=base.dims))
+              replace(first, shapes=base.shapes, dims=base.dims,
+                      least_squares=base.least_squares))
     smallest = min(len(p.statements) for _, p in candidates)
     best, written = None, None
     seen: set[tuple] = set()

@@ -58,6 +58,7 @@ class _Lowerer(ExpressionLowering, SolveLowering):
         self.total: dict[str, int] = {}
         self.loop_vars: set[str] = set()
         self.loop_values: dict[str, int] = {}  # the current value of each loop variable
+        self.notes: list[str] = []  # for explain: how least-squares problems are kept
         self.current: syntax.Assign | None = None
         self.not_one: list[tuple] = []
         self.solve: tuple[str, float] | None = None  # (method, tolerance) of solve views
@@ -194,7 +195,7 @@ class _Lowerer(ExpressionLowering, SolveLowering):
             raise self.parse_error("the program has no outputs", m.pos)
         prog = ir.Program(name=name, inputs=tuple(decls), statements=tuple(self.statements),
                           outputs=tuple(outputs), filename=self.filename, source=self.source,
-                          not_one=tuple(self.not_one))
+                          not_one=tuple(self.not_one), notes=tuple(self.notes))
         return prog.subs(self.uni.solution())
 
     # ----------------------------------------------------------------- statements

@@ -2,6 +2,11 @@
 names, literals, operators, block matrices, powers, inverses and function calls.  Mixed
 into :class:`linview.compiler.lower._Lowerer`, whose statement-level methods (``build``,
 ``fresh``, ``materialize``, ``emit``, ``unify``, errors) these call.
+
+``A \\ B`` with a non-square A follows Octave (least squares for a tall A, minimum norm for
+a wide one); ``F \\ Y``, ``(F'*F) \\ (F'*Y)`` and ``inv(F'*F) * (F'*Y)`` of inputs F, Y are
+one least-squares problem, kept as the options say (``normal``, ``qr``, ``pinv``: see
+``docs/language.md`` and :mod:`linview.lstsq`), with a note for ``explain``.
 """
 
 from __future__ import annotations
@@ -81,6 +86,9 @@ class ExpressionLowering:
             return lower_language.elementwise_power(self, e, hint)
         if e.op in lower_language.OPERATORS:
             return lower_language.compare(self, e, hint)
+        lstsq = self.stable_product(e, hint)
+        if lstsq is not None:
+            return lstsq
         a = self.expr(e.left, hint)
         b = self.expr(e.right, hint)
         op = e.op
@@ -135,6 +143,9 @@ class ExpressionLowering:
                        "of rows", a.shape, b.shape)
             if self.squareness(a, e) != "square":
                 return self.least_squares(a, b, e, hint)
+            gram = self.gram_solve(a, b, hint, e)  # (F'*F) \ (F'*Y)
+            if gram is not None:
+                return gram
             if self.solve_view(a):
                 return self.solve_statement(a, b, e, hint)
             return self.build(Op.MUL, self.inverse(a, e, hint), b, pos=e.pos)
@@ -167,14 +178,57 @@ class ExpressionLowering:
         """``A \\ B`` for a non-square A, as Octave: least squares for a tall A (the normal
         equations ``inv(AᵀA) AᵀB``), the minimum-norm solution for a wide one
         (``Aᵀ inv(AAᵀ) B``); both assume full rank, as the inverse's guards check."""
+        if self.options.least_squares == "pinv":  # rank-deficient: Octave's answer
+            line = e.pos[0] if e.pos else 0
+            self.notes.append(f"line {line}: minimum-norm least squares by pinv, "
+                              "re-evaluated on every update")
+            return self.build(Op.MUL, self.build(Op.PINV, a, pos=e.pos), b, pos=e.pos)
         at = ir.transpose(a)
         if self.uni.resolve(a.rows) > self.uni.resolve(a.cols):
             gram = self.build(Op.MUL, at, a, pos=e.pos)
             rhs = self.build(Op.MUL, at, b, pos=e.pos)
+            stable = self.gram_solve(gram, rhs, hint, e)
+            if stable is not None:
+                return stable
             return self.build(Op.MUL, self.inverse(gram, e, hint), rhs, pos=e.pos)
         gram = self.build(Op.MUL, a, at, pos=e.pos)
         solved = self.build(Op.MUL, self.inverse(gram, e, hint), b, pos=e.pos)
         return self.build(Op.MUL, at, solved, pos=e.pos)
+
+    def stable_product(self, e: syntax.Binary, hint: str) -> Node | None:
+        """``inv(F'*F) * (F'*Y)`` as one least-squares problem: a note, and the stable form
+        when the options ask for it (else None: the inverse is maintained)."""
+        left = e.left
+        if not (e.op == "*" and isinstance(left, syntax.Call) and left.func == "inv"
+                and left.func not in self.env and len(left.args) == 1
+                and _plain_product(left.args[0]) and _plain_product(e.right)):
+            return None
+        gram, rhs = self.expr(left.args[0], hint), self.expr(e.right, hint)
+        return self.gram_solve(gram, rhs, hint, e)
+
+    def gram_solve(self, gram: Node, rhs: Node, hint: str, e) -> Node | None:
+        """``(FᵀF) \\ (FᵀY)`` for inputs F and Y is a least-squares problem: with the
+        ``qr`` option, ``x := solve(FᵀF, FᵀY)`` kept by QR updates of F (the ``cholesky``
+        solve view); else None, and the normal equations are maintained.  A note says
+        which, for ``explain``."""
+        if gram.op is not Op.MUL or rhs.op is not Op.MUL:
+            return None
+        gram, rhs = self.fresh(gram), self.fresh(rhs)  # sizes unified since gram was built
+        (ft, f), (gt, y) = gram.children, rhs.children
+        if not (ft.op is Op.T and ft.children[0] is f and gt is ft
+                and f.op is Op.INPUT and y.op is Op.INPUT):
+            return None
+        F, Y, line = f.attr, y.attr, e.pos[0] if e.pos else 0
+        what = f"line {line}: least squares of {F} and {Y}"
+        if self.options.least_squares != "qr":
+            self.notes.append(f"{what}: normal equations, inv({F}ᵀ{F}) maintained by "
+                              f"Woodbury; load() keeps it by QR updates of {F} instead "
+                              f"when the condition estimate of {F}ᵀ{F} is over the limit")
+            return None
+        self.notes.append(f"{what}: the triangular factor of {F} = QR kept by rank-1 QR "
+                          "updates (O(n²) per row change), no inverse")
+        node_ = self.build(Op.SOLVE, gram, rhs, attr=("cholesky", 1e-8))
+        return self.materialize(node_, hint)
 
     def inverse(self, a: Node, e, hint: str) -> Node:
         self.unify(a.rows, a.cols, e.pos, "only square matrices can be inverted", a.shape)
@@ -330,3 +384,13 @@ def _constant_syntax(e: syntax.Expr, loop_vars: set[str], env: dict) -> bool:
         return e.func in ("size", "length", "numel", "rows", "columns", "factorial") \
             and e.func not in env
     return False
+
+
+def _plain_product(e: syntax.Expr) -> bool:
+    """Names, transposes and products only (lowering such an expression emits nothing)."""
+    if isinstance(e, syntax.Name):
+        return True
+    if isinstance(e, syntax.Transpose):
+        return _plain_product(e.operand)
+    return isinstance(e, syntax.Binary) and e.op == "*" and _plain_product(e.left) \
+        and _plain_product(e.right)

@@ -39,9 +39,16 @@ class Options:
     shapes: tuple = ()
     #: sizes given by ``dims=`` that the data's shapes must agree with
     dims: tuple = ()
+    #: least squares ``(FᵀF) \\ (FᵀY)``, ``F \\ Y`` (tall F), ``inv(FᵀF)*(FᵀY)``:
+    #: ``normal`` (the normal equations, ``inv(FᵀF)`` maintained by Woodbury) or ``qr``
+    #: (a solve view keeping the triangular factor of F by QR updates); ``pinv``: a
+    #: non-square ``A \\ B`` is ``pinv(A) * B`` (minimum norm, for a rank-deficient A)
+    least_squares: str = "normal"
 
     def __repr__(self) -> str:  # as before the data's shapes existed: hashes stay stable
         extra = f", shapes={self.shapes!r}, dims={self.dims!r}" if self.shapes else ""
+        if self.least_squares != "normal":
+            extra += f", least_squares={self.least_squares!r}"
         return f"Options(model={self.model!r}, skip={self.skip!r}{extra})"
 
 

@@ -50,9 +50,10 @@ def make_plan(program: ir.Program, *, bindings: dict[str, int] | None = None,
     triggers = {x: passes.optimize_trigger(build_trigger(program, x, trigger_options),
                                            program, ctx)
                 for x in program.dynamic}
-    notes = tuple(f"on update of {x}: {vd.name} is re-evaluated ({vd.reason})"
-                  for x, t in triggers.items() for vd in t.deltas
-                  if vd.strategy is Strategy.REEVAL)
+    notes = tuple(program.notes)  # the lowering's, e.g. how least squares is kept
+    notes += tuple(f"on update of {x}: {vd.name} is re-evaluated ({vd.reason})"
+                   for x, t in triggers.items() for vd in t.deltas
+                   if vd.strategy is Strategy.REEVAL)
     return Plan(program, triggers, passes.evaluation_order(program, sizes), symmetric, sizes,
                 source_hash, notes)
 

@@ -361,18 +361,23 @@ class CholeskySolver:
 
     def _solve(self) -> None:
         d = np.abs(np.diag(self.R))
-        if d.size and (d.min() == 0 or not np.all(np.isfinite(self.R))):
-            raise NumericalError("the regression's Gram matrix is singular (a column of F "
-                                 "is a combination of the others)")
+        if d.size and (d.min() <= d.max() * np.finfo(float).eps * d.size
+                       or not np.all(np.isfinite(self.R))):
+            raise NumericalError("the regression's Gram matrix F'*F is singular to working "
+                                 "precision (a column of F is a combination of the others)",
+                                 hint="add a ridge term: (F'*F + lambda*eye(n)) \\ (F'*Y) "
+                                 "with a small lambda > 0, or drop the dependent columns")
         self.X[:] = scipy.linalg.solve_triangular(self.R, self.Q.T @ self.Y)
 
     def change_matrix(self, U, V) -> None:
         """``F += U Vᵀ``, one rank-1 QR update per column of U."""
         U, V = _as_dense_2d(U), _as_dense_2d(V)
         for k in range(U.shape[1]):
-            self.Q, self.R = scipy.linalg.qr_update(self.Q, self.R, U[:, k], V[:, k])
+            self.Q, self.R = scipy.linalg.qr_update(self.Q, self.R, U[:, k], V[:, k],
+                                                    check_finite=False)
             self.stats["qr_updates"] += 1
-        self.F += U @ V.T
+            # F += u vᵀ in place (no m×n temporary)
+            self.F = scipy.linalg.blas.dger(1.0, U[:, k], V[:, k], a=self.F, overwrite_a=True)
         self._solve()
 
     def change_rhs(self, U, V) -> None:

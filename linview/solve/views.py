@@ -337,6 +337,9 @@ class SolveViews:
             if deps - {d.name for d in self.program.inputs}:
                 pending[st.name] = "rebuild"  # reads other views: re-solved below
                 continue
+            if isinstance(self.solvers.get(st.name), CholeskySolver):
+                pending[st.name] = ((), [], [])  # its QR update takes U and V as they are
+                continue
             ta, tb = derive(a, changed), derive(b, changed)
             ev = [(evaluate_factor(t.P, scope, bindings),
                    evaluate_factor(t.Q, scope, bindings)) for t in ta]

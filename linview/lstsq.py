@@ -1,0 +1,113 @@
+"""Least squares whose normal equations ``load()`` refused (issue 25).
+
+The lowering reads ``F \\ Y`` (tall F), ``(F'*F) \\ (F'*Y)`` and ``inv(F'*F) * (F'*Y)`` as one
+least-squares problem and, by default, keeps the normal equations (``inv(FᵀF)`` by
+Woodbury), loaded with the condition limit :data:`NORMAL_CONDITION_LIMIT` (1e8, where
+their answer has lost about 8 digits).  When ``load()`` refuses that inverse (its condition
+estimate is over the limit, or it is singular to working precision), :func:`load_instead`
+compiles the program again:
+
+1. ``least_squares="qr"``: the problem is a solve view kept by QR updates of F
+   (:class:`linview.solve.solvers.CholeskySolver`), as accurate as ``lstsq``;
+2. when F is rank-deficient (its triangular factor is singular to working precision) and
+   the program wrote ``F \\ Y`` or ``A \\ B`` with a non-square A, ``least_squares="pinv"``:
+   ``pinv(A) * B``, re-evaluated, which is Octave's answer for such a system (the
+   minimum-norm least-squares solution, given without a warning).  The normal-equation
+   forms are refused then, with a hint to add a ridge term, as Octave calls them singular.
+
+Each program compiled again says why in ``explain()``, and the views loaded by it in their
+attribute ``least_squares``.
+"""
+
+from __future__ import annotations
+
+from linview.backends.numpy.guards import INV_CONDITION_LIMIT
+from linview.compiler.ir import Op
+from linview.errors import LinviewError, NumericalError
+
+#: The normal equations lose about ``cond(FᵀF)·eps`` of relative accuracy, QR updates about
+#: ``cond(F)·eps`` (``lstsq``'s).  A program that keeps least squares by the normal
+#: equations is loaded with this condition limit (unless ``condition_limit=`` is given), so
+#: that past it (relative error about 1e-8) the problem is kept by QR updates instead; its
+#: updates then run with the usual limit (a switch during updates is not implemented, and
+#: refusing updates sooner would only stop the stream sooner).
+NORMAL_CONDITION_LIMIT = 1e8
+
+
+def load_options(prog, inputs: dict) -> dict:
+    """``inputs`` with the condition limit of :data:`NORMAL_CONDITION_LIMIT` added when
+    ``prog`` keeps a least-squares problem by the normal equations."""
+    if "condition_limit" in inputs or prog.options.get("least_squares", "normal") != "normal" \
+            or prog.options.get("backend") != "numpy":  # no QR form on Spark
+        return inputs
+    if not any("normal equations" in note for note in prog.program.notes):
+        return inputs
+    return {**inputs, "condition_limit": NORMAL_CONDITION_LIMIT}
+
+
+def loaded(views, inputs: dict):
+    """``views`` loaded with :func:`load_options`: its updates use the usual limit."""
+    if "condition_limit" not in inputs and hasattr(views, "condition_limit"):
+        views.condition_limit = INV_CONDITION_LIMIT
+    return views
+
+
+def load_instead(prog, refused: NumericalError, inputs: dict):
+    """The live views of ``prog``'s data by the first form that loads, or ``refused``."""
+    opts = prog.options
+    if opts.get("least_squares", "normal") != "normal" or opts.get("backend") != "numpy" \
+            or not _refused_gram(prog, refused):
+        raise refused
+    error = refused
+    for form, why in (("qr", "least squares by QR updates of the factor"),
+                      ("pinv", "minimum-norm least squares by pinv, re-evaluated")):
+        other = compiled_as(prog, form)
+        if other is None:
+            continue
+        why = f"{why} (the normal equations were refused: {refused.message})"
+        other.options["why"] = why
+        try:
+            views = other.load(**inputs)
+        except NumericalError as e:
+            error = e
+            continue
+        views.least_squares = why
+        return views
+    raise error
+
+
+def compiled_as(prog, form: str):
+    """``prog`` compiled with ``least_squares=form``, or None where that changes nothing."""
+    opts = prog.options
+    try:
+        other = opts["compiler"](opts["text"], opts["name"], filename=opts["filename"],
+                                 dims=opts["dims"] or None, model=opts["model"],
+                                 strategy=opts["strategy"], rank=opts["rank"],
+                                 shapes=opts["shapes"], least_squares=form)
+    except LinviewError:
+        return None
+    program = getattr(other, "lowered", None)
+    if program is None:  # deferred: compiled at its load (no data yet)
+        return None
+    op = Op.SOLVE if form == "qr" else Op.PINV
+    if form == "qr" and any(n.op is Op.INV for st in program.statements
+                            for n in st.expr.walk()):
+        return None  # solve views evaluate other inverses without the condition guard
+    count = sum(1 for st in program.statements for n in st.expr.walk() if n.op is op)
+    before = sum(1 for st in prog.lowered.statements for n in st.expr.walk() if n.op is op)
+    return other if count > before else None
+
+
+def _refused_gram(prog, refused: NumericalError) -> bool:
+    """Whether the inverse ``refused`` names is that of a Gram matrix ``FᵀF`` of an input
+    (the normal equations), not some other inverse of the program."""
+    views = {st.name: st.expr for st in prog.lowered.statements}
+    for name, expr in views.items():
+        if expr.op is not Op.INV or f"cannot invert {name}:" not in refused.message:
+            continue
+        arg = expr.children[0]
+        arg = views.get(arg.attr, arg) if arg.op is Op.VIEW else arg
+        if arg.op is Op.MUL:
+            ft, f = arg.children
+            return ft.op is Op.T and ft.children[0] is f and f.op is Op.INPUT
+    return False
