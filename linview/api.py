@@ -17,7 +17,6 @@ import importlib
 import re
 import sys
 import types
-import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -123,7 +122,9 @@ class CompiledProgram:
         limit = self._pop_budget(inputs)
         extra = {}
         if "reuse" in inputs or "store" in inputs or "_reuse" in inputs:
-            inputs, extra = _reuse_option(self, inputs)
+            from linview.backends.numpy import reuse
+
+            inputs, extra = reuse.split_options(self, inputs)
         scalars = [d.name for d in self.program.inputs if not d.scalar and d.name in inputs
                    and specialize.is_number(inputs[d.name])]
         if scalars and not self.options.get("shapes"):  # a 1x1 input is a scalar
@@ -432,30 +433,6 @@ def restore(path, program: CompiledProgram | None = None, **options):
         return out
     options.pop("store", None)  # the same program: every view comes from the file
     return program.module_class._from_saved(meta, views, **options)
-
-
-def _reuse_option(prog: CompiledProgram, inputs: dict) -> tuple[dict, dict]:
-    """``reuse=`` (live views, or a state file's path) and ``store=`` (a folder of views
-    by key) of :meth:`CompiledProgram.load`, apart from the inputs and turned into the
-    module's ``_reuse`` offer (an input of the same name takes precedence)."""
-    from linview.backends.numpy import reuse
-
-    names = {d.name for d in prog.program.inputs}
-    inputs = dict(inputs)
-    if "_reuse" in inputs:  # already an offer (a specialised program's second try)
-        return inputs, {"_reuse": inputs.pop("_reuse")}
-    old = inputs.pop("reuse", None) if "reuse" not in names else None
-    store = inputs.pop("store", None) if "store" not in names else None
-    if prog.backend != "numpy":
-        raise InputError("reuse= and store= need the NumPy backend",
-                         hint="load without them on Spark (every view is computed)")
-    offer = reuse.offer_of(old, by_identity=store is None) if old is not None \
-        else reuse.Offer()
-    if store is not None:
-        offer.store = Path(store)
-        offer.store.mkdir(parents=True, exist_ok=True)
-        offer.warn = lambda msg: warnings.warn(msg, stacklevel=4)
-    return inputs, {"_reuse": offer}
 
 
 __all__ = ["compile", "compile_file", "restore", "CompiledProgram", "LinviewError"]

@@ -18,6 +18,7 @@ recomputed, never reused.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ import numpy as np
 
 from linview import statefile
 from linview.compiler import keys as _keys
-from linview.errors import StateError
+from linview.errors import InputError, StateError
 
 
 @dataclass
@@ -259,3 +260,24 @@ def write_entries(store: Path, entries: Mapping[str, np.ndarray]) -> None:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         statefile.write(path, {"value": value}, {"store_key": key, "updates": 0, "dims": {}})
+
+
+def split_options(prog, inputs: dict) -> tuple[dict, dict]:
+    """``reuse=`` (live views, or a state file's path) and ``store=`` (a folder of views
+    by key) of ``CompiledProgram.load``, apart from the inputs and turned into the
+    module's ``_reuse`` offer (an input of the same name takes precedence)."""
+    names = {d.name for d in prog.program.inputs}
+    inputs = dict(inputs)
+    if "_reuse" in inputs:  # already an offer (a specialised program's second try)
+        return inputs, {"_reuse": inputs.pop("_reuse")}
+    old = inputs.pop("reuse", None) if "reuse" not in names else None
+    store = inputs.pop("store", None) if "store" not in names else None
+    if prog.backend != "numpy":
+        raise InputError("reuse= and store= need the NumPy backend",
+                         hint="load without them on Spark (every view is computed)")
+    offer = offer_of(old, by_identity=store is None) if old is not None else Offer()
+    if store is not None:
+        offer.store = Path(store)
+        offer.store.mkdir(parents=True, exist_ok=True)
+        offer.warn = lambda msg: warnings.warn(msg, stacklevel=5)
+    return inputs, {"_reuse": offer}
