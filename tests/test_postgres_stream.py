@@ -121,10 +121,10 @@ def pg_db(pg_server):
     conn2.close()
 
 
-def cli(dsn, ck, sink, env=None, once=True):
+def cli(dsn, ck, sink, env=None, once=True, quiet=True):
     cmd = [sys.executable, "-m", "linview.app.cli", "run", OLS, "--source", dsn, "--table",
            "X=ax.x", "--table", "Y=ay.y", "--shapes", SHAPES, "--checkpoint", str(ck),
-           "--sink", sink, "--quiet", *(["--once"] if once else [])]
+           "--sink", sink, *(["--quiet"] if quiet else []), *(["--once"] if once else [])]
     return subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -244,3 +244,49 @@ def table_contents_in(cur):
     for k, v in cur.fetchall():
         Y[k - 1] = v
     return X, Y
+
+
+def test_postgres_restarts_and_linview_reconnects(tmp_path):
+    from tests.pg_server import PgServer
+
+    server = PgServer().init().start()  # its own server: this test stops it
+    try:
+        dsn = server.create_db("t_restart")
+        conn = server.connect("t_restart")
+        two_tables(conn)
+        p = cli(dsn, tmp_path / "ck", "live", once=False, quiet=False)
+        wait_until(conn, lambda: beta(conn, "live").size > 0)  # serving
+        rng = np.random.default_rng(5)
+        for round_ in range(3):
+            cur = conn.cursor()
+            for _ in range(5):
+                k = int(rng.integers(4, ROWS + 1))
+                cur.execute("INSERT INTO ax VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET "
+                            "x = EXCLUDED.x", (k, floats(rng.standard_normal(COLS))))
+                time.sleep(0.02)
+            if round_ < 2:
+                time.sleep(float(rng.uniform(0, 0.5)))
+                server.stop("immediate")  # a crash of PostgreSQL
+                server.start()
+                conn = server.connect("t_restart")
+        final = ols(*table_contents(conn))
+        wait_until(conn, lambda: np.allclose(beta(conn, "live"), final, rtol=1e-9))
+        p.send_signal(signal.SIGTERM)
+        rc, err = p.wait(30), p.stderr.read()
+        assert rc == 0, err
+        assert err.count("connecting again") >= 2, err
+        np.testing.assert_allclose(beta(conn, "live"), final, rtol=1e-9, atol=1e-12)
+        conn.close()
+    finally:
+        server.destroy()
+
+
+def wait_until(conn, check, seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except psycopg2.Error:
+            conn.rollback()
+        time.sleep(0.1)

@@ -230,7 +230,9 @@ class PostgresRun:
                             self._commit([], end, changes)  # a quiet source: move the slot on
                         idle_since = time.monotonic()
                     failing_since = None
-                except (psycopg2.OperationalError, psycopg2.InterfaceError) as e:
+                except psycopg2.Error as e:
+                    if not _transient(e):
+                        raise
                     if changes is not None:
                         changes.close()
                     changes, done = None, False
@@ -339,6 +341,13 @@ class PostgresRun:
         if not self.sql.closed:
             self.sql.close()
         return stats
+
+
+def _transient(e) -> bool:
+    """A lost connection, a server shutting down or starting, a slot still held by the
+    walsender of a connection that just died: worth connecting again."""
+    code = getattr(e, "pgcode", None)
+    return code is None or code.startswith(("08", "57P")) or code == "55006"
 
 
 def _cols(cols) -> str:
