@@ -243,3 +243,32 @@ def test_no_password_in_any_output(pg_server, tmp_path):
     rc, out, err = run(url.replace("t_password", "no_such_db"))
     assert rc == 2 and PASSWORD not in out + err
     conn.close()
+
+
+def test_readme_example(pg_server, tmp_path):
+    """The README's example: its SQL, its command (against the test server), its output."""
+    import re
+    import shlex
+
+    from tests.conftest import ROOT
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### Live views over PostgreSQL"):]
+    sql_block, bash_block, output = re.findall(r"```\w*\n(.*?)```", section, re.S)[:3]
+    dsn = pg_server.create_db("shop")
+    conn = pg_server.connect("shop")
+    conn.cursor().execute(sql_block)
+    command = bash_block.split("\npsql")[0].replace("\\\n", " ")
+    argv = shlex.split(command)
+    assert argv[:2] == ["linview", "run"]
+    swap = {"postgresql://me@localhost:5432/shop": dsn, "ck": str(tmp_path / "ck"),
+            "examples/ols.m": OLS}
+    argv = [swap.get(a, a) for a in argv[1:]]
+    rc, _, err = run_cli(*argv, "--quiet")
+    assert rc == 0, err
+    cur = conn.cursor()
+    cur.execute("SELECT row, value::text FROM linview.beta ORDER BY row")
+    shown = [tuple(c.strip() for c in line.split("|")) for line in output.splitlines()[2:]]
+    got = [(str(r), v) for r, v in cur.fetchall()]
+    assert got == shown, got
+    conn.close()

@@ -39,16 +39,21 @@ def columns(conn, tables: dict[str, list[TableInput]], key: str) -> dict[str, li
 
 
 def ensure_publication(conn, name: str, tables: dict[str, list[TableInput]]) -> None:
-    """The publication ``name`` of exactly the mapped tables (created or set)."""
+    """The publication ``name`` of exactly the mapped tables: created, or set when it
+    holds others (one that an administrator made beforehand is left as it is)."""
     from psycopg2 import sql
 
     names = sql.SQL(", ").join(sql.SQL("{}.{}").format(
         sql.Identifier(t[0].schema), sql.Identifier(t[0].table)) for t in tables.values())
     with conn.cursor() as cur:
         cur.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (name,))
-        verb = "ALTER PUBLICATION {} SET TABLE " if cur.fetchone() else \
-            "CREATE PUBLICATION {} FOR TABLE "
-        cur.execute(sql.SQL(verb).format(sql.Identifier(name)) + names)
+        exists = cur.fetchone() is not None
+        cur.execute("SELECT schemaname || '.' || tablename FROM pg_publication_tables "
+                    "WHERE pubname = %s", (name,))
+        if not exists or {r for (r,) in cur.fetchall()} != set(tables):
+            verb = "ALTER PUBLICATION {} SET TABLE " if exists else \
+                "CREATE PUBLICATION {} FOR TABLE "
+            cur.execute(sql.SQL(verb).format(sql.Identifier(name)) + names)
     conn.commit()
 
 
