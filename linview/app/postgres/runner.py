@@ -35,7 +35,7 @@ from linview.app.postgres import catalog
 from linview.app.postgres import source as src
 from linview.app.postgres.pgoutput import format_lsn
 from linview.app.postgres.sink import Sink
-from linview.app.postgres.tables import Keys, Mapper, TableInput
+from linview.app.postgres.tables import Keys, Mapper, TableInput, collapse
 from linview.app.records import parse_line
 from linview.app.stream import Stream
 from linview.errors import InputError, StateError, UpdateError
@@ -44,6 +44,8 @@ from linview.errors import InputError, StateError, UpdateError
 IDLE_ADVANCE = 10.0
 #: how long a lost connection is tried again (with backoff) before the run stops
 RETRY_FOR = 300.0
+#: the latencies kept for the stats (the last ones)
+LATENCIES = 100_000
 _NEVER = 10**15
 _RESTART = ("linview's copy of the inputs no longer matches the table: run again with "
             "--restart to load the tables afresh")
@@ -70,6 +72,8 @@ class PostgresRun:
         self.prog, self.key, self.on_error, self.window = prog, key, on_error, window
         self.warn, self.params, self.shapes_given = warn, list(params), dict(shapes or {})
         self.checkpoint_every = checkpoint_every
+        self.latencies: list[float] = []  # COMMIT (the server's clock) to results committed
+        self._commit_times: list[float] = []
         self.tables: dict[str, list[TableInput]] = {}
         for ti in tables:
             self.tables.setdefault(ti.name, []).append(ti)
@@ -268,7 +272,8 @@ class PostgresRun:
 
     def apply(self, txs: list, changes) -> None:
         """One micro-batch: check each transaction, apply, write, acknowledge."""
-        recs, end = [], self.applied
+        changed, end = [], self.applied
+        before = {t: set(k) for t, k in self.mapper.keys.present.items()}
         for tx in txs:
             lsn = tx.commit.end_lsn
             if lsn <= self.applied:
@@ -288,16 +293,23 @@ class PostgresRun:
                 end = lsn
                 continue
             self.mapper.commit()
+            self._commit_times.append(tx.commit.commit_time)
             where = f"transaction at LSN {format_lsn(lsn)}"
-            recs += [parse_line(json.dumps(d), where) for d in dicts]
+            changed += [(d, where) for d in dicts]
             end = lsn
         if end > self.applied:
-            self._commit(recs, end, changes)
+            inputs = {ti.input: ti.name for tis in self.tables.values() for ti in tis}
+            recs = collapse(changed, before, inputs, lambda n: self.views._views[n])
+            self._commit([parse_line(json.dumps(d), w) for d, w in recs], end, changes)
 
     def _commit(self, recs: list, end: int, changes) -> None:
         self.stream.apply_batch(recs, source_batch=end)
         self.applied = end  # the views hold it; if the write fails, a reconnect writes it
         self.sink.write(self.views.outputs, end, self.stream.pos["batch"])
+        visible = time.time()
+        self.latencies += [visible - t for t in self._commit_times]
+        self._commit_times.clear()
+        del self.latencies[:-LATENCIES]
         changes.acknowledge(end)
         self.stream.stats["lsn"] = format_lsn(end)
         if self.ckpt is not None and self.stream.since_save >= self.checkpoint_every:
@@ -338,6 +350,10 @@ class PostgresRun:
             self._checkpoint()
         stats = self.stream.close()
         stats["lsn"] = format_lsn(self.applied)
+        if self.latencies:
+            ms = np.percentile(self.latencies, [50, 99]) * 1000
+            stats["latency_ms"] = {"p50": round(ms[0], 2), "p99": round(ms[1], 2),
+                                   "transactions": len(self.latencies)}
         if not self.sql.closed:
             self.sql.close()
         return stats

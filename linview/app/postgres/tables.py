@@ -195,3 +195,29 @@ class Mapper:
             rows = self.shapes[ti.input][0]
             if not 1 <= key <= rows:
                 raise BadRow(f"key out of range: input {ti.input} has rows 1..{rows}")
+
+
+def collapse(changes: list[tuple[dict, str]], present: dict[str, set[int]],
+             input_table: dict[str, str], current) -> list[tuple[dict, str]]:
+    """A micro-batch's records, one per (input, row): the row's last value in the batch as
+    ``"add": new - old`` (``current(input)``: the input before the batch, so the batch
+    costs time linear in its rows), ``"remove"`` for a row that existed before the batch
+    and not after it.  ``present``: the rows before the batch; ``changes``: (record,
+    where) in commit order."""
+    final: dict[tuple[str, int], tuple[list | None, str]] = {}
+    for d, where in changes:
+        if "remove" in d:
+            for name in d["inputs"]:
+                final[(name, d["remove"])] = (None, where)
+        else:
+            final[(d["input"], d["row"])] = (d["set"], where)
+    out = []
+    for (name, row), (values, where) in final.items():
+        if values is None:
+            if row in present[input_table[name]]:
+                out.append(({"remove": row, "inputs": [name]}, where))
+            continue
+        old = current(name)[row - 1]
+        out.append(({"input": name, "row": row, "add": [v - float(o) for v, o in zip(
+            values, old, strict=True)]}, where))
+    return out
