@@ -272,3 +272,13 @@ def test_readme_example(pg_server, tmp_path):
     got = [(str(r), v) for r, v in cur.fetchall()]
     assert got == shown, got
     conn.close()
+
+
+def test_demo_db(pg_server, capsys):
+    """``linview demo --db``: its own server, a writer, the result checked against a fresh
+    computation (exit 0 only within 1e-8)."""
+    from linview.app.postgres.demo import demo_db
+
+    assert demo_db(n=5, seconds=1.5, rate=20) == 0
+    out = capsys.readouterr().out
+    assert "linview.beta = a fresh computation from the final table within" in out

@@ -72,6 +72,7 @@ class PostgresRun:
         self.prog, self.key, self.on_error, self.window = prog, key, on_error, window
         self.warn, self.params, self.shapes_given = warn, list(params), dict(shapes or {})
         self.checkpoint_every = checkpoint_every
+        self._stop: list[int] = []  # a signal, or stop(): serve() ends after the batch
         self.latencies: list[float] = []  # COMMIT (the server's clock) to results committed
         self._commit_times: list[float] = []
         self.tables: dict[str, list[TableInput]] = {}
@@ -212,7 +213,7 @@ class PostgresRun:
         if once:
             marker = f"linview-once-{uuid.uuid4().hex}"
             src.emit_marker(self.sql, marker)
-        stop: list[int] = []
+        stop = self._stop
         previous = {}
         if threading.current_thread() is threading.main_thread():  # taken at a batch's end
             previous = {sig: signal.signal(sig, lambda n, _f: stop.append(n))
@@ -258,6 +259,10 @@ class PostgresRun:
             if changes is not None:
                 changes.close()
         return self.close()
+
+    def stop(self) -> None:
+        """Ask :meth:`serve` (running in another thread) to stop after the batch."""
+        self._stop.append(0)
 
     def _open_stream(self):
         """(Re)connect: the results as the views hold them (a batch may have been applied
