@@ -282,3 +282,23 @@ def test_demo_db(pg_server, capsys):
     assert demo_db(n=5, seconds=1.5, rate=20) == 0
     out = capsys.readouterr().out
     assert "linview.beta = a fresh computation from the final table within" in out
+
+
+def test_python_api_source(db, tmp_path):
+    import linview
+    from linview.app.postgres.api import PostgresSource
+
+    dsn, conn, X, Y = db
+    src = PostgresSource(dsn, tables={"X": "obs.x", "Y": "obs.y"},
+                         checkpoint=str(tmp_path / "ck"))
+    inputs = src.inputs()
+    np.testing.assert_array_equal(inputs["X"], X)
+    np.testing.assert_array_equal(inputs["Y"], Y)
+    prog = linview.compile_file(OLS)
+    views = prog.load(**inputs)
+    np.testing.assert_allclose(views.outputs["beta"], ols(X, Y), rtol=1e-10)
+    conn.cursor().execute("UPDATE obs SET y = 3 WHERE id = 2")
+    Y[1] = 3
+    stats = src.run(prog, once=True)
+    assert stats["lsn"] == progress(conn)[0]
+    np.testing.assert_allclose(beta(conn), ols(X, Y), rtol=1e-10)

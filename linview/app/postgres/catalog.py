@@ -73,13 +73,15 @@ def drop_slot(conn, slot: str) -> None:
     conn.commit()
 
 
-def load(conn, tables: dict[str, list[TableInput]], key: str, snapshot: str, point: int,
-         shapes: dict) -> tuple[dict[str, np.ndarray], Keys]:
-    """The inputs as of the slot's exported snapshot (COPY), and the keys present."""
+def load(conn, tables: dict[str, list[TableInput]], key: str, snapshot: str | None,
+         point: int, shapes: dict) -> tuple[dict[str, np.ndarray], Keys]:
+    """The inputs as of the slot's exported snapshot (COPY; None: one snapshot of now),
+    and the keys present."""
     arrays, present = {}, {}
     cur = conn.cursor()
     cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-    cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot,))
+    if snapshot is not None:
+        cur.execute("SET TRANSACTION SNAPSHOT %s", (snapshot,))
     for name, tis in tables.items():
         rows = copy_table(cur, tis[0].schema, tis[0].table, [key, *(t.column for t in tis)])
         parsed = []
