@@ -31,6 +31,9 @@ def add_source_arguments(r) -> None:
     g.add_argument("--window-ms", type=float, default=50.0, metavar="MS",
                    help="transactions committed within this many ms form one micro-batch "
                    "(default 50)")
+    g.add_argument("--batch-rows", type=int, default=2048, metavar="N",
+                   help="at most N row changes per micro-batch when catching up (whole "
+                   "transactions; default 2048)")
 
 
 def cmd_run_postgres(args, prog, status) -> int:
@@ -44,8 +47,8 @@ def cmd_run_postgres(args, prog, status) -> int:
         raise InputError("--source reads the inputs and updates from the database and "
                          "writes the results there",
                          hint="drop --updates, --input and --out (scalars: --param)")
-    if args.window_ms < 0:
-        raise InputError("--window-ms must be at least 0")
+    if args.window_ms < 0 or args.batch_rows < 1:
+        raise InputError("--window-ms must be at least 0 and --batch-rows at least 1")
     if args.backend != "numpy":
         raise InputError("--source works with --backend numpy only, so far")
     run = PostgresRun(prog, dsn=args.source, tables=[parse_table_spec(t) for t in args.table],
@@ -53,7 +56,7 @@ def cmd_run_postgres(args, prog, status) -> int:
                       checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                       restart=args.restart, on_error=args.on_error,
                       window=args.window_ms / 1000, shapes=parse_shapes(args.shapes),
-                      warn=status.warn)
+                      warn=status.warn, batch_rows=args.batch_rows)
     stats = run.serve(once=args.once)
     print(json.dumps(stats))
     return 0

@@ -68,10 +68,11 @@ class PostgresRun:
     def __init__(self, prog, *, dsn: str, tables: list[TableInput], key: str = "id",
                  sink: str = "linview", params: list[str] = (), checkpoint=None,
                  checkpoint_every: int = 100, restart: bool = False, on_error: str = "stop",
-                 window: float = 0.05, shapes: dict | None = None, warn=print):
+                 window: float = 0.05, shapes: dict | None = None, warn=print,
+                 batch_rows: int = src.BATCH_ROWS):
         self.prog, self.key, self.on_error, self.window = prog, key, on_error, window
         self.warn, self.params, self.shapes_given = warn, list(params), dict(shapes or {})
-        self.checkpoint_every = checkpoint_every
+        self.checkpoint_every, self.batch_rows = checkpoint_every, batch_rows
         self._stop: list[int] = []  # a signal, or stop(): serve() ends after the batch
         self.latencies: list[float] = []  # COMMIT (the server's clock) to results committed
         self._commit_times: list[float] = []
@@ -273,7 +274,7 @@ class PostgresRun:
             self.sql = self.conn.sql(wrap=False)
             self.sink.conn = self.sql
             self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
-        return src.ChangeStream(self.conn, self.slot, self.slot)
+        return src.ChangeStream(self.conn, self.slot, self.slot, self.batch_rows)
 
     def apply(self, txs: list, changes) -> None:
         """One micro-batch: check each transaction, apply, write, acknowledge."""
