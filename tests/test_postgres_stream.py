@@ -208,7 +208,7 @@ def test_kill_9_while_serving_and_a_reader_never_sees_a_torn_result(pg_db, tmp_p
             cur.execute("SELECT updated FROM live._linview_progress")
             was = cur.fetchone()
             p = cli(dsn, tmp_path / "ck", "live", once=False)
-            wait_until(conn, lambda: progress_row(conn) != was)  # serving
+            wait_until(conn, lambda was=was: progress_row(conn) != was)  # serving
             for _ in range(12):
                 cur.execute("BEGIN")
                 for k in (int(rng.integers(1, 8)), int(rng.integers(1, 8))):
