@@ -45,7 +45,9 @@ class PostgresSource:
             tables: dict[str, list[TableInput]] = {}
             for ti in self._inputs():
                 tables.setdefault(ti.name, []).append(ti)
-            catalog.columns(sql, tables, self.key)
+            catalog.columns(sql, {t: (tis[0].schema, tis[0].table,
+                                      [self.key, *(ti.column for ti in tis)])
+                                  for t, tis in tables.items()})
             arrays, _ = catalog.load(sql, tables, self.key, None, 0, self.shapes)
         finally:
             sql.close()

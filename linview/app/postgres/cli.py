@@ -23,6 +23,9 @@ def add_source_arguments(r) -> None:
     g.add_argument("--table", action="append", default=[], metavar="INPUT=TABLE.COLUMN",
                    help="rows layout: the key column is the 1-based row, COLUMN a float8[] "
                    "(or a number for a one-column input); SCHEMA.TABLE.COLUMN also works")
+    g.add_argument("--edges", action="append", default=[], metavar="INPUT=TABLE(SRC,DST)",
+                   help="edges layout: one row per link SRC -> DST (1-based node ids) of a "
+                   "stochastic input (%%#linview stochastic INPUT)")
     g.add_argument("--key", default="id", help="the key column of the tables (default id)")
     g.add_argument("--sink", default="linview", metavar="SCHEMA",
                    help="schema of the result tables and the progress table (default linview)")
@@ -37,12 +40,14 @@ def add_source_arguments(r) -> None:
 
 
 def cmd_run_postgres(args, prog, status) -> int:
+    from linview.app.postgres.edges import parse_edges_spec
     from linview.app.postgres.runner import PostgresRun
     from linview.app.postgres.tables import parse_table_spec
     from linview.specialize import parse_shapes
 
-    if not args.table:
-        raise InputError("--source needs at least one --table INPUT=TABLE.COLUMN")
+    if not args.table and not args.edges:
+        raise InputError("--source needs at least one --table INPUT=TABLE.COLUMN or "
+                         "--edges INPUT=TABLE(SRC,DST)")
     if args.updates is not None or args.input or args.out:
         raise InputError("--source reads the inputs and updates from the database and "
                          "writes the results there",
@@ -52,6 +57,7 @@ def cmd_run_postgres(args, prog, status) -> int:
     if args.backend != "numpy":
         raise InputError("--source works with --backend numpy only, so far")
     run = PostgresRun(prog, dsn=args.source, tables=[parse_table_spec(t) for t in args.table],
+                      edges=[parse_edges_spec(e) for e in args.edges],
                       key=args.key, sink=args.sink, params=args.param,
                       checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                       restart=args.restart, on_error=args.on_error,

@@ -31,8 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from linview.app import wal
-from linview.app.postgres import catalog
+from linview.app.postgres import catalog, edges
 from linview.app.postgres import source as src
+from linview.app.postgres.edges import EdgeInput
 from linview.app.postgres.pgoutput import format_lsn
 from linview.app.postgres.sink import Sink
 from linview.app.postgres.tables import Keys, Mapper, TableInput, collapse
@@ -65,7 +66,8 @@ def slot_name(sink: str) -> str:
 class PostgresRun:
     """One run: the connection, the engine, the sink, the change stream."""
 
-    def __init__(self, prog, *, dsn: str, tables: list[TableInput], key: str = "id",
+    def __init__(self, prog, *, dsn: str, tables: list[TableInput] = (),
+                 edges: list[EdgeInput] = (), key: str = "id",
                  sink: str = "linview", params: list[str] = (), checkpoint=None,
                  checkpoint_every: int = 100, restart: bool = False, on_error: str = "stop",
                  window: float = 0.05, shapes: dict | None = None, warn=print,
@@ -79,6 +81,14 @@ class PostgresRun:
         self.tables: dict[str, list[TableInput]] = {}
         for ti in tables:
             self.tables.setdefault(ti.name, []).append(ti)
+        self.links: dict[str, EdgeInput] = {}
+        for ei in edges:
+            if ei.name in self.tables or ei.name in self.links:
+                raise InputError(f"table {ei.name} is mapped twice",
+                                 hint="one --edges per table, and not also --table")
+            self.links[ei.name] = ei
+        self.table_of = {**{ti.input: ti.name for ti in tables},
+                         **{ei.input: ei.name for ei in edges}}
         self.conn = src.Connection(dsn)
         self.slot = slot_name(sink)
         self.sql = self.conn.sql()
@@ -93,9 +103,17 @@ class PostgresRun:
         import psycopg2
 
         try:
-            self.catalog = catalog.columns(self.sql, self.tables, self.key)
+            needs = {t: (tis[0].schema, tis[0].table, [self.key, *(ti.column for ti in tis)])
+                     for t, tis in self.tables.items()}
+            needs.update({t: (ei.schema, ei.table, ei.columns) for t, ei in self.links.items()})
+            self.catalog = catalog.columns(self.sql, needs)
+            self.published = {t: (schema, table) for t, (schema, table, _) in needs.items()}
+            for ei in self.links.values():
+                edges.check_identity(self.sql, ei)
             identity = json.dumps({"tables": {t: [[ti.input, ti.column] for ti in tis]
                                               for t, tis in self.tables.items()},
+                                   "edges": {t: [ei.input, *ei.columns]
+                                             for t, ei in self.links.items()},
                                    "key": self.key}, sort_keys=True)
             self.ckpt = Path(checkpoint) if checkpoint else None
             resume = (self.ckpt is not None and (self.ckpt / "state.npz").exists()
@@ -116,21 +134,18 @@ class PostgresRun:
                 raise InputError(f"replication slot {self.slot} is in use (another linview "
                                  "run on this sink?)", hint="stop it, or use another --sink")
             catalog.drop_slot(self.sql, self.slot)
-        catalog.ensure_publication(self.sql, self.slot, self.tables)
+        catalog.ensure_publication(self.sql, self.slot, self.published)
         repl = self.conn.replication()
         try:
             point, snapshot = src.create_slot(repl, self.slot)
             arrays, keys = catalog.load(self.sql, self.tables, self.key, snapshot, point,
-                                         self.shapes_given)
+                                         self.shapes_given, self.links)
         finally:
             repl.close()
         folder = self.ckpt / "snapshot" if self.ckpt else Path(tempfile.mkdtemp(
             prefix="linview-pg-"))
         folder.mkdir(parents=True, exist_ok=True)
-        self.files = []
-        for name, a in arrays.items():
-            np.save(folder / f"{name}.npy", a)
-            self.files.append(f"{name}={folder / f'{name}.npy'}")
+        self.files = catalog.save_inputs(folder, arrays)
         if self.ckpt is not None:
             (self.ckpt / "keys-0.json").write_text(keys.to_json())
             (self.ckpt / "columns.json").write_text(json.dumps(self.catalog))
@@ -155,7 +170,8 @@ class PostgresRun:
                                         f"its columns (name, type id) were {_cols(was[name])}"
                                         f" and are now {_cols(now)}", hint=_RESTART)
         folder = self.ckpt / "snapshot"
-        self.files = [f"{p.stem}={p}" for p in sorted(folder.glob("*.npy"))]
+        self.files = [f"{p.stem}={p}" for p in sorted([*folder.glob("*.npy"),
+                                                        *folder.glob("*.npz")])]
         self.stream = Stream(self.prog, inputs=self.files + self.params,
                              checkpoint=self.ckpt, checkpoint_every=_NEVER, warn=self.warn,
                              source=identity)
@@ -170,7 +186,7 @@ class PostgresRun:
         keys = Keys.from_json(kf.read_text())
         for e in wal.scan(self.ckpt / "wal.log").entries:
             if e["batch"] > saved:
-                keys.replay([json.loads(r) for r in e["records"]], self.tables)
+                keys.replay([json.loads(r) for r in e["records"]], self.table_of)
         row = catalog.slot_state(self.sql, self.slot)
         if row is None:
             raise StateError(f"replication slot {self.slot} no longer exists, so the changes "
@@ -182,7 +198,7 @@ class PostgresRun:
                              f"{format_lsn(stored[0])}, past checkpoint {self.ckpt} (at "
                              f"{format_lsn(self.applied)}): an older checkpoint?",
                              hint="use --restart to load the tables again")
-        catalog.ensure_publication(self.sql, self.slot, self.tables)
+        catalog.ensure_publication(self.sql, self.slot, self.published)
         self._start(keys)
         self.sink.ensure(list(self.views.outputs))
         self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
@@ -190,15 +206,19 @@ class PostgresRun:
     def _start(self, keys: Keys) -> None:
         self.views = self.stream.views
         dynamic = set(getattr(self.views, "DYNAMIC", ()))
-        for tis in self.tables.values():
-            for ti in tis:
-                if dynamic and ti.input not in dynamic:
-                    raise InputError(f"input {ti.input} reads table {ti.name}, but the program "
-                                     "does not declare it dynamic", hint="add '%#linview "
-                                     f"dynamic {ti.input}' to the program")
+        for name, table in self.table_of.items():
+            if dynamic and name not in dynamic:
+                raise InputError(f"input {name} reads table {table}, but the program does "
+                                 "not declare it dynamic", hint="add '%#linview dynamic "
+                                 f"{name}' to the program")
         shapes = {ti.input: tuple(self.views._views[ti.input].shape)
                   for tis in self.tables.values() for ti in tis}
-        self.mapper = Mapper(self.tables, shapes, self.key, keys)
+        handlers = {}
+        for t, ei in self.links.items():
+            n = self.views._views[ei.input].shape[0]
+            handlers[t] = (lambda ch, cols, present, ei=ei, n=n:
+                           edges.changes(ei, ch, cols, n, present))
+        self.mapper = Mapper(self.tables, shapes, self.key, keys, handlers)
         for name, cols in self.catalog.items():
             self.mapper.set_columns(name, [c for c, _ in cols])
 
@@ -304,8 +324,7 @@ class PostgresRun:
             changed += [(d, where) for d in dicts]
             end = lsn
         if end > self.applied:
-            inputs = {ti.input: ti.name for tis in self.tables.values() for ti in tis}
-            recs = collapse(changed, before, inputs, lambda n: self.views._views[n])
+            recs = collapse(changed, before, self.table_of, lambda n: self.views._views[n])
             self._commit([parse_line(json.dumps(d), w) for d, w in recs], end, changes)
 
     def _commit(self, recs: list, end: int, changes) -> None:
@@ -323,13 +342,13 @@ class PostgresRun:
 
     def _check_schema(self, tx) -> None:
         for name in tx.truncated:
-            if name in self.tables:
+            if name in self.catalog:
                 raise SchemaChanged(f"TRUNCATE of table {name} (transaction at LSN "
                                     f"{format_lsn(tx.commit.end_lsn)}): linview's inputs no "
                                     "longer match it", hint=_RESTART)
         for rel in tx.relations:
             name = f"{rel.schema}.{rel.table}"
-            if name not in self.tables:
+            if name not in self.catalog:
                 continue
             now = [(c.name, c.type_oid) for c in rel.columns]
             was = [tuple(c) for c in self.catalog[name]]

@@ -119,16 +119,20 @@ class Keys:
 
     @classmethod
     def from_json(cls, text: str) -> Keys:
-        return cls({t: set(k) for t, k in json.loads(text).items()})
+        return cls({t: {tuple(x) if isinstance(x, list) else x for x in k}
+                    for t, k in json.loads(text).items()})
 
-    def replay(self, records: list[dict], tables: dict[str, list[TableInput]]) -> None:
-        """Apply the presence effect of logged records (a resume past the saved keys)."""
-        by_input = {ti.input: ti.name for tis in tables.values() for ti in tis}
+    def replay(self, records: list[dict], table_of: dict[str, str]) -> None:
+        """Apply the presence effect of logged records (a resume past the saved keys);
+        ``table_of``: each input's table."""
         for d in records:
             if "remove" in d:
-                self.present[by_input[d["inputs"][0]]].discard(d["remove"])
+                self.present[table_of[d["inputs"][0]]].discard(d["remove"])
             elif "row" in d:
-                self.present[by_input[d["input"]]].add(d["row"])
+                self.present[table_of[d["input"]]].add(d["row"])
+            elif "edge" in d:
+                links = self.present[table_of[d["input"]]]
+                (links.add if d["op"] == "insert" else links.discard)(tuple(d["edge"]))
 
 
 class Mapper:
@@ -136,8 +140,11 @@ class Mapper:
     the table, the key and the LSN (nothing of the transaction is kept)."""
 
     def __init__(self, tables: dict[str, list[TableInput]], shapes: dict[str, tuple],
-                 key: str, keys: Keys):
+                 key: str, keys: Keys, handlers: dict | None = None):
+        """``handlers``: other layouts' tables -> ``f(change, columns, present)`` that
+        returns the change's records (the edges layout)."""
         self.tables, self.shapes, self.key, self.keys = tables, shapes, key, keys
+        self.handlers = handlers or {}
         self.columns: dict[str, dict[str, int]] = {}  # table -> column -> position
 
     def set_columns(self, table: str, names: list[str]) -> None:
@@ -165,6 +172,9 @@ class Mapper:
             key = None
             try:
                 cols = self.columns[table]
+                if table in self.handlers:
+                    records += self.handlers[table](ch, cols, present[table])
+                    continue
                 old_key = parse_key(ch.old[cols[self.key]]) if ch.old is not None else None
                 key = parse_key(ch.new[cols[self.key]]) if ch.new is not None else old_key
                 if ch.kind == "delete" or (old_key is not None and old_key != key):
@@ -189,7 +199,8 @@ class Mapper:
                 records += [{"input": n, "row": key, "set": v}
                             for n, v in values.items() if v is not None]
             except BadRow as e:
-                raise UpdateError(f"table {table}, key {key}, transaction at LSN "
+                at = "" if key is None else f", key {key}"
+                raise UpdateError(f"table {table}{at}, transaction at LSN "
                                   f"{format_lsn(lsn)}: {e}") from None
         self.pending = present
         return records
@@ -213,8 +224,11 @@ def collapse(changes: list[tuple[dict, str]], present: dict[str, set[int]],
     and not after it.  ``present``: the rows before the batch; ``changes``: (record,
     where) in commit order."""
     final: dict[tuple[str, int], tuple[list | None, str]] = {}
+    others = []  # edge records, in order
     for d, where in changes:
-        if "remove" in d:
+        if "edge" in d:
+            others.append((d, where))
+        elif "remove" in d:
             for name in d["inputs"]:
                 final[(name, d["remove"])] = (None, where)
         else:
@@ -227,4 +241,4 @@ def collapse(changes: list[tuple[dict, str]], present: dict[str, set[int]],
             continue
         old = current(name)[row - 1]
         out.append(({"input": name, "row": row, "add": (values - old).tolist()}, where))
-    return out
+    return out + others
