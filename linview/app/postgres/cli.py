@@ -34,9 +34,9 @@ def add_source_arguments(r) -> None:
     g.add_argument("--window-ms", type=float, default=50.0, metavar="MS",
                    help="transactions committed within this many ms form one micro-batch "
                    "(default 50)")
-    g.add_argument("--batch-rows", type=int, default=2048, metavar="N",
+    g.add_argument("--batch-rows", type=int, default=256, metavar="N",
                    help="at most N row changes per micro-batch when catching up (whole "
-                   "transactions; default 2048)")
+                   "transactions; default 256)")
 
 
 def cmd_run_postgres(args, prog, status) -> int:

@@ -82,7 +82,7 @@ class Transaction:
 
 #: at most this many row changes in a micro-batch (one transaction may have more: it is
 #: never split); ``--batch-rows``
-BATCH_ROWS = 2048
+BATCH_ROWS = 256
 #: a batch whose first transaction committed this many seconds (past the window) ago is
 #: behind: it takes every transaction already received
 BEHIND = 0.2
