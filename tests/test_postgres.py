@@ -3,6 +3,8 @@ and passwords, against a real PostgreSQL server (the ``pg_server`` fixture; no m
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -301,4 +303,40 @@ def test_python_api_source(db, tmp_path):
     Y[1] = 3
     stats = src.run(prog, once=True)
     assert stats["lsn"] == progress(conn)[0]
+    np.testing.assert_allclose(beta(conn), ols(X, Y), rtol=1e-10)
+
+
+def test_a_quiet_source_still_moves_the_slot_on(db, monkeypatch):
+    """Changes to other tables only: the slot's confirmed position still advances (no
+    write-ahead log piling up behind it), with an empty batch."""
+    import threading
+
+    import linview
+    from linview.app.postgres import runner
+    from linview.app.postgres.tables import TableInput
+
+    dsn, conn, X, Y = db
+    monkeypatch.setattr(runner, "IDLE_ADVANCE", 0.3)
+    run = runner.PostgresRun(linview.compile_file(OLS), dsn=dsn, tables=[
+        TableInput("X", "public", "obs", "x"), TableInput("Y", "public", "obs", "y")],
+        warn=lambda m: None)
+    t = threading.Thread(target=run.serve, kwargs={"once": False})
+    t.start()
+    try:
+        cur = conn.cursor()
+        cur.execute("CREATE TABLE other (a int)")
+        cur.execute("INSERT INTO other SELECT generate_series(1, 1000)")
+        cur.execute("SELECT pg_current_wal_lsn()")
+        (target,) = cur.fetchone()
+        cur.execute("SELECT confirmed_flush_lsn >= %s FROM pg_replication_slots", (target,))
+        deadline = time.monotonic() + 30
+        while not cur.fetchone()[0] and time.monotonic() < deadline:
+            time.sleep(0.2)
+            cur.execute("SELECT confirmed_flush_lsn >= %s FROM pg_replication_slots",
+                        (target,))
+        cur.execute("SELECT confirmed_flush_lsn >= %s FROM pg_replication_slots", (target,))
+        assert cur.fetchone()[0]
+    finally:
+        run.stop()
+        t.join(30)
     np.testing.assert_allclose(beta(conn), ols(X, Y), rtol=1e-10)

@@ -63,6 +63,6 @@ def cmd_run_postgres(args, prog, status) -> int:
                       restart=args.restart, on_error=args.on_error,
                       window=args.window_ms / 1000, shapes=parse_shapes(args.shapes),
                       warn=status.warn, batch_rows=args.batch_rows)
-    stats = run.serve(once=args.once)
+    stats = run.serve(once=args.once, progress=status.update)
     print(json.dumps(stats))
     return 0

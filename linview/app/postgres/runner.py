@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import tempfile
 import threading
@@ -142,8 +143,8 @@ class PostgresRun:
                                          self.shapes_given, self.links)
         finally:
             repl.close()
-        folder = self.ckpt / "snapshot" if self.ckpt else Path(tempfile.mkdtemp(
-            prefix="linview-pg-"))
+        self._tmp = None if self.ckpt else Path(tempfile.mkdtemp(prefix="linview-pg-"))
+        folder = self.ckpt / "snapshot" if self.ckpt else self._tmp
         folder.mkdir(parents=True, exist_ok=True)
         self.files = catalog.save_inputs(folder, arrays)
         if self.ckpt is not None:
@@ -381,6 +382,8 @@ class PostgresRun:
                                    "transactions": len(self.latencies)}
         if not self.sql.closed:
             self.sql.close()
+        if getattr(self, "_tmp", None) is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
         return stats
 
 
