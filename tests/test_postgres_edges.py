@@ -86,3 +86,62 @@ def test_edges_need_the_link_in_the_replica_identity(pg_server, tmp_path):
     assert rc == 0, err
     np.testing.assert_allclose(ranks(conn), reference(conn), rtol=1e-8, atol=1e-12)
     conn.close()
+
+
+PROD = """function C = prod2(A, B)
+  %#linview dims A(n,m) B(m,p)
+  %#linview dynamic A B
+  C = A * B;
+end
+"""
+
+
+def test_entries_layout(pg_server, tmp_path):
+    """``--entries A=TABLE(I,J,VALUE)``: sparse entries, one table per input."""
+    (tmp_path / "prod2.m").write_text(PROD)
+    dsn = pg_server.create_db("t_entries")
+    conn = pg_server.connect("t_entries")
+    cur = conn.cursor()
+    rng = np.random.default_rng(9)
+    dense = {}
+    for name, (m, n) in {"a": (6, 5), "b": (5, 6)}.items():
+        cur.execute(f"CREATE TABLE {name} (i int, j int, v float8, PRIMARY KEY (i, j))")
+        cells = {(int(i), int(j)) for i, j in zip(rng.integers(1, m + 1, 12),
+                                                  rng.integers(1, n + 1, 12), strict=True)}
+        cur.executemany(f"INSERT INTO {name} VALUES (%s, %s, %s)",
+                        [(i, j, float(rng.standard_normal())) for i, j in sorted(cells)])
+        dense[name] = (m, n)
+
+    def contents():
+        out = {}
+        for name, (m, n) in dense.items():
+            M = np.zeros((m, n))
+            cur.execute(f"SELECT i, j, v FROM {name}")
+            for i, j, v in cur.fetchall():
+                M[i - 1, j - 1] = v
+            out[name] = M
+        return out["a"] @ out["b"]
+
+    def result():
+        cur.execute('SELECT value FROM linview."C" ORDER BY row')  # the output's case
+        return np.array([v for (v,) in cur.fetchall()])
+
+    argv = ["run", str(tmp_path / "prod2.m"), "--source", dsn, "--entries", "A=a(i,j,v)",
+            "--entries", "B=b(i,j,v)", "--shapes", "A=6x5,B=5x6", "--checkpoint",
+            str(tmp_path / "ck"), "--once", "--quiet"]
+    rc, _, err = run_cli(*argv)
+    assert rc == 0, err
+    np.testing.assert_allclose(result(), contents(), rtol=1e-10, atol=1e-12)
+    cur.execute("BEGIN; UPDATE a SET v = v + 1 WHERE i = (SELECT min(i) FROM a); "
+                "DELETE FROM b WHERE j = 2; INSERT INTO a VALUES (6, 5, 2.5) ON CONFLICT "
+                "(i, j) DO UPDATE SET v = 2.5; UPDATE b SET j = 6 WHERE (i, j) = "
+                "(SELECT i, j FROM b WHERE j < 6 AND (i, 6) NOT IN (SELECT i, j FROM b) "
+                "LIMIT 1); COMMIT")
+    cur.execute("INSERT INTO b VALUES (1, 2, 7.0) ON CONFLICT (i, j) DO UPDATE SET v = 7")
+    rc, _, err = run_cli(*argv)
+    assert rc == 0, err
+    np.testing.assert_allclose(result(), contents(), rtol=1e-10, atol=1e-12)
+    cur.execute("UPDATE a SET v = 'NaN' WHERE i = 6 AND j = 5")
+    rc, _, err = run_cli(*argv)
+    assert rc == 2 and "table public.a" in err and "entry (6, 5)" in err and "NaN" in err
+    conn.close()

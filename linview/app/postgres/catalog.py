@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from linview.app.postgres import edges
+from linview.app.postgres import edges, entries
 from linview.app.postgres.pgoutput import format_lsn
 from linview.app.postgres.source import copy_table
 from linview.app.postgres.tables import BadRow, Keys, TableInput, parse_key, parse_values
@@ -76,10 +76,11 @@ def drop_slot(conn, slot: str) -> None:
 
 
 def load(conn, tables: dict[str, list[TableInput]], key: str, snapshot: str | None,
-         point: int, shapes: dict, links: dict | None = None
+         point: int, shapes: dict, links: dict | None = None, cells: dict | None = None
          ) -> tuple[dict[str, np.ndarray], Keys]:
     """The inputs as of the slot's exported snapshot (COPY; None: one snapshot of now),
-    and the keys (links) present; ``links``: the edges layout's tables."""
+    and the keys (links, entries) present; ``links``, ``cells``: the edges and entries
+    layouts' tables."""
     arrays, present = {}, {}
     cur = conn.cursor()
     cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -103,6 +104,10 @@ def load(conn, tables: dict[str, list[TableInput]], key: str, snapshot: str | No
         given = shapes.get(ei.input)
         arrays[ei.input], present[name] = edges.load(
             rows, ei, given[0] if given else None, f"snapshot at LSN {format_lsn(point)}")
+    for name, ci in (cells or {}).items():
+        rows = copy_table(cur, ci.schema, ci.table, ci.columns)
+        arrays[ci.input], present[name] = entries.load(
+            rows, ci, shapes.get(ci.input), f"snapshot at LSN {format_lsn(point)}")
     conn.commit()
     return arrays, Keys(present)
 

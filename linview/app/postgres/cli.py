@@ -26,6 +26,9 @@ def add_source_arguments(r) -> None:
     g.add_argument("--edges", action="append", default=[], metavar="INPUT=TABLE(SRC,DST)",
                    help="edges layout: one row per link SRC -> DST (1-based node ids) of a "
                    "stochastic input (%%#linview stochastic INPUT)")
+    g.add_argument("--entries", action="append", default=[],
+                   metavar="INPUT=TABLE(I,J,VALUE)", help="entries layout: one row per "
+                   "entry INPUT(I, J) (1-based); entries without a row are zero")
     g.add_argument("--key", default="id", help="the key column of the tables (default id)")
     g.add_argument("--sink", default="linview", metavar="SCHEMA",
                    help="schema of the result tables and the progress table (default linview)")
@@ -41,11 +44,12 @@ def add_source_arguments(r) -> None:
 
 def cmd_run_postgres(args, prog, status) -> int:
     from linview.app.postgres.edges import parse_edges_spec
+    from linview.app.postgres.entries import parse_entries_spec
     from linview.app.postgres.runner import PostgresRun
     from linview.app.postgres.tables import parse_table_spec
     from linview.specialize import parse_shapes
 
-    if not args.table and not args.edges:
+    if not args.table and not args.edges and not args.entries:
         raise InputError("--source needs at least one --table INPUT=TABLE.COLUMN or "
                          "--edges INPUT=TABLE(SRC,DST)")
     if args.updates is not None or args.input or args.out:
@@ -58,6 +62,7 @@ def cmd_run_postgres(args, prog, status) -> int:
         raise InputError("--source works with --backend numpy only, so far")
     run = PostgresRun(prog, dsn=args.source, tables=[parse_table_spec(t) for t in args.table],
                       edges=[parse_edges_spec(e) for e in args.edges],
+                      entries=[parse_entries_spec(e) for e in args.entries],
                       key=args.key, sink=args.sink, params=args.param,
                       checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                       restart=args.restart, on_error=args.on_error,

@@ -52,15 +52,16 @@ def parse_edges_spec(spec: str) -> EdgeInput:
     return EdgeInput(m.group(1), m.group(2) or "public", m.group(3), *cols)
 
 
-def node(text, n: int) -> int:
+def node(text, n: int, what: str = "node") -> int:
+    """A 1-based index (a node id; a row or column of an entry) in 1..n."""
     if text is None or text is UNCHANGED:
-        raise BadRow("no node id (is the link in the table's REPLICA IDENTITY?)")
+        raise BadRow(f"no {what} (is it in the table's REPLICA IDENTITY?)")
     try:
         k = int(text)
     except ValueError:
-        raise BadRow(f"non-integer node id {text!r}") from None
+        raise BadRow(f"non-integer {what} {text!r}") from None
     if not 1 <= k <= n:
-        raise BadRow(f"node {k} out of range 1..{n}")
+        raise BadRow(f"{what} {k} out of range 1..{n}")
     return k
 
 
@@ -88,8 +89,8 @@ def changes(ei: EdgeInput, ch, cols: dict[str, int], n: int, present: set) -> li
     return out
 
 
-def check_identity(conn, ei: EdgeInput) -> None:
-    """The replica identity must hold SRC and DST (see the module docstring)."""
+def check_identity(conn, ei, what: str = "link") -> None:
+    """The replica identity must hold ``ei.columns[:2]`` (SRC and DST; I and J)."""
     with conn.cursor() as cur:
         cur.execute("SELECT c.relreplident, ARRAY(SELECT a.attname::text FROM pg_index i "
                     "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)"
@@ -99,10 +100,11 @@ def check_identity(conn, ei: EdgeInput) -> None:
                     "c.relname = %s", (ei.schema, ei.table))
         ident, cols = cur.fetchone()
     conn.commit()
-    if ident != "f" and not {ei.src, ei.dst} <= set(cols):
-        raise InputError(f"table {ei.name}: an UPDATE or DELETE would not carry the old link "
-                         f"({ei.src}, {ei.dst})", hint=f"make ({ei.src}, {ei.dst}) its primary "
-                         f"key, or ALTER TABLE {ei.name} REPLICA IDENTITY FULL")
+    a, b = ei.columns[:2]
+    if ident != "f" and not {a, b} <= set(cols):
+        raise InputError(f"table {ei.name}: an UPDATE or DELETE would not carry the old "
+                         f"{what} ({a}, {b})", hint=f"make ({a}, {b}) its primary key, or "
+                         f"ALTER TABLE {ei.name} REPLICA IDENTITY FULL")
 
 
 def load(rows: list, ei: EdgeInput, n_given: int | None, where: str):

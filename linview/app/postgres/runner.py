@@ -32,10 +32,12 @@ from pathlib import Path
 import numpy as np
 
 from linview.app import wal
-from linview.app.postgres import catalog, edges
+from linview.app.postgres import catalog, edges, entries
 from linview.app.postgres import source as src
 from linview.app.postgres.edges import EdgeInput
+from linview.app.postgres.entries import EntryInput
 from linview.app.postgres.pgoutput import format_lsn
+from linview.app.postgres.schema import RESTART, SchemaChanged, check_schema, describe
 from linview.app.postgres.sink import Sink
 from linview.app.postgres.tables import Keys, Mapper, TableInput, collapse
 from linview.app.records import parse_line
@@ -49,12 +51,6 @@ RETRY_FOR = 300.0
 #: the latencies kept for the stats (the last ones)
 LATENCIES = 100_000
 _NEVER = 10**15
-_RESTART = ("linview's copy of the inputs no longer matches the table: run again with "
-            "--restart to load the tables afresh")
-
-
-class SchemaChanged(InputError):
-    """ALTER TABLE or TRUNCATE on a mapped table: the run stops."""
 
 
 def slot_name(sink: str) -> str:
@@ -68,7 +64,7 @@ class PostgresRun:
     """One run: the connection, the engine, the sink, the change stream."""
 
     def __init__(self, prog, *, dsn: str, tables: list[TableInput] = (),
-                 edges: list[EdgeInput] = (), key: str = "id",
+                 edges: list[EdgeInput] = (), entries: list[EntryInput] = (), key: str = "id",
                  sink: str = "linview", params: list[str] = (), checkpoint=None,
                  checkpoint_every: int = 100, restart: bool = False, on_error: str = "stop",
                  window: float = 0.05, shapes: dict | None = None, warn=print,
@@ -83,13 +79,14 @@ class PostgresRun:
         for ti in tables:
             self.tables.setdefault(ti.name, []).append(ti)
         self.links: dict[str, EdgeInput] = {}
-        for ei in edges:
-            if ei.name in self.tables or ei.name in self.links:
-                raise InputError(f"table {ei.name} is mapped twice",
-                                 hint="one --edges per table, and not also --table")
-            self.links[ei.name] = ei
+        self.cells: dict[str, EntryInput] = {}
+        for ei in [*edges, *entries]:
+            if ei.name in self.tables or ei.name in self.links or ei.name in self.cells:
+                raise InputError(f"table {ei.name} is mapped twice", hint="one --edges or "
+                                 "--entries per table, and not also --table")
+            (self.links if isinstance(ei, EdgeInput) else self.cells)[ei.name] = ei
         self.table_of = {**{ti.input: ti.name for ti in tables},
-                         **{ei.input: ei.name for ei in edges}}
+                         **{ei.input: ei.name for ei in [*edges, *entries]}}
         self.conn = src.Connection(dsn)
         self.slot = slot_name(sink)
         self.sql = self.conn.sql()
@@ -106,15 +103,20 @@ class PostgresRun:
         try:
             needs = {t: (tis[0].schema, tis[0].table, [self.key, *(ti.column for ti in tis)])
                      for t, tis in self.tables.items()}
-            needs.update({t: (ei.schema, ei.table, ei.columns) for t, ei in self.links.items()})
+            needs.update({t: (ei.schema, ei.table, ei.columns)
+                          for t, ei in [*self.links.items(), *self.cells.items()]})
             self.catalog = catalog.columns(self.sql, needs)
             self.published = {t: (schema, table) for t, (schema, table, _) in needs.items()}
             for ei in self.links.values():
                 edges.check_identity(self.sql, ei)
+            for ei in self.cells.values():
+                edges.check_identity(self.sql, ei, "entry")
             identity = json.dumps({"tables": {t: [[ti.input, ti.column] for ti in tis]
                                               for t, tis in self.tables.items()},
                                    "edges": {t: [ei.input, *ei.columns]
                                              for t, ei in self.links.items()},
+                                   "entries": {t: [ei.input, *ei.columns]
+                                               for t, ei in self.cells.items()},
                                    "key": self.key}, sort_keys=True)
             self.ckpt = Path(checkpoint) if checkpoint else None
             resume = (self.ckpt is not None and (self.ckpt / "state.npz").exists()
@@ -140,7 +142,7 @@ class PostgresRun:
         try:
             point, snapshot = src.create_slot(repl, self.slot)
             arrays, keys = catalog.load(self.sql, self.tables, self.key, snapshot, point,
-                                         self.shapes_given, self.links)
+                                         self.shapes_given, self.links, self.cells)
         finally:
             repl.close()
         self._tmp = None if self.ckpt else Path(tempfile.mkdtemp(prefix="linview-pg-"))
@@ -168,8 +170,9 @@ class PostgresRun:
                 now = [tuple(c) for c in cols]
                 if was.get(name, now) != now:
                     raise SchemaChanged(f"ALTER TABLE {name} since checkpoint {self.ckpt}: "
-                                        f"its columns (name, type id) were {_cols(was[name])}"
-                                        f" and are now {_cols(now)}", hint=_RESTART)
+                                        "its columns (name, type id) were "
+                                        f"{describe(was[name])} and are now {describe(now)}",
+                                        hint=RESTART)
         folder = self.ckpt / "snapshot"
         self.files = [f"{p.stem}={p}" for p in sorted([*folder.glob("*.npy"),
                                                         *folder.glob("*.npz")])]
@@ -219,6 +222,10 @@ class PostgresRun:
             n = self.views._views[ei.input].shape[0]
             handlers[t] = (lambda ch, cols, present, ei=ei, n=n:
                            edges.changes(ei, ch, cols, n, present))
+        for t, ei in self.cells.items():
+            shape = self.views._views[ei.input].shape
+            handlers[t] = (lambda ch, cols, present, ei=ei, shape=shape:
+                           entries.changes(ei, ch, cols, shape, present))
         self.mapper = Mapper(self.tables, shapes, self.key, keys, handlers)
         for name, cols in self.catalog.items():
             self.mapper.set_columns(name, [c for c, _ in cols])
@@ -305,7 +312,7 @@ class PostgresRun:
             lsn = tx.commit.end_lsn
             if lsn <= self.applied:
                 continue  # applied before a restart
-            self._check_schema(tx)
+            check_schema(tx, self.catalog)
             try:
                 dicts = self.mapper.transaction(tx.changes, lsn)
             except UpdateError as e:
@@ -341,24 +348,6 @@ class PostgresRun:
         if self.ckpt is not None and self.stream.since_save >= self.checkpoint_every:
             self._checkpoint()
 
-    def _check_schema(self, tx) -> None:
-        for name in tx.truncated:
-            if name in self.catalog:
-                raise SchemaChanged(f"TRUNCATE of table {name} (transaction at LSN "
-                                    f"{format_lsn(tx.commit.end_lsn)}): linview's inputs no "
-                                    "longer match it", hint=_RESTART)
-        for rel in tx.relations:
-            name = f"{rel.schema}.{rel.table}"
-            if name not in self.catalog:
-                continue
-            now = [(c.name, c.type_oid) for c in rel.columns]
-            was = [tuple(c) for c in self.catalog[name]]
-            if now != was:
-                raise SchemaChanged(f"ALTER TABLE {name} (transaction at LSN "
-                                    f"{format_lsn(tx.commit.end_lsn)}): its columns (name, "
-                                    f"type id) were {_cols(was)} and are now {_cols(now)}",
-                                    hint=_RESTART)
-
     def _checkpoint(self) -> None:  # the keys first: a crash between leaves both files
         if self.ckpt is None:
             return
@@ -392,7 +381,3 @@ def _transient(e) -> bool:
     walsender of a connection that just died: worth connecting again."""
     code = getattr(e, "pgcode", None)
     return code is None or code.startswith(("08", "57P")) or code == "55006"
-
-
-def _cols(cols) -> str:
-    return ", ".join(f"{n} ({t})" for n, t in cols)

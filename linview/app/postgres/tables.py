@@ -130,6 +130,9 @@ class Keys:
                 self.present[table_of[d["inputs"][0]]].discard(d["remove"])
             elif "row" in d:
                 self.present[table_of[d["input"]]].add(d["row"])
+            elif "cell" in d:  # "set" (to 0) is a delete, "add" an insert or update
+                cells = self.present[table_of[d["input"]]]
+                (cells.discard if "set" in d else cells.add)(tuple(d["cell"]))
             elif "edge" in d:
                 links = self.present[table_of[d["input"]]]
                 (links.add if d["op"] == "insert" else links.discard)(tuple(d["edge"]))
@@ -216,14 +219,14 @@ class Mapper:
                 raise BadRow(f"key out of range: input {ti.input} has rows 1..{rows}")
 
 
-def collapse(changes: list[tuple[dict, str]], present: dict[str, set[int]],
+def collapse(changes: list[tuple[dict, str]], present: dict[str, set],
              input_table: dict[str, str], current) -> list[tuple[dict, str]]:
-    """A micro-batch's records, one per (input, row): the row's last value in the batch as
-    ``"add": new - old`` (``current(input)``: the input before the batch, so the batch
-    costs time linear in its rows), ``"remove"`` for a row that existed before the batch
-    and not after it.  ``present``: the rows before the batch; ``changes``: (record,
-    where) in commit order."""
-    final: dict[tuple[str, int], tuple[list | None, str]] = {}
+    """A micro-batch's records, one per (input, row) or (input, entry): the last value in
+    the batch as ``"add": new - old`` (``current(input)``: the input before the batch, so
+    the batch costs time linear in its rows), ``"remove"`` (a row) or ``"set": 0`` (an
+    entry) for one that existed before the batch and not after it.  ``present``: the
+    rows and entries before the batch; ``changes``: (record, where) in commit order."""
+    final: dict[tuple, tuple] = {}
     others = []  # edge records, in order
     for d, where in changes:
         if "edge" in d:
@@ -231,14 +234,22 @@ def collapse(changes: list[tuple[dict, str]], present: dict[str, set[int]],
         elif "remove" in d:
             for name in d["inputs"]:
                 final[(name, d["remove"])] = (None, where)
+        elif "cell" in d:
+            final[(d["input"], tuple(d["cell"]))] = (d.get("value"), where)
         else:
             final[(d["input"], d["row"])] = (d["set"], where)
     out = []
-    for (name, row), (values, where) in final.items():
+    for (name, at), (values, where) in final.items():
+        cell = isinstance(at, tuple)
         if values is None:
-            if row in present[input_table[name]]:
-                out.append(({"remove": row, "inputs": [name]}, where))
+            if at in present[input_table[name]]:
+                out.append(({"input": name, "cell": list(at), "set": 0.0} if cell
+                            else {"remove": at, "inputs": [name]}, where))
             continue
-        old = current(name)[row - 1]
-        out.append(({"input": name, "row": row, "add": (values - old).tolist()}, where))
+        if cell:
+            old = float(current(name)[at[0] - 1, at[1] - 1])
+            out.append(({"input": name, "cell": list(at), "add": values - old}, where))
+            continue
+        old = current(name)[at - 1]
+        out.append(({"input": name, "row": at, "add": (values - old).tolist()}, where))
     return out + others
