@@ -40,7 +40,7 @@ from linview.app.postgres.pgoutput import format_lsn
 from linview.app.postgres.schema import RESTART, SchemaChanged, check_schema, describe
 from linview.app.postgres.sink import Sink
 from linview.app.postgres.tables import Keys, Mapper, TableInput, collapse
-from linview.app.records import parse_line
+from linview.app.records import Record
 from linview.app.stream import Stream
 from linview.errors import InputError, StateError, UpdateError
 
@@ -333,7 +333,7 @@ class PostgresRun:
             end = lsn
         if end > self.applied:
             recs = collapse(changed, before, self.table_of, lambda n: self.views._views[n])
-            self._commit([parse_line(json.dumps(d), w) for d, w in recs], end, changes)
+            self._commit([Record(d, w, raw=json.dumps(d)) for d, w in recs], end, changes)
 
     def _commit(self, recs: list, end: int, changes) -> None:
         self.stream.apply_batch(recs, source_batch=end)
