@@ -340,3 +340,16 @@ def test_a_quiet_source_still_moves_the_slot_on(db, monkeypatch):
         run.stop()
         t.join(30)
     np.testing.assert_allclose(beta(conn), ols(X, Y), rtol=1e-10)
+
+
+def test_command_line_mistakes():
+    rc, _, err = run_cli("run", OLS)
+    assert rc == 2 and "needs --updates (or --source postgresql://...)" in err
+    rc, _, err = run_cli("run", OLS, "--source", "postgresql://u@h:1/d", "--updates", "x")
+    assert rc == 2 and "drop --updates" in err
+    rc, _, err = run_cli("run", OLS, "--source", "postgresql://u@h:1/d")
+    assert rc == 2 and "at least one --table" in err
+    rc, _, err = run_cli("run", OLS, "--source", "postgresql://u@h:1/d", "--table", "X=x")
+    assert rc == 2 and "bad --table 'X=x'" in err
+    rc, _, err = run_cli("run", OLS, "--source", "postgresql://u@h:1/d", "--edges", "M=l(a,b,w)")
+    assert rc == 2 and "weighted links are not supported yet" in err

@@ -49,13 +49,13 @@ def cmd_run_postgres(args, prog, status) -> int:
     from linview.app.postgres.tables import parse_table_spec
     from linview.specialize import parse_shapes
 
-    if not args.table and not args.edges and not args.entries:
-        raise InputError("--source needs at least one --table INPUT=TABLE.COLUMN or "
-                         "--edges INPUT=TABLE(SRC,DST)")
     if args.updates is not None or args.input or args.out:
         raise InputError("--source reads the inputs and updates from the database and "
                          "writes the results there",
                          hint="drop --updates, --input and --out (scalars: --param)")
+    if not args.table and not args.edges and not args.entries:
+        raise InputError("--source needs at least one --table INPUT=TABLE.COLUMN, --edges "
+                         "INPUT=TABLE(SRC,DST) or --entries INPUT=TABLE(I,J,VALUE)")
     if args.window_ms < 0 or args.batch_rows < 1:
         raise InputError("--window-ms must be at least 0 and --batch-rows at least 1")
     if args.backend != "numpy":
