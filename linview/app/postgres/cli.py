@@ -37,9 +37,10 @@ def add_source_arguments(r) -> None:
     g.add_argument("--window-ms", type=float, default=50.0, metavar="MS",
                    help="transactions committed within this many ms form one micro-batch "
                    "(default 50)")
-    g.add_argument("--batch-rows", type=int, default=256, metavar="N",
+    g.add_argument("--batch-rows", type=int, default=None, metavar="N",
                    help="at most N row changes per micro-batch when catching up (whole "
-                   "transactions; default 256)")
+                   "transactions; default: a quarter of the narrowest rows input's columns, "
+                   "16 to 256)")
 
 
 def cmd_run_postgres(args, prog, status) -> int:
@@ -56,7 +57,7 @@ def cmd_run_postgres(args, prog, status) -> int:
     if not args.table and not args.edges and not args.entries:
         raise InputError("--source needs at least one --table INPUT=TABLE.COLUMN, --edges "
                          "INPUT=TABLE(SRC,DST) or --entries INPUT=TABLE(I,J,VALUE)")
-    if args.window_ms < 0 or args.batch_rows < 1:
+    if args.window_ms < 0 or (args.batch_rows is not None and args.batch_rows < 1):
         raise InputError("--window-ms must be at least 0 and --batch-rows at least 1")
     if args.backend != "numpy":
         raise InputError("--source works with --backend numpy only, so far")

@@ -68,7 +68,7 @@ class PostgresRun:
                  sink: str = "linview", params: list[str] = (), checkpoint=None,
                  checkpoint_every: int = 100, restart: bool = False, on_error: str = "stop",
                  window: float = 0.05, shapes: dict | None = None, warn=print,
-                 batch_rows: int = src.BATCH_ROWS):
+                 batch_rows: int | None = None):
         self.prog, self.key, self.on_error, self.window = prog, key, on_error, window
         self.warn, self.params, self.shapes_given = warn, list(params), dict(shapes or {})
         self.checkpoint_every, self.batch_rows = checkpoint_every, batch_rows
@@ -227,6 +227,10 @@ class PostgresRun:
             handlers[t] = (lambda ch, cols, present, ei=ei, shape=shape:
                            entries.changes(ei, ch, cols, shape, present))
         self.mapper = Mapper(self.tables, shapes, self.key, keys, handlers)
+        if self.batch_rows is None:  # a rank-k update pays while k is well below the width
+            widths = [s[1] for s in shapes.values()]
+            self.batch_rows = int(np.clip(min(widths, default=4 * src.BATCH_ROWS) // 4, 16,
+                                          src.BATCH_ROWS))
         for name, cols in self.catalog.items():
             self.mapper.set_columns(name, [c for c, _ in cols])
 
