@@ -145,3 +145,26 @@ def test_entries_layout(pg_server, tmp_path):
     rc, _, err = run_cli(*argv)
     assert rc == 2 and "table public.a" in err and "entry (6, 5)" in err and "NaN" in err
     conn.close()
+
+
+def test_a_scalar_from_a_one_row_table(pg_server, tmp_path):
+    """``--table d=params.value``: a static scalar read once; a change stops the run."""
+    dsn = pg_server.create_db("t_scalar")
+    conn = pg_server.connect("t_scalar")
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE links (src int, dst int, PRIMARY KEY (src, dst))")
+    cur.executemany("INSERT INTO links VALUES (%s, %s)", [(1, 2), (2, 3), (3, 1), (3, 2)])
+    cur.execute("CREATE TABLE params (id int PRIMARY KEY, value float8)")
+    cur.execute(f"INSERT INTO params VALUES (1, {D})")
+    argv = ["run", str(EXAMPLES / "pagerank_solve.m"), "--source", dsn, "--edges",
+            "M=links(src,dst)", "--table", "d=params.value", "--shapes", f"M={N}x{N},d=1x1",
+            "--checkpoint", str(tmp_path / "ck"), "--once", "--quiet"]
+    rc, _, err = run_cli(*argv)
+    assert rc == 0, err
+    cur.execute("INSERT INTO links VALUES (4, 1)")
+    assert run_cli(*argv)[0] == 0
+    np.testing.assert_allclose(ranks(conn), reference(conn), rtol=1e-8, atol=1e-12)
+    cur.execute("UPDATE params SET value = 0.5")
+    rc, _, err = run_cli(*argv)
+    assert rc == 2 and "table public.params changed" in err and "not dynamic" in err
+    conn.close()

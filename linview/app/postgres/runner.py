@@ -210,14 +210,16 @@ class PostgresRun:
     def _start(self, keys: Keys) -> None:
         self.views = self.stream.views
         dynamic = set(getattr(self.views, "DYNAMIC", ()))
-        for name, table in self.table_of.items():
-            if dynamic and name not in dynamic:
+        static = {n: t for n, t in self.table_of.items() if dynamic and n not in dynamic}
+        for name, table in static.items():
+            if table not in self.tables:
                 raise InputError(f"input {name} reads table {table}, but the program does "
                                  "not declare it dynamic", hint="add '%#linview dynamic "
                                  f"{name}' to the program")
         shapes = {ti.input: tuple(self.views._views[ti.input].shape)
-                  for tis in self.tables.values() for ti in tis}
-        handlers = {}
+                  for tis in self.tables.values() for ti in tis if ti.input not in static}
+        handlers = {t: (lambda ch, cols, present, n=n, t=t: _static_changed(n, t))
+                    for n, t in static.items()}
         for t, ei in self.links.items():
             n = self.views._views[ei.input].shape[0]
             handlers[t] = (lambda ch, cols, present, ei=ei, n=n:
@@ -385,3 +387,9 @@ def _transient(e) -> bool:
     walsender of a connection that just died: worth connecting again."""
     code = getattr(e, "pgcode", None)
     return code is None or code.startswith(("08", "57P")) or code == "55006"
+
+
+def _static_changed(name: str, table: str):
+    raise InputError(f"table {table} changed, but input {name} that it holds is not dynamic "
+                     "(a value the program was compiled around, e.g. a scalar)",
+                     hint=f"{RESTART}, or declare '%#linview dynamic {name}'")
