@@ -195,14 +195,15 @@ def run_linview(server, dsn, args, work: Path) -> dict:
     poller.wait_past(w.log[-1][1])
     out["paced"] = {"rate_tx_s": args.rate, "rows_per_s": round(
         sum(k for *_, k in w.log) / args.seconds), **summary(latencies(w.log, poller.seen))}
-    n0 = len(w.log)
-    t_start = time.time()
-    w.flat_out(args.seconds)
-    done = poller.wait_past(w.log[-1][1])
-    rows = sum(k for *_, k in w.log[n0:])
-    out["flat_out"] = {"rows": rows, "writer_rows_per_s": round(rows / args.seconds),
-                       "applied_rows_per_s": round(rows / (done - t_start)),
-                       **summary(latencies(w.log[n0:], poller.seen))}
+    if not args.no_flat_out:
+        n0 = len(w.log)
+        t_start = time.time()
+        w.flat_out(args.seconds)
+        done = poller.wait_past(w.log[-1][1])
+        rows = sum(k for *_, k in w.log[n0:])
+        out["flat_out"] = {"rows": rows, "writer_rows_per_s": round(rows / args.seconds),
+                           "applied_rows_per_s": round(rows / (done - t_start)),
+                           **summary(latencies(w.log[n0:], poller.seen))}
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=120)
     poller.stop.set()
@@ -282,6 +283,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=100, help="transactions/s (paced)")
     ap.add_argument("--seconds", type=float, default=20, help="per phase")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--no-flat-out", action="store_true", help="skip phase 2")
+    ap.add_argument("--no-peer", action="store_true", help="skip phase 3")
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     server = PgServer().init().start()
@@ -291,8 +294,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as work:
             result = {"machine": f"{platform.machine()}, {os.cpu_count()} cores",
                       "rows": args.rows, "cols": args.cols, "seconds": args.seconds,
+                      "load_average": os.getloadavg()[0],
                       "linview": run_linview(server, dsn, args, Path(work))}
-        result["peer"] = run_peer(dsn, args)
+        if not args.no_peer:
+            result["peer"] = run_peer(dsn, args)
     finally:
         server.destroy()
     text = json.dumps(result, indent=2)
