@@ -351,5 +351,5 @@ def test_command_line_mistakes():
     assert rc == 2 and "at least one --table" in err
     rc, _, err = run_cli("run", OLS, "--source", "postgresql://u@h:1/d", "--table", "X=x")
     assert rc == 2 and "bad --table 'X=x'" in err
-    rc, _, err = run_cli("run", OLS, "--source", "postgresql://u@h:1/d", "--edges", "M=l(a,b,w)")
-    assert rc == 2 and "weighted links are not supported yet" in err
+    rc, _, err = run_cli("run", OLS, "--source", "postgresql://u@h:1/d", "--edges", "M=l(a)")
+    assert rc == 2 and "bad --edges 'M=l(a)'" in err

@@ -168,3 +168,41 @@ def test_a_scalar_from_a_one_row_table(pg_server, tmp_path):
     rc, _, err = run_cli(*argv)
     assert rc == 2 and "table public.params changed" in err and "not dynamic" in err
     conn.close()
+
+
+def test_weighted_links(pg_server, tmp_path):
+    """``--edges M=links(src,dst,w)``: weights as given (a new weight renormalises the
+    column), against networkx's weighted PageRank."""
+    dsn = pg_server.create_db("t_weighted")
+    conn = pg_server.connect("t_weighted")
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE links (src int, dst int, w float8, PRIMARY KEY (src, dst))")
+    rng = np.random.default_rng(8)
+    links = {(int(a), int(b)) for a, b in rng.integers(3, N + 1, (70, 2))}
+    cur.executemany("INSERT INTO links VALUES (%s, %s, %s)",
+                    [(a, b, float(rng.uniform(0.5, 3))) for a, b in sorted(links)])
+
+    def weighted_reference():
+        cur.execute("SELECT src, dst, w FROM links")
+        G = nx.DiGraph()
+        G.add_nodes_from(range(1, N + 1))
+        G.add_weighted_edges_from(cur.fetchall())
+        pr = nx.pagerank(G, alpha=D, tol=1e-14, max_iter=10_000)
+        return np.array([pr[i] for i in range(1, N + 1)])
+
+    argv = ["run", str(EXAMPLES / "pagerank_solve.m"), "--source", dsn, "--edges",
+            "M=links(src,dst,w)", "--param", f"d={D}", "--shapes", f"M={N}x{N},d=1x1",
+            "--checkpoint", str(tmp_path / "ck"), "--once", "--quiet"]
+    rc, _, err = run_cli(*argv)
+    assert rc == 0, err
+    np.testing.assert_allclose(ranks(conn), weighted_reference(), rtol=1e-8, atol=1e-12)
+    cur.execute("UPDATE links SET w = w * 4 WHERE src < 10")
+    cur.execute("INSERT INTO links VALUES (1, 2, 0.25) ON CONFLICT DO NOTHING")
+    cur.execute("DELETE FROM links WHERE src = 12")
+    rc, _, err = run_cli(*argv)
+    assert rc == 0, err
+    np.testing.assert_allclose(ranks(conn), weighted_reference(), rtol=1e-8, atol=1e-12)
+    cur.execute("UPDATE links SET w = -1 WHERE src = 13")
+    rc, _, err = run_cli(*argv)
+    assert rc == 2 and "link weight -1 is not positive" in err
+    conn.close()

@@ -140,7 +140,13 @@ def save_inputs(folder, arrays: dict) -> list[str]:
 
     files = []
     for name, a in arrays.items():
-        path = folder / f"{name}.{'npz' if sps.issparse(a) else 'npy'}"
-        sps.save_npz(path, a) if sps.issparse(a) else np.save(path, a)
+        path = folder / f"{name}.{'npy' if isinstance(a, np.ndarray) else 'npz'}"
+        if hasattr(a, "links"):  # a StochasticMatrix from an edges table: its links
+            n, src, dst, w = a.links
+            np.savez(path, links_n=n, links_src=src, links_dst=dst, links_weight=w)
+        elif sps.issparse(a):
+            sps.save_npz(path, a)
+        else:
+            np.save(path, a)
         files.append(f"{name}={path}")
     return files

@@ -1,11 +1,11 @@
-"""The *edges* layout: ``--edges M=TABLE(SRC,DST)``, one row per link ``SRC -> DST``
-(1-based node ids) of a stochastic input (``%#linview stochastic M``), with the semantics of
-``linview run``'s edge records: an INSERT inserts the link, a DELETE deletes it, an UPDATE
-that moves it is a delete and an insert; the column of ``SRC`` is renormalised.
+"""The *edges* layout: ``--edges M=TABLE(SRC,DST[,WEIGHT])``, one row per link
+``SRC -> DST`` (1-based node ids; WEIGHT positive, else 1) of a stochastic input
+(``%#linview stochastic M``), with the semantics of ``linview run``'s edge records: an
+INSERT inserts the link, a DELETE deletes it, an UPDATE is a delete and an insert (a moved
+link, a new weight); the column of ``SRC`` is renormalised.
 
 An UPDATE or DELETE must carry the old link, so the table's replica identity must hold SRC
 and DST: a primary key over them (the default identity), or ``REPLICA IDENTITY FULL``.
-Weighted links (a WEIGHT column) are not supported yet.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sps
 
 from linview.app.postgres.pgoutput import UNCHANGED
 from linview.app.postgres.tables import BadRow
@@ -30,6 +29,7 @@ class EdgeInput:
     table: str
     src: str
     dst: str
+    weight: str | None = None
 
     @property
     def name(self) -> str:
@@ -37,19 +37,25 @@ class EdgeInput:
 
     @property
     def columns(self) -> list[str]:
-        return [self.src, self.dst]
+        return [self.src, self.dst, *([self.weight] if self.weight else [])]
 
 
 def parse_edges_spec(spec: str) -> EdgeInput:
     m = _SPEC.match(spec)
     cols = [c.strip() for c in m.group(4).split(",")] if m else []
     if not m or len(cols) not in (2, 3) or not all(cols):
-        raise InputError(f"bad --edges '{spec}'", hint="write --edges INPUT=TABLE(SRC,DST), "
-                         "e.g. --edges M=links(src,dst) (SCHEMA.TABLE(...) also works)")
-    if len(cols) == 3:
-        raise InputError(f"--edges '{spec}': weighted links are not supported yet",
-                         hint="give TABLE(SRC,DST): every link weighs 1")
+        raise InputError(f"bad --edges '{spec}'", hint="write --edges INPUT=TABLE(SRC,DST"
+                         "[,WEIGHT]), e.g. --edges M=links(src,dst) (SCHEMA.TABLE(...) too)")
     return EdgeInput(m.group(1), m.group(2) or "public", m.group(3), *cols)
+
+
+def weight(text) -> float:
+    from linview.app.postgres.tables import parse_values
+
+    (w,) = parse_values(text, 1)
+    if w <= 0:
+        raise BadRow(f"link weight {w:g} is not positive")
+    return float(w)
 
 
 def node(text, n: int, what: str = "node") -> int:
@@ -74,18 +80,23 @@ def changes(ei: EdgeInput, ch, cols: dict[str, int], n: int, present: set) -> li
     old = link(ch.old) if ch.old is not None else None
     new = link(ch.new) if ch.new is not None else None
     if ch.kind == "update" and old is None:
-        old = new  # the key did not change: neither did the link
+        old = new  # the key did not change: the link is the same, its weight may not be
+    reweigh = ei.weight is not None and ch.kind == "update" \
+        and ch.new[cols[ei.weight]] is not UNCHANGED
     out = []
-    if old is not None and old != new:
+    if old is not None and (old != new or reweigh):
         if old not in present:
             raise BadRow(f"delete of link {old[0]} -> {old[1]}, which linview does not have")
         present.discard(old)
         out.append({"input": ei.input, "edge": list(old), "op": "delete"})
-    if new is not None and old != new:
+    if new is not None and (old != new or reweigh):
         if new in present:
             raise BadRow(f"insert of link {new[0]} -> {new[1]}, which exists already")
         present.add(new)
-        out.append({"input": ei.input, "edge": list(new), "op": "insert"})
+        rec = {"input": ei.input, "edge": list(new), "op": "insert"}
+        if ei.weight is not None:
+            rec["weight"] = weight(ch.new[cols[ei.weight]])
+        out.append(rec)
     return out
 
 
@@ -108,14 +119,19 @@ def check_identity(conn, ei, what: str = "link") -> None:
 
 
 def load(rows: list, ei: EdgeInput, n_given: int | None, where: str):
-    """The link matrix (column-stochastic, scipy.sparse) from COPY rows, and the links."""
+    """The links from COPY rows (src, dst[, weight]) as a ``StochasticMatrix`` (dangling
+    nodes implicit), and the set of links."""
     from linview.solve.stochastic import StochasticMatrix
 
     try:
-        pairs = [(int(s), int(d)) for s, d in rows]
+        pairs = [(int(r[0]), int(r[1])) for r in rows]
     except (TypeError, ValueError):
         raise InputError(f"table {ei.name} ({where}): a node id that is NULL or not an "
                          "integer") from None
+    try:
+        w = np.array([weight(r[2]) for r in rows]) if ei.weight else np.ones(len(rows))
+    except BadRow as e:
+        raise InputError(f"table {ei.name} ({where}): column {ei.weight}: {e}") from None
     n = n_given or max((max(p) for p in pairs), default=0)
     if n < 1:
         raise InputError(f"table {ei.name} is empty, so the size of input {ei.input} is "
@@ -130,5 +146,6 @@ def load(rows: list, ei: EdgeInput, n_given: int | None, where: str):
                          f"node out of range 1..{n}", hint=f"--shapes {ei.input}=NxN")
     src = np.array([p[0] - 1 for p in pairs], dtype=np.int64)
     dst = np.array([p[1] - 1 for p in pairs], dtype=np.int64)
-    M = sps.csc_matrix(StochasticMatrix(n, src, dst).tocsc())
+    M = StochasticMatrix(n, src, dst, w)
+    M.links = (n, src, dst, w)  # what catalog.save_inputs writes
     return M, present
