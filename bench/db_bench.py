@@ -276,6 +276,78 @@ def run_peer(dsn, args) -> dict:
             "rows_per_s_kept_up": round(sum(k for *_, k in w.log) / args.seconds)}
 
 
+def run_pagerank(server, args, work: Path) -> dict:
+    """PageRank (``examples/pagerank_solve.m``) over ``links(src, dst)``: ``--nodes`` nodes,
+    about ``--links`` random links; a writer commits transactions that insert 1-10 links
+    and delete as many it inserted before, at ``--rate``; COMMIT-to-visible latency as
+    above, and the solve view's certified error bound at the end."""
+    import psycopg2
+
+    dsn = server.create_db("bench_pr")
+    conn = psycopg2.connect(dsn)
+    n = args.nodes
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE links (src int, dst int, PRIMARY KEY (src, dst))")
+        cur.execute("INSERT INTO links SELECT 1 + (random() * (%s - 1))::int, "
+                    "1 + (random() * (%s - 1))::int FROM generate_series(1, %s) "
+                    "ON CONFLICT DO NOTHING", (n, n, args.links))
+        cur.execute("SELECT count(*) FROM links")
+        links = cur.fetchone()[0]
+    conn.commit()
+    cmd = [sys.executable, "-m", "linview.app.cli", "run",
+           str(ROOT / "examples/pagerank_solve.m"), "--source", dsn, "--edges",
+           "M=links(src,dst)", "--param", "d=0.85", "--shapes", f"M={n}x{n},d=1x1",
+           "--checkpoint", str(work / "ck_pr"), "--quiet"]
+    t0 = time.time()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    poller = Poller(dsn, "linview")
+    while True:
+        try:
+            poller.conn.cursor().execute("SELECT 1 FROM linview._linview_progress")
+            break
+        except Exception:  # noqa: BLE001 - not created yet
+            if proc.poll() is not None:
+                raise RuntimeError(proc.stderr.read()) from None
+            time.sleep(0.2)
+    start_s = time.time() - t0
+    poller.start()
+    rng = np.random.default_rng(3)
+    mine: list[tuple[int, int]] = []
+    log = []
+    t_end = time.monotonic() + args.seconds
+    k_total = 0
+    while time.monotonic() < t_end:
+        k = int(rng.integers(1, 11))
+        new = [(int(a), int(b)) for a, b in rng.integers(1, n + 1, (k, 2))]
+        gone, mine = mine[:k], mine[k:]
+        with conn.cursor() as cur:
+            for a, b in gone:
+                cur.execute("DELETE FROM links WHERE src = %s AND dst = %s", (a, b))
+            for a, b in new:
+                cur.execute("INSERT INTO links VALUES (%s, %s) ON CONFLICT DO NOTHING "
+                            "RETURNING 1", (a, b))
+                if cur.fetchone():
+                    mine.append((a, b))
+            cur.execute("SELECT pg_current_wal_insert_lsn()::text")
+            before = parse_lsn(cur.fetchone()[0])
+        conn.commit()
+        log.append((time.time(), before, k + len(gone)))
+        k_total += k + len(gone)
+        time.sleep(max(1.0 / args.rate - 0.0, 0))
+    poller.wait_past(log[-1][1])
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=300)
+    poller.stop.set()
+    if proc.returncode != 0:
+        raise RuntimeError(stderr)
+    stats = json.loads(stdout.strip().splitlines()[-1])
+    return {"nodes": n, "links": links, "start_s": round(start_s, 1),
+            "link_changes_per_s": round(k_total / args.seconds),
+            **summary(latencies(log, poller.seen)), "error_bound": stats.get("error_bound"),
+            "batches": stats["batches"]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=4000)
@@ -285,9 +357,27 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-flat-out", action="store_true", help="skip phase 2")
     ap.add_argument("--no-peer", action="store_true", help="skip phase 3")
+    ap.add_argument("--pagerank", action="store_true",
+                    help="instead: PageRank over a links table (--nodes, --links)")
+    ap.add_argument("--nodes", type=int, default=100_000)
+    ap.add_argument("--links", type=int, default=1_000_000)
     args = ap.parse_args()
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
     server = PgServer().init().start()
+    if args.pagerank:
+        try:
+            with tempfile.TemporaryDirectory() as work:
+                result = {"machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                          "load_average": os.getloadavg()[0], "seconds": args.seconds,
+                          "rate_tx_s": args.rate,
+                          "pagerank": run_pagerank(server, args, Path(work))}
+        finally:
+            server.destroy()
+        text = json.dumps(result, indent=2)
+        print(text)
+        if args.json:
+            Path(args.json).write_text(text + "\n")
+        return
     try:
         dsn = server.create_db("bench")
         fill(server.connect("bench"), args.rows, args.cols)

@@ -371,6 +371,8 @@ class PostgresRun:
             self._checkpoint()
         stats = self.stream.close()
         stats["lsn"] = format_lsn(self.applied)
+        if hasattr(self.views, "error_bound"):  # solve views: their certified bounds
+            stats["error_bound"] = {o: self.views.error_bound(o) for o in self.views.outputs}
         if self.latencies:
             ms = np.percentile(self.latencies, [50, 99]) * 1000
             stats["latency_ms"] = {"p50": round(ms[0], 2), "p99": round(ms[1], 2),
