@@ -3,6 +3,8 @@ and passwords, against a real PostgreSQL server (the ``pg_server`` fixture; no m
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -243,3 +245,111 @@ def test_no_password_in_any_output(pg_server, tmp_path):
     rc, out, err = run(url.replace("t_password", "no_such_db"))
     assert rc == 2 and PASSWORD not in out + err
     conn.close()
+
+
+def test_readme_example(pg_server, tmp_path):
+    """The README's example: its SQL, its command (against the test server), its output."""
+    import re
+    import shlex
+
+    from tests.conftest import ROOT
+
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### Live views over PostgreSQL"):]
+    sql_block, bash_block, output = re.findall(r"```\w*\n(.*?)```", section, re.S)[:3]
+    dsn = pg_server.create_db("shop")
+    conn = pg_server.connect("shop")
+    conn.cursor().execute(sql_block)
+    command = bash_block.split("\npsql")[0].replace("\\\n", " ")
+    argv = shlex.split(command)
+    assert argv[:2] == ["linview", "run"]
+    swap = {"postgresql://me@localhost:5432/shop": dsn, "ck": str(tmp_path / "ck"),
+            "examples/ols.m": OLS}
+    argv = [swap.get(a, a) for a in argv[1:]]
+    rc, _, err = run_cli(*argv, "--quiet")
+    assert rc == 0, err
+    cur = conn.cursor()
+    cur.execute("SELECT row, value::text FROM linview.beta ORDER BY row")
+    shown = [tuple(c.strip() for c in line.split("|")) for line in output.splitlines()[2:]]
+    got = [(str(r), v) for r, v in cur.fetchall()]
+    assert got == shown, got
+    conn.close()
+
+
+def test_demo_db(pg_server, capsys):
+    """``linview demo --db``: its own server, a writer, the result checked against a fresh
+    computation (exit 0 only within 1e-8)."""
+    from linview.app.postgres.demo import demo_db
+
+    assert demo_db(n=5, seconds=1.5, rate=20) == 0
+    out = capsys.readouterr().out
+    assert "linview.beta = a fresh computation from the final table within" in out
+
+
+def test_python_api_source(db, tmp_path):
+    import linview
+    from linview.app.postgres.api import PostgresSource
+
+    dsn, conn, X, Y = db
+    src = PostgresSource(dsn, tables={"X": "obs.x", "Y": "obs.y"},
+                         checkpoint=str(tmp_path / "ck"))
+    inputs = src.inputs()
+    np.testing.assert_array_equal(inputs["X"], X)
+    np.testing.assert_array_equal(inputs["Y"], Y)
+    prog = linview.compile_file(OLS)
+    views = prog.load(**inputs)
+    np.testing.assert_allclose(views.outputs["beta"], ols(X, Y), rtol=1e-10)
+    conn.cursor().execute("UPDATE obs SET y = 3 WHERE id = 2")
+    Y[1] = 3
+    stats = src.run(prog, once=True)
+    assert stats["lsn"] == progress(conn)[0]
+    np.testing.assert_allclose(beta(conn), ols(X, Y), rtol=1e-10)
+
+
+def test_a_quiet_source_still_moves_the_slot_on(db, monkeypatch):
+    """Changes to other tables only: the slot's confirmed position still advances (no
+    write-ahead log piling up behind it), with an empty batch."""
+    import threading
+
+    import linview
+    from linview.app.postgres import runner
+    from linview.app.postgres.tables import TableInput
+
+    dsn, conn, X, Y = db
+    monkeypatch.setattr(runner, "IDLE_ADVANCE", 0.3)
+    run = runner.PostgresRun(linview.compile_file(OLS), dsn=dsn, tables=[
+        TableInput("X", "public", "obs", "x"), TableInput("Y", "public", "obs", "y")],
+        warn=lambda m: None)
+    t = threading.Thread(target=run.serve, kwargs={"once": False})
+    t.start()
+    try:
+        cur = conn.cursor()
+        cur.execute("CREATE TABLE other (a int)")
+        cur.execute("INSERT INTO other SELECT generate_series(1, 1000)")
+        cur.execute("SELECT pg_current_wal_lsn()")
+        (target,) = cur.fetchone()
+        cur.execute("SELECT confirmed_flush_lsn >= %s FROM pg_replication_slots", (target,))
+        deadline = time.monotonic() + 30
+        while not cur.fetchone()[0] and time.monotonic() < deadline:
+            time.sleep(0.2)
+            cur.execute("SELECT confirmed_flush_lsn >= %s FROM pg_replication_slots",
+                        (target,))
+        cur.execute("SELECT confirmed_flush_lsn >= %s FROM pg_replication_slots", (target,))
+        assert cur.fetchone()[0]
+    finally:
+        run.stop()
+        t.join(30)
+    np.testing.assert_allclose(beta(conn), ols(X, Y), rtol=1e-10)
+
+
+def test_command_line_mistakes():
+    rc, _, err = run_cli("run", OLS)
+    assert rc == 2 and "needs --updates (or --source postgresql://...)" in err
+    rc, _, err = run_cli("run", OLS, "--source", "postgresql://u@h:1/d", "--updates", "x")
+    assert rc == 2 and "drop --updates" in err
+    rc, _, err = run_cli("run", OLS, "--source", "postgresql://u@h:1/d")
+    assert rc == 2 and "at least one --table" in err
+    rc, _, err = run_cli("run", OLS, "--source", "postgresql://u@h:1/d", "--table", "X=x")
+    assert rc == 2 and "bad --table 'X=x'" in err
+    rc, _, err = run_cli("run", OLS, "--source", "postgresql://u@h:1/d", "--edges", "M=l(a)")
+    assert rc == 2 and "bad --edges 'M=l(a)'" in err

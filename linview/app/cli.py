@@ -171,6 +171,10 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_demo(args) -> int:
+    if args.db:
+        from linview.app.postgres.demo import demo_db
+
+        return demo_db()
     from linview.app.demo import demo
 
     return demo(backend=args.backend, n=args.n)
@@ -291,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--backend", default="numpy", choices=["numpy", "spark"])
     d.add_argument("--n", type=_count(1), default=1000, help="number of features")
     _memory_budget(d)
+    d.add_argument("--db", action="store_true", help="a throwaway PostgreSQL, a writer "
+                   "committing transactions and the result table staying fresh "
+                   "(docs/postgres.md; needs PostgreSQL and the db extra)")
     d.set_defaults(func=cmd_demo)
     return p
 

@@ -4,7 +4,11 @@ Accepted: ``.npy``; ``.npz`` and ``.mat`` (``FILE:KEY`` picks an array; without 
 array named like the input, else the only array; a sparse matrix, as ``scipy.sparse.save_npz``
 or a ``.mat`` file holds it, stays sparse); Parquet (columns ``row`` and ``values``,
 the layout :func:`linview.backends.spark.session.write_parquet` writes, rows 0..m-1 once each);
-``.csv`` (comma-separated numbers, one matrix row per line); or a number.
+``.csv`` (comma-separated numbers, one matrix row per line); or a number.  An ``.npz`` with
+the arrays ``links_n``, ``links_src``, ``links_dst`` and ``links_weight`` (0-based links of
+a stochastic input, as ``linview run --source`` saves an edges table) is a
+:class:`~linview.solve.stochastic.StochasticMatrix`: dangling nodes stay implicit and link
+weights stay as given.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import scipy.sparse as sps
 from linview.errors import InputError
 
 SUFFIXES = (".npy", ".npz", ".mat", ".parquet", ".csv")
+#: the arrays of an ``.npz`` that holds the links of a stochastic input
+LINKS = ("links_n", "links_src", "links_dst", "links_weight")
 _HINT = ("write NAME=FILE with FILE .npy, .npz[:KEY], .mat[:KEY], .parquet or .csv, "
          "or NAME=NUMBER")
 
@@ -58,6 +64,11 @@ def _read(p: Path, key: str, name: str):
         return np.loadtxt(p, delimiter=",", ndmin=2)
     if p.suffix == ".npz":
         with np.load(p, allow_pickle=False) as z:
+            if not key and set(z.files) == set(LINKS):
+                from linview.solve.stochastic import StochasticMatrix
+
+                return StochasticMatrix(int(z["links_n"]), z["links_src"], z["links_dst"],
+                                        z["links_weight"])
             if not key and {"format", "indptr", "indices", "data", "shape"} <= set(z.files):
                 return sps.load_npz(p).tocsc().astype(float)  # scipy.sparse.save_npz's layout
             return z[_pick(list(z.files), key, name, p)]
@@ -99,7 +110,9 @@ def _pick(keys: list[str], key: str, name: str, p: Path) -> str:
 
 def digest(value) -> str:
     """SHA-256 of an input's value (shape and float64 bytes; a sparse matrix's canonical
-    CSC arrays), for checkpoint identity."""
+    CSC arrays; the links of a stochastic matrix), for checkpoint identity."""
+    if hasattr(value, "sparse_part"):  # a StochasticMatrix: its normalised links
+        value = value.sparse_part()
     if sps.issparse(value):
         c = sps.csc_matrix(value, dtype=np.float64)
         c.sum_duplicates()

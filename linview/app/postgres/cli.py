@@ -23,6 +23,12 @@ def add_source_arguments(r) -> None:
     g.add_argument("--table", action="append", default=[], metavar="INPUT=TABLE.COLUMN",
                    help="rows layout: the key column is the 1-based row, COLUMN a float8[] "
                    "(or a number for a one-column input); SCHEMA.TABLE.COLUMN also works")
+    g.add_argument("--edges", action="append", default=[], metavar="INPUT=TABLE(SRC,DST)",
+                   help="edges layout: one row per link SRC -> DST (1-based node ids) of a "
+                   "stochastic input (%%#linview stochastic INPUT)")
+    g.add_argument("--entries", action="append", default=[],
+                   metavar="INPUT=TABLE(I,J,VALUE)", help="entries layout: one row per "
+                   "entry INPUT(I, J) (1-based); entries without a row are zero")
     g.add_argument("--key", default="id", help="the key column of the tables (default id)")
     g.add_argument("--sink", default="linview", metavar="SCHEMA",
                    help="schema of the result tables and the progress table (default linview)")
@@ -31,29 +37,38 @@ def add_source_arguments(r) -> None:
     g.add_argument("--window-ms", type=float, default=50.0, metavar="MS",
                    help="transactions committed within this many ms form one micro-batch "
                    "(default 50)")
+    g.add_argument("--batch-rows", type=int, default=None, metavar="N",
+                   help="at most N row changes per micro-batch when catching up (whole "
+                   "transactions; default: a quarter of the narrowest rows input's columns, "
+                   "16 to 256)")
 
 
 def cmd_run_postgres(args, prog, status) -> int:
+    from linview.app.postgres.edges import parse_edges_spec
+    from linview.app.postgres.entries import parse_entries_spec
     from linview.app.postgres.runner import PostgresRun
     from linview.app.postgres.tables import parse_table_spec
     from linview.specialize import parse_shapes
 
-    if not args.table:
-        raise InputError("--source needs at least one --table INPUT=TABLE.COLUMN")
     if args.updates is not None or args.input or args.out:
         raise InputError("--source reads the inputs and updates from the database and "
                          "writes the results there",
                          hint="drop --updates, --input and --out (scalars: --param)")
-    if args.window_ms < 0:
-        raise InputError("--window-ms must be at least 0")
+    if not args.table and not args.edges and not args.entries:
+        raise InputError("--source needs at least one --table INPUT=TABLE.COLUMN, --edges "
+                         "INPUT=TABLE(SRC,DST) or --entries INPUT=TABLE(I,J,VALUE)")
+    if args.window_ms < 0 or (args.batch_rows is not None and args.batch_rows < 1):
+        raise InputError("--window-ms must be at least 0 and --batch-rows at least 1")
     if args.backend != "numpy":
         raise InputError("--source works with --backend numpy only, so far")
     run = PostgresRun(prog, dsn=args.source, tables=[parse_table_spec(t) for t in args.table],
+                      edges=[parse_edges_spec(e) for e in args.edges],
+                      entries=[parse_entries_spec(e) for e in args.entries],
                       key=args.key, sink=args.sink, params=args.param,
                       checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                       restart=args.restart, on_error=args.on_error,
                       window=args.window_ms / 1000, shapes=parse_shapes(args.shapes),
-                      warn=status.warn)
-    stats = run.serve(once=args.once)
+                      warn=status.warn, batch_rows=args.batch_rows)
+    stats = run.serve(once=args.once, progress=status.update)
     print(json.dumps(stats))
     return 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import tempfile
 import threading
@@ -31,12 +32,15 @@ from pathlib import Path
 import numpy as np
 
 from linview.app import wal
-from linview.app.postgres import catalog
+from linview.app.postgres import catalog, edges, entries
 from linview.app.postgres import source as src
+from linview.app.postgres.edges import EdgeInput
+from linview.app.postgres.entries import EntryInput
 from linview.app.postgres.pgoutput import format_lsn
+from linview.app.postgres.schema import RESTART, SchemaChanged, check_schema, describe
 from linview.app.postgres.sink import Sink
-from linview.app.postgres.tables import Keys, Mapper, TableInput
-from linview.app.records import parse_line
+from linview.app.postgres.tables import Keys, Mapper, TableInput, collapse
+from linview.app.records import Record
 from linview.app.stream import Stream
 from linview.errors import InputError, StateError, UpdateError
 
@@ -44,13 +48,9 @@ from linview.errors import InputError, StateError, UpdateError
 IDLE_ADVANCE = 10.0
 #: how long a lost connection is tried again (with backoff) before the run stops
 RETRY_FOR = 300.0
+#: the latencies kept for the stats (the last ones)
+LATENCIES = 100_000
 _NEVER = 10**15
-_RESTART = ("linview's copy of the inputs no longer matches the table: run again with "
-            "--restart to load the tables afresh")
-
-
-class SchemaChanged(InputError):
-    """ALTER TABLE or TRUNCATE on a mapped table: the run stops."""
 
 
 def slot_name(sink: str) -> str:
@@ -63,16 +63,30 @@ def slot_name(sink: str) -> str:
 class PostgresRun:
     """One run: the connection, the engine, the sink, the change stream."""
 
-    def __init__(self, prog, *, dsn: str, tables: list[TableInput], key: str = "id",
+    def __init__(self, prog, *, dsn: str, tables: list[TableInput] = (),
+                 edges: list[EdgeInput] = (), entries: list[EntryInput] = (), key: str = "id",
                  sink: str = "linview", params: list[str] = (), checkpoint=None,
                  checkpoint_every: int = 100, restart: bool = False, on_error: str = "stop",
-                 window: float = 0.05, shapes: dict | None = None, warn=print):
+                 window: float = 0.05, shapes: dict | None = None, warn=print,
+                 batch_rows: int | None = None):
         self.prog, self.key, self.on_error, self.window = prog, key, on_error, window
         self.warn, self.params, self.shapes_given = warn, list(params), dict(shapes or {})
-        self.checkpoint_every = checkpoint_every
+        self.checkpoint_every, self.batch_rows = checkpoint_every, batch_rows
+        self._stop: list[int] = []  # a signal, or stop(): serve() ends after the batch
+        self.latencies: list[float] = []  # COMMIT (the server's clock) to results committed
+        self._commit_times: list[float] = []
         self.tables: dict[str, list[TableInput]] = {}
         for ti in tables:
             self.tables.setdefault(ti.name, []).append(ti)
+        self.links: dict[str, EdgeInput] = {}
+        self.cells: dict[str, EntryInput] = {}
+        for ei in [*edges, *entries]:
+            if ei.name in self.tables or ei.name in self.links or ei.name in self.cells:
+                raise InputError(f"table {ei.name} is mapped twice", hint="one --edges or "
+                                 "--entries per table, and not also --table")
+            (self.links if isinstance(ei, EdgeInput) else self.cells)[ei.name] = ei
+        self.table_of = {**{ti.input: ti.name for ti in tables},
+                         **{ei.input: ei.name for ei in [*edges, *entries]}}
         self.conn = src.Connection(dsn)
         self.slot = slot_name(sink)
         self.sql = self.conn.sql()
@@ -87,9 +101,22 @@ class PostgresRun:
         import psycopg2
 
         try:
-            self.catalog = catalog.columns(self.sql, self.tables, self.key)
+            needs = {t: (tis[0].schema, tis[0].table, [self.key, *(ti.column for ti in tis)])
+                     for t, tis in self.tables.items()}
+            needs.update({t: (ei.schema, ei.table, ei.columns)
+                          for t, ei in [*self.links.items(), *self.cells.items()]})
+            self.catalog = catalog.columns(self.sql, needs)
+            self.published = {t: (schema, table) for t, (schema, table, _) in needs.items()}
+            for ei in self.links.values():
+                edges.check_identity(self.sql, ei)
+            for ei in self.cells.values():
+                edges.check_identity(self.sql, ei, "entry")
             identity = json.dumps({"tables": {t: [[ti.input, ti.column] for ti in tis]
                                               for t, tis in self.tables.items()},
+                                   "edges": {t: [ei.input, *ei.columns]
+                                             for t, ei in self.links.items()},
+                                   "entries": {t: [ei.input, *ei.columns]
+                                               for t, ei in self.cells.items()},
                                    "key": self.key}, sort_keys=True)
             self.ckpt = Path(checkpoint) if checkpoint else None
             resume = (self.ckpt is not None and (self.ckpt / "state.npz").exists()
@@ -110,21 +137,18 @@ class PostgresRun:
                 raise InputError(f"replication slot {self.slot} is in use (another linview "
                                  "run on this sink?)", hint="stop it, or use another --sink")
             catalog.drop_slot(self.sql, self.slot)
-        catalog.ensure_publication(self.sql, self.slot, self.tables)
+        catalog.ensure_publication(self.sql, self.slot, self.published)
         repl = self.conn.replication()
         try:
             point, snapshot = src.create_slot(repl, self.slot)
             arrays, keys = catalog.load(self.sql, self.tables, self.key, snapshot, point,
-                                         self.shapes_given)
+                                         self.shapes_given, self.links, self.cells)
         finally:
             repl.close()
-        folder = self.ckpt / "snapshot" if self.ckpt else Path(tempfile.mkdtemp(
-            prefix="linview-pg-"))
+        self._tmp = None if self.ckpt else Path(tempfile.mkdtemp(prefix="linview-pg-"))
+        folder = self.ckpt / "snapshot" if self.ckpt else self._tmp
         folder.mkdir(parents=True, exist_ok=True)
-        self.files = []
-        for name, a in arrays.items():
-            np.save(folder / f"{name}.npy", a)
-            self.files.append(f"{name}={folder / f'{name}.npy'}")
+        self.files = catalog.save_inputs(folder, arrays)
         if self.ckpt is not None:
             (self.ckpt / "keys-0.json").write_text(keys.to_json())
             (self.ckpt / "columns.json").write_text(json.dumps(self.catalog))
@@ -146,10 +170,12 @@ class PostgresRun:
                 now = [tuple(c) for c in cols]
                 if was.get(name, now) != now:
                     raise SchemaChanged(f"ALTER TABLE {name} since checkpoint {self.ckpt}: "
-                                        f"its columns (name, type id) were {_cols(was[name])}"
-                                        f" and are now {_cols(now)}", hint=_RESTART)
+                                        "its columns (name, type id) were "
+                                        f"{describe(was[name])} and are now {describe(now)}",
+                                        hint=RESTART)
         folder = self.ckpt / "snapshot"
-        self.files = [f"{p.stem}={p}" for p in sorted(folder.glob("*.npy"))]
+        self.files = [f"{p.stem}={p}" for p in sorted([*folder.glob("*.npy"),
+                                                        *folder.glob("*.npz")])]
         self.stream = Stream(self.prog, inputs=self.files + self.params,
                              checkpoint=self.ckpt, checkpoint_every=_NEVER, warn=self.warn,
                              source=identity)
@@ -164,7 +190,7 @@ class PostgresRun:
         keys = Keys.from_json(kf.read_text())
         for e in wal.scan(self.ckpt / "wal.log").entries:
             if e["batch"] > saved:
-                keys.replay([json.loads(r) for r in e["records"]], self.tables)
+                keys.replay([json.loads(r) for r in e["records"]], self.table_of)
         row = catalog.slot_state(self.sql, self.slot)
         if row is None:
             raise StateError(f"replication slot {self.slot} no longer exists, so the changes "
@@ -176,7 +202,7 @@ class PostgresRun:
                              f"{format_lsn(stored[0])}, past checkpoint {self.ckpt} (at "
                              f"{format_lsn(self.applied)}): an older checkpoint?",
                              hint="use --restart to load the tables again")
-        catalog.ensure_publication(self.sql, self.slot, self.tables)
+        catalog.ensure_publication(self.sql, self.slot, self.published)
         self._start(keys)
         self.sink.ensure(list(self.views.outputs))
         self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
@@ -184,15 +210,29 @@ class PostgresRun:
     def _start(self, keys: Keys) -> None:
         self.views = self.stream.views
         dynamic = set(getattr(self.views, "DYNAMIC", ()))
-        for tis in self.tables.values():
-            for ti in tis:
-                if dynamic and ti.input not in dynamic:
-                    raise InputError(f"input {ti.input} reads table {ti.name}, but the program "
-                                     "does not declare it dynamic", hint="add '%#linview "
-                                     f"dynamic {ti.input}' to the program")
+        static = {n: t for n, t in self.table_of.items() if dynamic and n not in dynamic}
+        for name, table in static.items():
+            if table not in self.tables:
+                raise InputError(f"input {name} reads table {table}, but the program does "
+                                 "not declare it dynamic", hint="add '%#linview dynamic "
+                                 f"{name}' to the program")
         shapes = {ti.input: tuple(self.views._views[ti.input].shape)
-                  for tis in self.tables.values() for ti in tis}
-        self.mapper = Mapper(self.tables, shapes, self.key, keys)
+                  for tis in self.tables.values() for ti in tis if ti.input not in static}
+        handlers = {t: (lambda ch, cols, present, n=n, t=t: _static_changed(n, t))
+                    for n, t in static.items()}
+        for t, ei in self.links.items():
+            n = self.views._views[ei.input].shape[0]
+            handlers[t] = (lambda ch, cols, present, ei=ei, n=n:
+                           edges.changes(ei, ch, cols, n, present))
+        for t, ei in self.cells.items():
+            shape = self.views._views[ei.input].shape
+            handlers[t] = (lambda ch, cols, present, ei=ei, shape=shape:
+                           entries.changes(ei, ch, cols, shape, present))
+        self.mapper = Mapper(self.tables, shapes, self.key, keys, handlers)
+        if self.batch_rows is None:  # a rank-k update pays while k is well below the width
+            widths = [s[1] for s in shapes.values()]
+            self.batch_rows = int(np.clip(min(widths, default=4 * src.BATCH_ROWS) // 4, 16,
+                                          src.BATCH_ROWS))
         for name, cols in self.catalog.items():
             self.mapper.set_columns(name, [c for c, _ in cols])
 
@@ -208,7 +248,7 @@ class PostgresRun:
         if once:
             marker = f"linview-once-{uuid.uuid4().hex}"
             src.emit_marker(self.sql, marker)
-        stop: list[int] = []
+        stop = self._stop
         previous = {}
         if threading.current_thread() is threading.main_thread():  # taken at a batch's end
             previous = {sig: signal.signal(sig, lambda n, _f: stop.append(n))
@@ -230,7 +270,9 @@ class PostgresRun:
                             self._commit([], end, changes)  # a quiet source: move the slot on
                         idle_since = time.monotonic()
                     failing_since = None
-                except (psycopg2.OperationalError, psycopg2.InterfaceError) as e:
+                except psycopg2.Error as e:
+                    if not _transient(e):
+                        raise
                     if changes is not None:
                         changes.close()
                     changes, done = None, False
@@ -253,6 +295,10 @@ class PostgresRun:
                 changes.close()
         return self.close()
 
+    def stop(self) -> None:
+        """Ask :meth:`serve` (running in another thread) to stop after the batch."""
+        self._stop.append(0)
+
     def _open_stream(self):
         """(Re)connect: the results as the views hold them (a batch may have been applied
         but not written when the connection broke), then the slot from its position."""
@@ -262,16 +308,17 @@ class PostgresRun:
             self.sql = self.conn.sql(wrap=False)
             self.sink.conn = self.sql
             self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
-        return src.ChangeStream(self.conn, self.slot, self.slot)
+        return src.ChangeStream(self.conn, self.slot, self.slot, self.batch_rows)
 
     def apply(self, txs: list, changes) -> None:
         """One micro-batch: check each transaction, apply, write, acknowledge."""
-        recs, end = [], self.applied
+        changed, end = [], self.applied
+        before = {t: set(k) for t, k in self.mapper.keys.present.items()}
         for tx in txs:
             lsn = tx.commit.end_lsn
             if lsn <= self.applied:
                 continue  # applied before a restart
-            self._check_schema(tx)
+            check_schema(tx, self.catalog)
             try:
                 dicts = self.mapper.transaction(tx.changes, lsn)
             except UpdateError as e:
@@ -286,38 +333,26 @@ class PostgresRun:
                 end = lsn
                 continue
             self.mapper.commit()
+            self._commit_times.append(tx.commit.commit_time)
             where = f"transaction at LSN {format_lsn(lsn)}"
-            recs += [parse_line(json.dumps(d), where) for d in dicts]
+            changed += [(d, where) for d in dicts]
             end = lsn
         if end > self.applied:
-            self._commit(recs, end, changes)
+            recs = collapse(changed, before, self.table_of, lambda n: self.views._views[n])
+            self._commit([Record(d, w, raw=json.dumps(d)) for d, w in recs], end, changes)
 
     def _commit(self, recs: list, end: int, changes) -> None:
         self.stream.apply_batch(recs, source_batch=end)
         self.applied = end  # the views hold it; if the write fails, a reconnect writes it
         self.sink.write(self.views.outputs, end, self.stream.pos["batch"])
+        visible = time.time()
+        self.latencies += [visible - t for t in self._commit_times]
+        self._commit_times.clear()
+        del self.latencies[:-LATENCIES]
         changes.acknowledge(end)
         self.stream.stats["lsn"] = format_lsn(end)
         if self.ckpt is not None and self.stream.since_save >= self.checkpoint_every:
             self._checkpoint()
-
-    def _check_schema(self, tx) -> None:
-        for name in tx.truncated:
-            if name in self.tables:
-                raise SchemaChanged(f"TRUNCATE of table {name} (transaction at LSN "
-                                    f"{format_lsn(tx.commit.end_lsn)}): linview's inputs no "
-                                    "longer match it", hint=_RESTART)
-        for rel in tx.relations:
-            name = f"{rel.schema}.{rel.table}"
-            if name not in self.tables:
-                continue
-            now = [(c.name, c.type_oid) for c in rel.columns]
-            was = [tuple(c) for c in self.catalog[name]]
-            if now != was:
-                raise SchemaChanged(f"ALTER TABLE {name} (transaction at LSN "
-                                    f"{format_lsn(tx.commit.end_lsn)}): its columns (name, "
-                                    f"type id) were {_cols(was)} and are now {_cols(now)}",
-                                    hint=_RESTART)
 
     def _checkpoint(self) -> None:  # the keys first: a crash between leaves both files
         if self.ckpt is None:
@@ -336,10 +371,27 @@ class PostgresRun:
             self._checkpoint()
         stats = self.stream.close()
         stats["lsn"] = format_lsn(self.applied)
+        if hasattr(self.views, "error_bound"):  # solve views: their certified bounds
+            stats["error_bound"] = {o: self.views.error_bound(o) for o in self.views.outputs}
+        if self.latencies:
+            ms = np.percentile(self.latencies, [50, 99]) * 1000
+            stats["latency_ms"] = {"p50": round(ms[0], 2), "p99": round(ms[1], 2),
+                                   "transactions": len(self.latencies)}
         if not self.sql.closed:
             self.sql.close()
+        if getattr(self, "_tmp", None) is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
         return stats
 
 
-def _cols(cols) -> str:
-    return ", ".join(f"{n} ({t})" for n, t in cols)
+def _transient(e) -> bool:
+    """A lost connection, a server shutting down or starting, a slot still held by the
+    walsender of a connection that just died: worth connecting again."""
+    code = getattr(e, "pgcode", None)
+    return code is None or code.startswith(("08", "57P")) or code == "55006"
+
+
+def _static_changed(name: str, table: str):
+    raise InputError(f"table {table} changed, but input {name} that it holds is not dynamic "
+                     "(a value the program was compiled around, e.g. a scalar)",
+                     hint=f"{RESTART}, or declare '%#linview dynamic {name}'")

@@ -80,17 +80,27 @@ class Transaction:
     relations: list = field(default_factory=list)
 
 
+#: at most this many row changes in a micro-batch (one transaction may have more: it is
+#: never split); ``--batch-rows``
+BATCH_ROWS = 256
+#: a batch whose first transaction committed this many seconds (past the window) ago is
+#: behind: it takes every transaction already received
+BEHIND = 0.2
+
+
 class ChangeStream:
     """The slot's transactions, whole and in commit order; ``marker`` ends ``--once``."""
 
-    def __init__(self, conn: Connection, slot: str, publication: str):
+    def __init__(self, conn: Connection, slot: str, publication: str,
+                 batch_rows: int = BATCH_ROWS):
         self.conn, self.slot, self.publication = conn, slot, publication
+        self.batch_rows = batch_rows
         self.relations: dict[int, pgoutput.Relation] = {}
         self.repl = conn.replication(wrap=False)
         self.cur = self.repl.cursor()
         self.held: Transaction | None = None
         self.open: Transaction | None = None
-        self.marker_seen: set[str] = set()
+        self.started = time.time()  # transactions committed before it are the backlog
         self.cur.start_replication(slot_name=slot, decode=False, options={
             "proto_version": "1", "publication_names": publication, "messages": "true"})
 
@@ -141,32 +151,49 @@ class ChangeStream:
                 return rec.prefix
 
     def batch(self, window: float, first_timeout: float, marker: str | None = None):
-        """The transactions of one micro-batch: the first one to arrive (waiting up to
-        ``first_timeout``) and those committed within ``window`` seconds of it, by commit
-        time, read while they keep coming.  Returns (transactions, marker reached)."""
+        """The transactions of one micro-batch, whole and in commit order.  Returns
+        (transactions, marker reached).
+
+        * The first one to arrive (waiting up to ``first_timeout``), and those committed
+          within ``window`` seconds of it (by commit time), read while they keep coming.
+        * Catching up, more go in, up to ``batch_rows`` row changes: the backlog of
+          transactions committed before this run started (read as they come, so these
+          batches depend on the transactions only, and a resumed run forms the ones an
+          uninterrupted run formed), and, when the first one committed more than
+          :data:`BEHIND` seconds ago, every transaction already received."""
         txs: list[Transaction] = []
         if self.held is not None:
             txs.append(self.held)
             self.held = None
-        t_first = time.monotonic()
+        t_first, rows = time.monotonic(), sum(len(t.changes) for t in txs)
         while True:
+            first = txs[0].commit.commit_time if txs else None
+            backlog = first is not None and first < self.started
+            behind = first is not None and time.time() - first > window + BEHIND
             if not txs:
                 got = self._next(first_timeout)
+            elif backlog:
+                got = self._next(max(window, 0.05))
+            elif behind:
+                got = self._next(0.0)
             else:
-                left = max(window - (time.monotonic() - t_first), 0.0)
-                got = self._next(left)
+                got = self._next(max(window - (time.monotonic() - t_first), 0.0))
             if got is None:
                 return txs, False
             if isinstance(got, str):
                 if got == marker:
                     return txs, True
                 continue
-            if txs and got.commit.commit_time >= txs[0].commit.commit_time + window:
+            t = got.commit.commit_time
+            if txs and (rows + len(got.changes) > self.batch_rows
+                        or (backlog and t >= self.started)
+                        or (not backlog and not behind and t >= first + window)):
                 self.held = got
                 return txs, False
             if not txs:
                 t_first = time.monotonic()
             txs.append(got)
+            rows += len(got.changes)
 
 
 def emit_marker(sql_conn, prefix: str) -> None:

@@ -18,6 +18,8 @@ import json
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from linview.app.postgres.pgoutput import UNCHANGED, format_lsn
 from linview.errors import InputError, UpdateError
 
@@ -55,7 +57,7 @@ class BadRow(Exception):
     """A row that cannot become an update: ``what`` says why (the caller adds where)."""
 
 
-def parse_values(text, width: int | None) -> list[float]:
+def parse_values(text, width: int | None) -> np.ndarray:
     """A column's text (``{1,2.5}`` or ``2.5``) as finite floats; ``width``: the count
     expected (None: any, the first row's)."""
     if text is None or text == _NULL:
@@ -69,6 +71,12 @@ def parse_values(text, width: int | None) -> list[float]:
         items = [x.strip() for x in s[1:-1].split(",")] if s[1:-1].strip() else []
     else:
         items = [s]
+    try:  # the common case at NumPy's speed; the loop below says what is wrong
+        fast = np.array(items, dtype=float)
+        if np.isfinite(fast).all() and (width is None or len(fast) == width):
+            return fast
+    except ValueError:
+        pass
     out = []
     for x in items:
         if x.upper() == "NULL":
@@ -82,7 +90,7 @@ def parse_values(text, width: int | None) -> list[float]:
         out.append(v)
     if width is not None and len(out) != width:
         raise BadRow(f"{len(out)} values where the input has {width} columns")
-    return out
+    return np.array(out)
 
 
 def _short(s: str) -> str:
@@ -111,16 +119,23 @@ class Keys:
 
     @classmethod
     def from_json(cls, text: str) -> Keys:
-        return cls({t: set(k) for t, k in json.loads(text).items()})
+        return cls({t: {tuple(x) if isinstance(x, list) else x for x in k}
+                    for t, k in json.loads(text).items()})
 
-    def replay(self, records: list[dict], tables: dict[str, list[TableInput]]) -> None:
-        """Apply the presence effect of logged records (a resume past the saved keys)."""
-        by_input = {ti.input: ti.name for tis in tables.values() for ti in tis}
+    def replay(self, records: list[dict], table_of: dict[str, str]) -> None:
+        """Apply the presence effect of logged records (a resume past the saved keys);
+        ``table_of``: each input's table."""
         for d in records:
             if "remove" in d:
-                self.present[by_input[d["inputs"][0]]].discard(d["remove"])
+                self.present[table_of[d["inputs"][0]]].discard(d["remove"])
             elif "row" in d:
-                self.present[by_input[d["input"]]].add(d["row"])
+                self.present[table_of[d["input"]]].add(d["row"])
+            elif "cell" in d:  # "set" (to 0) is a delete, "add" an insert or update
+                cells = self.present[table_of[d["input"]]]
+                (cells.discard if "set" in d else cells.add)(tuple(d["cell"]))
+            elif "edge" in d:
+                links = self.present[table_of[d["input"]]]
+                (links.add if d["op"] == "insert" else links.discard)(tuple(d["edge"]))
 
 
 class Mapper:
@@ -128,8 +143,11 @@ class Mapper:
     the table, the key and the LSN (nothing of the transaction is kept)."""
 
     def __init__(self, tables: dict[str, list[TableInput]], shapes: dict[str, tuple],
-                 key: str, keys: Keys):
+                 key: str, keys: Keys, handlers: dict | None = None):
+        """``handlers``: other layouts' tables -> ``f(change, columns, present)`` that
+        returns the change's records (the edges layout)."""
         self.tables, self.shapes, self.key, self.keys = tables, shapes, key, keys
+        self.handlers = handlers or {}
         self.columns: dict[str, dict[str, int]] = {}  # table -> column -> position
 
     def set_columns(self, table: str, names: list[str]) -> None:
@@ -157,6 +175,9 @@ class Mapper:
             key = None
             try:
                 cols = self.columns[table]
+                if table in self.handlers:
+                    records += self.handlers[table](ch, cols, present[table])
+                    continue
                 old_key = parse_key(ch.old[cols[self.key]]) if ch.old is not None else None
                 key = parse_key(ch.new[cols[self.key]]) if ch.new is not None else old_key
                 if ch.kind == "delete" or (old_key is not None and old_key != key):
@@ -181,7 +202,8 @@ class Mapper:
                 records += [{"input": n, "row": key, "set": v}
                             for n, v in values.items() if v is not None]
             except BadRow as e:
-                raise UpdateError(f"table {table}, key {key}, transaction at LSN "
+                at = "" if key is None else f", key {key}"
+                raise UpdateError(f"table {table}{at}, transaction at LSN "
                                   f"{format_lsn(lsn)}: {e}") from None
         self.pending = present
         return records
@@ -195,3 +217,39 @@ class Mapper:
             rows = self.shapes[ti.input][0]
             if not 1 <= key <= rows:
                 raise BadRow(f"key out of range: input {ti.input} has rows 1..{rows}")
+
+
+def collapse(changes: list[tuple[dict, str]], present: dict[str, set],
+             input_table: dict[str, str], current) -> list[tuple[dict, str]]:
+    """A micro-batch's records, one per (input, row) or (input, entry): the last value in
+    the batch as ``"add": new - old`` (``current(input)``: the input before the batch, so
+    the batch costs time linear in its rows), ``"remove"`` (a row) or ``"set": 0`` (an
+    entry) for one that existed before the batch and not after it.  ``present``: the
+    rows and entries before the batch; ``changes``: (record, where) in commit order."""
+    final: dict[tuple, tuple] = {}
+    others = []  # edge records, in order
+    for d, where in changes:
+        if "edge" in d:
+            others.append((d, where))
+        elif "remove" in d:
+            for name in d["inputs"]:
+                final[(name, d["remove"])] = (None, where)
+        elif "cell" in d:
+            final[(d["input"], tuple(d["cell"]))] = (d.get("value"), where)
+        else:
+            final[(d["input"], d["row"])] = (d["set"], where)
+    out = []
+    for (name, at), (values, where) in final.items():
+        cell = isinstance(at, tuple)
+        if values is None:
+            if at in present[input_table[name]]:
+                out.append(({"input": name, "cell": list(at), "set": 0.0} if cell
+                            else {"remove": at, "inputs": [name]}, where))
+            continue
+        if cell:
+            old = float(current(name)[at[0] - 1, at[1] - 1])
+            out.append(({"input": name, "cell": list(at), "add": values - old}, where))
+            continue
+        old = current(name)[at - 1]
+        out.append(({"input": name, "row": at, "add": (values - old).tolist()}, where))
+    return out + others
