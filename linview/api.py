@@ -104,6 +104,8 @@ class CompiledProgram:
         When the data does not fit the program as compiled without it (a 1x1 input the
         program took for a matrix, a size assumed not to be 1), and sizes were left open,
         the program is specialised to the data's shapes (see :meth:`specialize`)."""
+        if (special := specialize.follow_sparse(self, inputs)) is not None:
+            return special.load(**inputs)  # scipy.sparse inputs stay sparse
         scalars = [d.name for d in self.program.inputs if not d.scalar and d.name in inputs
                    and specialize.is_number(inputs[d.name])]
         if scalars and not self.options.get("shapes"):  # a 1x1 input is a scalar
@@ -155,7 +157,8 @@ def load_module(source: str, name: str) -> types.ModuleType:
 def compile(source: str, name: str | None = None, *, filename: str | None = None,  # noqa: A001
             dims: dict[str, int] | None = None, backend: str = "numpy",
             model: str = "auto", strategy=None, rank: int = 1,
-            shapes: tuple | None = None) -> CompiledProgram | specialize.DeferredProgram:
+            shapes: tuple | None = None,
+            sparse: dict[str, str] | None = None) -> CompiledProgram | specialize.DeferredProgram:
     """Compile linview source text to a trigger module (see the module docstring).
 
     ``dims`` binds symbolic sizes for planning (chain order, strategy choice); ``model``
@@ -166,6 +169,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     specialises the program to the shapes of the data, as ``load()`` does when sizes
     are left open; without it, a program whose sizes only the data can decide is returned
     as a :class:`~linview.specialize.DeferredProgram`, compiled at ``load()``.
+    ``sparse`` (``{input: reason}``) keeps inputs sparse as ``%#linview sparse`` would
+    (``load()`` passes it for inputs given as ``scipy.sparse``; ``dims`` ``nnz_X`` too).
     """
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend '{backend}'", hint="backends: numpy, spark")
@@ -174,13 +179,15 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     module_ast = parse(source, filename)
     dims = dict(dims or {})
     nnz = {k: dims.pop(k) for k in [k for k in dims if k.startswith("nnz_")]}
+    module_ast, sparse = specialize.with_sparse(module_ast, sparse, nnz, backend)
     base = Options(shapes=tuple(shapes or ()), dims=tuple(sorted(dims.items())))
     params = module_ast.params if hasattr(module_ast, "params") else tuple(
         s.name for p in module_ast.pragmas if p.kind == "input" for s in p.specs) + tuple(
         sorted({n for p in module_ast.pragmas if p.kind == "scalar" for n in p.names}))
     kept = {"text": source, "name": name, "filename": filename, "dims": dims,
             "backend": backend, "model": model, "strategy": strategy, "rank": rank,
-            "inputs": tuple(params), "shapes": shapes, "compiler": compile}
+            "inputs": tuple(params), "shapes": shapes, "compiler": compile,
+            "sparse": sparse}
     if shapes:
         dims = {}  # every size is bound by the data
     try:
@@ -211,7 +218,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     trig_opts = parse_strategy(strategy)
     if trig_opts.default is None and not trig_opts.strategies:
         trig_opts.choose = strategy_chooser(dims, rank)
-    key = repr((source, options, sorted(dims.items()), repr(strategy), rank, backend))
+    key = repr((source, options, sorted(dims.items()), repr(strategy), rank, backend)
+               + ((sorted(sparse),) if sparse else ()))
     kept["dims"] = dims if not shapes else kept["dims"]
     plan = make_plan(program, bindings=dims, rank=rank, trigger_options=trig_opts,
                      source_hash=runtime.source_hash(key))
@@ -219,8 +227,9 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     text, module = _emit(plan, backend, program.name)
     getattr(module, plan.class_name).PROGRAM_INFO = _program_info(
         source, program.name, filename, dims, model, rank, backend, strategy, shapes)
-    cls = SolveProgram if any(st.expr.op is Op.SOLVE for st in program.statements) \
-        else CompiledProgram  # solve views load as linview.solve.views.SolveViews
+    cls = SolveProgram if any(st.expr.op is Op.SOLVE for st in program.statements) or (
+        backend == "numpy" and any(d.storage != "dense" for d in program.inputs)) \
+        else CompiledProgram  # solve views, sparse inputs: linview.solve.views.SolveViews
     return cls(program.name, plan, backend, text, module,
                {**kept, "trigger_options": trig_opts}, lowered=program)
 
@@ -290,12 +299,15 @@ class SolveProgram(CompiledProgram):
     def load(self, /, **inputs):
         from linview.solve.views import SolveViews
 
+        if (special := specialize.follow_sparse(self, inputs)) is not None:
+            return special.load(**inputs)  # scipy.sparse inputs stay sparse
         return SolveViews(self.lowered, dict(self.options.get("dims") or {}), **inputs)
 
     def explain(self, after: str | None = None) -> str:
-        from linview.solve.views import explain_solves
+        from linview.solve.explain import explain_solves
 
-        return super().explain(after) + explain_solves(self.lowered)
+        given = self.options.get("sparse")
+        return super().explain(after) + explain_solves(self.lowered, given)
 
 
 

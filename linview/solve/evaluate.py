@@ -12,6 +12,7 @@ from linview.compiler.interp import eval_node, size_value
 from linview.compiler.ir import Node, Op
 from linview.compiler.ops import OPS
 from linview.errors import UpdateError
+from linview.solve.sparsity import KEEPS_SPARSE, SPARSE_OPERAND
 from linview.solve.stochastic import ColumnChange, StochasticMatrix
 
 
@@ -40,11 +41,29 @@ def scalar_value(x) -> float:
 
 
 _SPARSE_OPS = {Op.ADD: lambda a, b: a + b, Op.SUB: lambda a, b: a - b, Op.NEG: lambda a: -a,
-               Op.T: lambda a: a.T, Op.MUL: lambda a, b: a @ b}
+               Op.T: lambda a: a.T, Op.MUL: lambda a, b: a @ b,
+               Op.EMUL: lambda a, b: a.multiply(b) if sps.issparse(a) else b.multiply(a)}
+
+
+def _keeps_sparse(op: Op, kids: list) -> bool:
+    """:data:`linview.solve.sparsity.KEEPS_SPARSE` on values (1x1 operands aside)."""
+    rule = KEEPS_SPARSE.get(op)
+    flags = [sps.issparse(k) for k in kids if sps.issparse(k) or np.size(k) != 1]
+    return rule is not None and bool(flags) and (all(flags) if rule == "all" else any(flags))
+
+
+def _dense_of(kids: list, op: Op) -> list:
+    """Operands of an op that has no sparse form: a sparse operand is used as it is by
+    the ops of :data:`SPARSE_OPERAND` (a dense result of their own size), else densified
+    (the program asked for a dense value, e.g. ``inv`` of a sparse matrix)."""
+    if op in SPARSE_OPERAND:
+        return kids
+    return [k.toarray() if sps.issparse(k) else k for k in kids]
 
 
 def sparse_eval(root: Node, env, bindings) -> object:
-    """Evaluate ``root`` keeping scipy.sparse results sparse (stochastic inputs as CSC)."""
+    """Evaluate ``root`` keeping scipy.sparse results sparse where Octave does
+    (:mod:`linview.solve.sparsity`; stochastic inputs as CSC)."""
     memo: dict[int, object] = {}
     for n in root.walk():
         op = n.op
@@ -59,13 +78,14 @@ def sparse_eval(root: Node, env, bindings) -> object:
             kids = [memo[id(c)] for c in n.children]
             if op is Op.SCALE:
                 val = scalar_value(kids[0]) * kids[1]
-            elif op in (Op.ADD, Op.SUB, Op.NEG, Op.T, Op.MUL) and any(
-                    sps.issparse(k) for k in kids):
+            elif _keeps_sparse(op, kids):
                 val = _SPARSE_OPS[op](*kids)
-                if not sps.issparse(val):
-                    val = np.asarray(val)
+            elif any(sps.issparse(k) for k in kids) and op in (Op.MUL, Op.ADD, Op.SUB):
+                val = np.asarray(_SPARSE_OPS[op](*kids))  # sparse with dense: dense
+            elif any(sps.issparse(k) for k in kids) and op is Op.SUM:
+                val = np.asarray(kids[0].sum(axis=n.attr - 1))
             else:
-                val = OPS[op].evaluate(n, *kids)
+                val = OPS[op].evaluate(n, *_dense_of(kids, op))
         memo[id(n)] = val
     return memo[id(root)]
 

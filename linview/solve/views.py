@@ -29,7 +29,7 @@ import sympy as sp
 from linview.compiler import ir
 from linview.compiler.delta import Strategy, ViewDelta, derive
 from linview.compiler.interp import eval_node
-from linview.compiler.ir import Node, Op
+from linview.compiler.ir import Op
 from linview.compiler.shapes import RANK
 from linview.errors import InputError, UpdateError
 from linview.solve.evaluate import (
@@ -47,38 +47,10 @@ from linview.solve.stochastic import ColumnChange, StochasticMatrix
 
 
 def has_solve(program: ir.Program) -> bool:
-    return any(st.expr.op is Op.SOLVE for st in program.statements)
-
-
-def explain_solves(program: ir.Program) -> str:
-    """The solve views of ``program`` for ``explain``: A, its form, method and tolerance."""
-    lines = ["", "solve views (kept with their residual, not an inverse; the trigger "
-             "above is the generated module's direct re-solve, prog.load() keeps the "
-             "views below):"]
-    for st in program.statements:
-        if st.expr.op is Op.SOLVE:
-            method, tol = st.expr.attr
-            a = st.expr.children[0]
-            shape = "I - s·M" if pagerank_form(a, program) else "general"
-            lines.append(f"  {st.name}: A = {ir_fmt(a)} ({shape}), method {method}"
-                         f" ({_method_text(method)}), tolerance {tol:g}")
-    for d in program.inputs:
-        if d.storage != "dense":
-            lines.append(f"  input {d.name}: {d.storage} storage")
-    return "\n".join(lines) + "\n"
-
-
-def ir_fmt(n: Node) -> str:
-    from linview.compiler.printer import fmt
-
-    return fmt(n)
-
-
-def _method_text(method: str) -> str:
-    return {"auto": "push when A = I - s·M with M stochastic and 0 ≤ s < 1, else krylov",
-            "push": "Gauss–Southwell push, certified L1 bound",
-            "krylov": "warm-started GMRES, 2-norm bound",
-            "cholesky": "triangular factor of F = QR by rank-1 QR updates"}[method]
+    """Whether ``program`` loads as :class:`SolveViews`: it has solve views or sparse
+    (or stochastic) inputs."""
+    return any(st.expr.op is Op.SOLVE for st in program.statements) or any(
+        d.storage != "dense" for d in program.inputs)
 
 
 class SolveViews:
@@ -155,16 +127,20 @@ class SolveViews:
                 self.solvers[st.name] = self._make_solver(st, (warm or {}).get(st.name))
                 self.env[st.name] = self.solvers[st.name].X
             else:
-                self.env[st.name] = self._dense(st)
+                self.env[st.name] = self._value(st)
 
-    def _dense(self, st: ir.Statement) -> np.ndarray:
+    def _value(self, st: ir.Statement):
+        """A statement's value: sparse (CSR) where :mod:`linview.solve.sparsity` keeps it
+        sparse, else a dense 2-D array."""
         try:
             val = sparse_eval(st.expr, self.env, self.bindings)
         except (TypeError, AttributeError) as e:
             raise InputError(f"statement {st.name} uses a sparse or stochastic input in a way "
                              f"linview evaluates only densely: {e}",
                              hint="keep sparse inputs in solve views and products") from None
-        val = val.toarray() if sps.issparse(val) else np.asarray(val, dtype=float)
+        if sps.issparse(val):
+            return sps.csr_matrix(val)
+        val = np.asarray(val, dtype=float)
         return val.reshape(-1, 1) if val.ndim < 2 else val
 
     def _make_solver(self, st: ir.Statement, x0=None):
@@ -327,10 +303,11 @@ class SolveViews:
             pending[st.name] = (ta, ev, eb)
         # phase 2: the input, then every statement in order
         x = self.env[name]
-        if not isinstance(x, StochasticMatrix):
+        if sps.issparse(x):  # the product of the factors' non-zeros only, never n×n dense
+            self.env[name] = (x + sps.csr_matrix(U) @ sps.csr_matrix(V).T).tocsr()
+        elif not isinstance(x, StochasticMatrix):
             D = U @ V.T
-            self.env[name] = (x + sps.csr_matrix(D)).tocsr() if sps.issparse(x) else \
-                x + (D.toarray() if sps.issparse(D) else D)
+            self.env[name] = x + (D.toarray() if sps.issparse(D) else D)
         touched = {name}
         for st in self.program.statements:
             deps = {leaf.attr for leaf in ir.leaves(st.expr, Op.INPUT, Op.VIEW)}
@@ -338,7 +315,7 @@ class SolveViews:
                 continue
             touched.add(st.name)
             if st.expr.op is not Op.SOLVE:
-                self.env[st.name] = self._dense(st)
+                self.env[st.name] = self._value(st)
                 continue
             job = pending.get(st.name, "rebuild")
             solver = self.solvers[st.name]
@@ -379,15 +356,18 @@ class SolveViews:
                 env[st.name] = direct_solve(A, B, st.name)
             else:
                 val = sparse_eval(st.expr, env, self.bindings)
-                env[st.name] = val.toarray() if sps.issparse(val) else np.asarray(val)
+                env[st.name] = val if sps.issparse(val) else np.asarray(val)
         return {st.name: env[st.name] for st in self.program.statements}
 
     def verify(self, detail: bool = False):
         """Max relative error of every view against direct solves (costs a sparse LU)."""
         errs = {}
         for k, ref in self.reference().items():
-            scale = max(float(np.max(np.abs(ref))) if ref.size else 0.0, 1e-300)
-            errs[k] = float(np.max(np.abs(np.asarray(self.env[k]) - ref))) / scale
+            scale = max(_max_abs(ref), 1e-300)
+            got = self.env[k]
+            diff = got - ref if sps.issparse(got) or sps.issparse(ref) else \
+                np.asarray(got) - ref
+            errs[k] = _max_abs(diff) / scale
         return errs if detail else max(errs.values(), default=0.0)
 
     def refresh(self) -> None:
@@ -396,12 +376,14 @@ class SolveViews:
             if st.expr.op is Op.SOLVE:
                 self.solvers[st.name].refresh()
             else:
-                self.env[st.name] = self._dense(st)
+                self.env[st.name] = self._value(st)
 
     def memory_bytes(self) -> int:
         total = sum(s.memory_bytes() for s in self.solvers.values())
-        for d in self.program.inputs:
-            v = self.env[d.name]
+        names = [d.name for d in self.program.inputs] + [
+            st.name for st in self.program.statements if st.expr.op is not Op.SOLVE]
+        for name in names:
+            v = self.env[name]
             total += v.memory_bytes() if isinstance(v, StochasticMatrix) else (
                 v.data.nbytes + v.indices.nbytes + v.indptr.nbytes if sps.issparse(v)
                 else np.asarray(v).nbytes)
@@ -414,4 +396,11 @@ class SolveViews:
         save_state(self, path, extra)
 
 
-__all__ = ["SolveViews", "explain_solves", "has_solve", "sparse_eval"]
+def _max_abs(x) -> float:
+    if sps.issparse(x):
+        return float(abs(x).max()) if x.nnz else 0.0
+    x = np.asarray(x)
+    return float(np.max(np.abs(x))) if x.size else 0.0
+
+
+__all__ = ["SolveViews", "has_solve", "sparse_eval"]
