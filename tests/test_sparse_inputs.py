@@ -1,0 +1,203 @@
+"""Sparse follows the data: an input given to ``load()`` as ``scipy.sparse`` stays sparse
+with no pragma, where GNU Octave keeps it sparse (checked against octave-cli's
+``issparse`` on the same triplets), ``A \\ b`` with a sparse A is a solve view (against
+networkx ``pagerank`` and ``scipy.sparse.linalg.spsolve``), dense inputs keep the
+generated module, and nothing of n² is allocated for a sparse input."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sps
+import scipy.sparse.linalg as spla
+
+import linview
+from linview.backends.numpy.runtime import TriggerModule
+from linview.solve.views import SolveViews
+
+try:
+    from tests.octave_runner import octave_available, run_octave
+except ImportError:  # pragma: no cover - run from inside tests/
+    from octave_runner import octave_available, run_octave
+
+D = 0.85
+
+#: the README's program, with no pragma about storage
+README = """function r = pr(M, d)
+  %#linview scalar d
+  n = size(M, 1);
+  r = (eye(n) - d * M) \\ ((1 - d) / n * ones(n, 1));
+end
+"""
+
+OPS = """function [B, C, E, y, r, s] = sparse_ops(M, x, d)
+  %#linview scalar d
+  %#linview dynamic M x
+  n = size(M, 1);
+  B = M + M';
+  C = 2 * M - M' * M;
+  A = eye(n) - d * M;
+  E = M .* M;
+  y = M * x;
+  r = A \\ x;
+  s = sum(M' * x);
+end
+"""
+
+
+def link_matrix(rng, n: int, m: int, dangling: bool = False):
+    """A column-stochastic (with zero columns for dangling nodes: substochastic) M, as
+    scipy.sparse CSR, and the edges it was built from."""
+    src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
+    if not dangling:  # every node links somewhere
+        src = np.concatenate([src, np.arange(n)])
+        dst = np.concatenate([dst, (np.arange(n) + 1) % n])
+    pairs = np.unique(np.stack([src, dst]), axis=1)
+    src, dst = pairs
+    deg = np.bincount(src, minlength=n)
+    M = sps.csr_matrix((1.0 / deg[src], (dst, src)), shape=(n, n))
+    return M, src, dst
+
+
+def spsolve_pagerank(M, d=D):
+    n = M.shape[0]
+    return spla.spsolve(sps.identity(n, format="csc") - d * M.tocsc(),
+                        np.full(n, (1 - d) / n)).reshape(-1, 1)
+
+
+def test_readme_program_with_sparse_input_matches_networkx_and_spsolve():
+    rng = np.random.default_rng(0)
+    n = 60
+    M, src, dst = link_matrix(rng, n, 200)
+    prog = linview.compile(README, name="pr")
+    views = prog.load(M=M, d=D)
+    assert isinstance(views, SolveViews) and views.solver("r").method == "krylov"
+    assert views.solver("r").certified  # I - d·M is column diagonally dominant
+    assert sps.issparse(views["M"])
+    G = nx.DiGraph()
+    G.add_nodes_from(range(n))
+    G.add_edges_from(zip(src.tolist(), dst.tolist(), strict=True))
+    pr = nx.pagerank(G, alpha=D, tol=1e-14, max_iter=10_000)
+    want = np.array([pr[i] for i in range(n)]).reshape(-1, 1)
+    np.testing.assert_allclose(views["r"], want, atol=1e-8)
+    np.testing.assert_allclose(views["r"], spsolve_pagerank(M), atol=1e-8)
+    assert np.abs(views["r"] - spsolve_pagerank(M)).sum() <= views.error_bound("r")
+
+
+def test_sparse_updates_of_sparse_input_match_spsolve():
+    """Dangling nodes as zero columns (substochastic M), dense and sparse update factors."""
+    rng = np.random.default_rng(1)
+    n = 80
+    M, _, _ = link_matrix(rng, n, 160, dangling=True)
+    src = "function r = pr(M, d)\n  %#linview scalar d\n  %#linview dynamic M\n" + \
+        README.split("\n", 2)[2]
+    views = linview.compile(src, name="pr").load(M=M, d=D)
+    for step in range(12):
+        j = int(rng.integers(n))
+        new = np.zeros(n)
+        new[rng.choice(n, size=1 + step % 3, replace=False)] = 1.0 / (1 + step % 3)
+        old = views["M"][:, [j]].toarray().ravel()
+        u, v = new - old, np.eye(n)[:, j]
+        if step % 2:
+            views.update("M", sps.csc_matrix(u.reshape(-1, 1)), sps.csc_matrix(v.reshape(-1, 1)))
+        else:
+            views.update("M", u, v)
+        assert sps.issparse(views["M"])
+        want = spsolve_pagerank(views["M"])
+        err = np.linalg.norm(views["r"] - want)
+        assert err <= views.error_bound("r") * (1 + 1e-6) + 1e-15
+        assert views.error_bound("r") <= 1e-8
+    assert views.verify() < 1e-6
+
+
+def test_dense_input_keeps_the_generated_module_and_pragmas_stay_overrides():
+    rng = np.random.default_rng(2)
+    M, _, _ = link_matrix(rng, 20, 60)
+    prog = linview.compile(README, name="pr")
+    dense = prog.load(M=M.toarray(), d=D)
+    assert isinstance(dense, TriggerModule)
+    np.testing.assert_allclose(dense["r"], spsolve_pagerank(M), atol=1e-10)
+    stochastic = linview.compile_file("examples/pagerank_solve.m").load(M=M, d=D)
+    assert stochastic.solver("r").method == "push"  # the pragma wins over the data
+    np.testing.assert_allclose(stochastic["r"], spsolve_pagerank(M), atol=1e-9)
+
+
+def test_explain_says_which_values_are_sparse_and_why():
+    rng = np.random.default_rng(3)
+    M, _, _ = link_matrix(rng, 10, 30)
+    prog = linview.compile(OPS, name="sparse_ops")
+    special = prog.specialize(M=M, x=np.ones((10, 1)), d=D)
+    text = special.explain()
+    assert "input M: sparse (given as scipy.sparse at load)" in text
+    for view in ("B", "C", "E"):
+        assert f"  {view}: sparse: reads sparse input M (given as scipy.sparse at load)" in text
+    assert "y: sparse" not in text and "r: solve view" in text
+
+
+def test_sparse_ops_agree_with_octave_values_and_sparsity(tmp_path):
+    """Values and which outputs are sparse, against Octave on ``sparse()`` of the same
+    triplets; then the same after an update of M and of x."""
+    rng = np.random.default_rng(4)
+    n = 25
+    M, src, dst = link_matrix(rng, n, 70, dangling=True)
+    x = rng.random((n, 1))
+    views = linview.compile(OPS, name="sparse_ops").load(M=M, x=x, d=D)
+    names = ["B", "C", "E", "y", "r", "s"]
+    ours = [sps.issparse(views[k]) for k in names]
+    assert ours == [True, True, True, False, False, False]
+    u = np.zeros(n)
+    u[[3, 7]] = [0.5, -0.25]
+    views.update("M", sps.csc_matrix(u.reshape(-1, 1)), np.eye(n)[:, 2])
+    views.update("x", rng.random(n), np.ones(1))
+    if not octave_available():
+        pytest.skip("octave-cli (GNU Octave) is not installed")
+    prog_file = tmp_path / "sparse_ops.m"
+    prog_file.write_text(OPS)
+    wrapper = tmp_path / "wrap_ops.m"
+    wrapper.write_text(
+        "function [B, C, E, y, r, s, flags] = wrap_ops(rows, cols, vals, n, x, d)\n"
+        "  M = sparse(rows, cols, vals, n(1), n(1));\n"
+        "  [B, C, E, y, r, s] = sparse_ops(M, x, d);\n"
+        "  flags = [issparse(B), issparse(C), issparse(E), issparse(y), issparse(r), "
+        "issparse(s)];\n"
+        "  B = full(B); C = full(C); E = full(E);\n"
+        "end\n")
+    coo = views["M"].tocoo()
+    out = run_octave(wrapper, {"rows": coo.row + 1.0, "cols": coo.col + 1.0,
+                               "vals": coo.data, "n": float(n), "x": views["x"], "d": D},
+                     names + ["flags"])
+    assert out["flags"].ravel().astype(bool).tolist() == ours
+    for k in names:
+        got = views[k].toarray() if sps.issparse(views[k]) else views[k]
+        np.testing.assert_allclose(got, out[k], atol=1e-8, err_msg=k)
+
+
+def test_sparse_input_allocates_nothing_of_n_squared():
+    """n = 20000: one dense n×n float array would be 3.2 GB; load and an update of the
+    README program with a sparse M stay within a few times the graph."""
+    rng = np.random.default_rng(5)
+    n = 20_000
+    M, _, _ = link_matrix(rng, n, 5 * n, dangling=True)
+    src = "function r = pr(M, d)\n  %#linview scalar d\n  %#linview dynamic M\n" + \
+        README.split("\n", 2)[2]
+    prog = linview.compile(src, name="pr")
+    tracemalloc.start()
+    try:
+        views = prog.load(M=M, d=D)
+        old = views["M"][:, [7]].toarray().ravel()
+        new = np.zeros(n)
+        new[[1, 2]] = 0.5
+        views.update("M", sps.csc_matrix((new - old).reshape(-1, 1)),
+                     sps.csc_matrix(([1.0], ([7], [0])), shape=(n, 1)))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    graph = M.data.nbytes + M.indices.nbytes + M.indptr.nbytes
+    assert peak < 100 * 2**20, f"peak {peak / 2**20:.0f} MiB for a {graph / 2**20:.1f} MiB graph"
+    assert views.error_bound("r") <= 1e-8
+    r = np.asarray(views["r"]).ravel()
+    resid = r - D * (views["M"] @ r) - (1 - D) / n
+    assert np.abs(resid).sum() / (1 - D) <= 1e-8
