@@ -201,3 +201,42 @@ def test_sparse_input_allocates_nothing_of_n_squared():
     r = np.asarray(views["r"]).ravel()
     resid = r - D * (views["M"] @ r) - (1 - D) / n
     assert np.abs(resid).sum() / (1 - D) <= 1e-8
+
+
+def test_save_and_restore_keep_a_given_sparse_input_sparse(tmp_path):
+    rng = np.random.default_rng(6)
+    M, _, _ = link_matrix(rng, 30, 90)
+    src = "function r = pr(M, d)\n  %#linview scalar d\n  %#linview dynamic M\n" + \
+        README.split("\n", 2)[2]
+    views = linview.compile(src, name="pr").load(M=M, d=D)
+    views.save(tmp_path / "s.npz")
+    back = linview.restore(tmp_path / "s.npz")
+    assert isinstance(back, SolveViews) and sps.issparse(back["M"])
+    np.testing.assert_allclose(back["r"], spsolve_pagerank(M), atol=1e-8)
+    u = np.zeros(30)
+    u[[0, 1]] = [0.1, -0.1]
+    back.update("M", u, np.eye(30)[:, 4])
+    np.testing.assert_allclose(back["r"], spsolve_pagerank(back["M"]), atol=1e-8)
+
+
+def test_inverse_of_a_sparse_input_is_dense_because_the_program_asks(capsys):
+    rng = np.random.default_rng(7)
+    M, _, _ = link_matrix(rng, 12, 40)
+    A = sps.identity(12, format="csr") - D * M
+    src = "function Y = f(A, B)\n  Y = inv(A) * B;\nend\n"
+    prog = linview.compile(src, name="f")
+    B = rng.random((12, 2))
+    views = prog.load(A=A, B=B)
+    np.testing.assert_allclose(views["Y"], np.linalg.solve(A.toarray(), B), atol=1e-10)
+    assert "needs a dense value of a sparse operand" in prog.specialize(A=A, B=B).explain()
+
+
+def test_cost_takes_nnz_as_sparse_storage(capsys, tmp_path):
+    from linview.app.cli import main
+
+    path = tmp_path / "pr.m"
+    path.write_text(README.replace("%#linview scalar d", "%#linview scalar d\n  B = M + M';"))
+    assert main(["cost", str(path), "--dims", "cols_M=100000,nnz_M=700000"]) == 0
+    out = capsys.readouterr().out
+    assert "input M: sparse (its non-zeros given by nnz_M), 700,000 non-zeros" in out
+    assert "view B: sparse: reads sparse input M" in out
