@@ -266,6 +266,19 @@ class SolveViews:
             self._propagate(name, None, changes)
         self._done(t0)
 
+    def _terms(self, st: ir.Statement, decl) -> tuple:
+        """The derived changes of a solve view's A and B for an update ``U Vᵀ`` of input
+        ``decl`` (symbolic in U and V, so derived once per statement and input)."""
+        key = (st.name, decl.name)
+        cache = self.__dict__.setdefault("_derived", {})
+        if key not in cache:
+            first = ViewDelta(decl.name, decl.ref, Strategy.INCR, (),
+                              ir.factor("U", (decl.shape[0], RANK)),
+                              ir.factor("V", (decl.shape[1], RANK)))
+            a, b = st.expr.children
+            cache[key] = (derive(a, {decl.name: first}), derive(b, {decl.name: first}))
+        return cache[key]
+
     def _done(self, t0: float) -> None:
         self.stats["trigger_seconds"] += time.perf_counter() - t0
         self.updates += 1
@@ -273,34 +286,38 @@ class SolveViews:
 
     def _propagate(self, name: str, factors, changes: list[ColumnChange] | None) -> None:
         decl = self.program.input(name)
-        if factors is None:
-            factors = change_factors(changes, self.env[name].n)
-        U, V = factors
-        first = ViewDelta(name, decl.ref, Strategy.INCR, (),
-                          ir.factor("U", (decl.shape[0], RANK)),
-                          ir.factor("V", (decl.shape[1], RANK)))
-        changed = {name: first}
-        scope = dict(self.env)
-        scope.update(U=U, V=V)
-        bindings = {**self.bindings, "k": U.shape[1]}
+        lazy: dict = {}
+
+        def scope_of():  # U, V of the change (for a stochastic input: built only if read)
+            if not lazy:
+                U, V = factors if factors is not None else \
+                    change_factors(changes, self.env[name].n)
+                lazy.update(scope={**self.env, "U": U, "V": V},
+                            bindings={**self.bindings, "k": U.shape[1]})
+            return lazy["scope"], lazy["bindings"]
+
+        def evaluate(terms):
+            sc, bd = scope_of() if terms else (None, None)
+            return [(evaluate_factor(t.P, sc, bd), evaluate_factor(t.Q, sc, bd))
+                    for t in terms]
+
         # phase 1: every solve view's changes of A and B, from the old values
         pending = {}
         for st in self.program.statements:
             if st.expr.op is not Op.SOLVE:
                 continue
-            a, b = st.expr.children
             deps = {leaf.attr for leaf in ir.leaves(st.expr, Op.INPUT, Op.VIEW)}
             if not deps & {name}:
                 continue
             if deps - {d.name for d in self.program.inputs}:
                 pending[st.name] = "rebuild"  # reads other views: re-solved below
                 continue
-            ta, tb = derive(a, changed), derive(b, changed)
-            ev = [(evaluate_factor(t.P, scope, bindings),
-                   evaluate_factor(t.Q, scope, bindings)) for t in ta]
-            eb = [(evaluate_factor(t.P, scope, bindings),
-                   evaluate_factor(t.Q, scope, bindings)) for t in tb]
-            pending[st.name] = (ta, ev, eb)
+            ta, tb = self._terms(st, decl)
+            push = isinstance(self.solvers.get(st.name), PushSolver) and changes is not None
+            pending[st.name] = (ta, [] if push else evaluate(ta), evaluate(tb))
+        if factors is None and not isinstance(self.env[name], StochasticMatrix):
+            factors = scope_of()[0]["U"], scope_of()[0]["V"]
+        U, V = factors if factors is not None else (None, None)
         # phase 2: the input, then every statement in order
         x = self.env[name]
         if sps.issparse(x):  # the product of the factors' non-zeros only, never n×n dense
