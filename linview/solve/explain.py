@@ -9,7 +9,8 @@ from linview.compiler.ir import Op
 from linview.solve.evaluate import pagerank_form
 from linview.solve.sparsity import densified, input_reasons, sparse_views
 
-METHODS = {"auto": "push when A = I - s·M with M stochastic and 0 ≤ s < 1, else krylov",
+METHODS = {"auto": "push when A = I - s·M with 0 ≤ s < 1 and M stochastic, or sparse, "
+                   "non-negative with column sums ≤ 1 at load; else krylov",
            "push": "Gauss–Southwell push, certified L1 bound",
            "krylov": "warm-started GMRES, certified 2-norm bound where A's conditioning is "
                      "certified (see docs/solve_views.md)",
@@ -28,7 +29,8 @@ def explain_solves(program: ir.Program, given: dict | None = None) -> str:
         if st.expr.op is Op.SOLVE:
             method, tol = st.expr.attr
             a = st.expr.children[0]
-            shape = "I - s·M" if pagerank_form(a, program) else "general"
+            shape = "I - s·M" if pagerank_form(a, program, ("stochastic", "sparse")) \
+                else "general"
             lines.append(f"  {st.name}: solve view, A = {fmt(a)} ({shape}), method {method}"
                          f" ({METHODS[method]}), tolerance {tol:g}")
     for name, why in input_reasons(program, given).items():

@@ -108,6 +108,16 @@ class PushSolver:
                 self._add_residual(c, np.concatenate(rows), np.concatenate(vals))
         self.drive()
 
+    def change_matrix(self, P, Q, links) -> None:
+        """``A += P Qᵀ`` of a plain sparse M (``links``, :mod:`.links`, is the new M):
+        ``R -= P (Qᵀ X)``, local for sparse P."""
+        self.M = links
+        Qx = np.asarray(Q.T @ self.X) if sps.issparse(Q) else _as_dense_2d(Q).T @ self.X
+        r, k, v = _coo(P)
+        for c in range(self.p):
+            self._add_residual(c, r, -v * Qx[k, c])
+        self.drive()
+
     def change_rhs(self, P, Q) -> None:
         """``B += P Qᵀ`` (dense or sparse factors)."""
         r, k, v = _coo(P)
@@ -169,7 +179,7 @@ class PushSolver:
         R = self.R[:, c]
         v = R[F].copy()
         rows, vals = self.M.gather(F, self.s * v)
-        dang = self.M.length[F] == 0
+        dang = (self.M.length[F] == 0) & self.M.uniform_dangling
         touched = np.union1d(F, rows)
         before = np.abs(R[touched]).sum()
         self.X[F, c] += v
@@ -216,7 +226,8 @@ class PushSolver:
         self.drive()
 
     def memory_bytes(self) -> int:
-        return int(self.X.nbytes + self.R.nbytes + self.B.nbytes)
+        links = 0 if self.M.uniform_dangling else self.M.memory_bytes()  # a CSC copy
+        return int(self.X.nbytes + self.R.nbytes + self.B.nbytes + links)
 
 
 class KrylovSolver:

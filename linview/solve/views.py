@@ -24,7 +24,6 @@ import time
 
 import numpy as np
 import scipy.sparse as sps
-import sympy as sp
 
 from linview.compiler import ir
 from linview.compiler.delta import Strategy, ViewDelta, derive
@@ -38,9 +37,11 @@ from linview.solve.evaluate import (
     evaluate_factor,
     gram_form,
     pagerank_form,
+    read_inputs,
     scalar_value,
     sparse_eval,
 )
+from linview.solve.links import SparseLinks, substochastic
 from linview.solve.solvers import CholeskySolver, KrylovSolver, PushSolver, direct_solve
 from linview.solve.state import save_state
 from linview.solve.stochastic import ColumnChange, StochasticMatrix
@@ -72,53 +73,10 @@ class SolveViews:
             raise InputError("tolerance must be a positive number")
         self.stats = {"updates": 0, "fallbacks": 0, "trigger_seconds": 0.0}
         self.updates = 0
-        self.env = self._validate_inputs(kwargs, dims)
+        self.env, self.bindings = read_inputs(self.program, kwargs, dims)
         self.solvers: dict[str, PushSolver | KrylovSolver] = {}
         self._evaluate(_warm)
         self.saved_meta: dict = {}
-
-    # -------------------------------------------------------------- inputs
-    def _validate_inputs(self, inputs: dict, dims: dict) -> dict:
-        names = [d.name for d in self.program.inputs]
-        missing = [n for n in names if n not in inputs]
-        extra = [n for n in inputs if n not in names]
-        if missing or extra:
-            what = "; ".join(p for p in (missing and "missing " + ", ".join(missing),
-                                         extra and "unexpected " + ", ".join(extra)) if p)
-            raise InputError(f"{self.program.name}: {what}", hint="inputs: " + ", ".join(names))
-        env: dict[str, object] = {}
-        self.bindings = {k: int(v) for k, v in dims.items()}
-        for d in self.program.inputs:
-            x = inputs[d.name]
-            try:
-                if d.storage == "stochastic":
-                    val = x if isinstance(x, StochasticMatrix) else \
-                        StochasticMatrix.from_matrix(x)
-                elif d.storage == "sparse":
-                    val = sps.csr_matrix(x, dtype=float)
-                else:
-                    val = np.asarray(x.toarray() if sps.issparse(x) else x, dtype=float)
-                    val = val.reshape(-1, 1) if val.ndim < 2 else val
-            except InputError as e:
-                raise InputError(f"input {d.name}: {e.message}", hint=e.hint) from None
-            except (TypeError, ValueError) as e:
-                raise InputError(f"input {d.name} is not a numeric matrix: {e}") from None
-            data = val.data if sps.issparse(val) else (val.wts if isinstance(
-                val, StochasticMatrix) else val)
-            if not np.all(np.isfinite(data)):
-                raise InputError(f"input {d.name} contains NaN or Inf")
-            for axis, e in enumerate(d.shape):
-                got = val.shape[axis]
-                e = sp.sympify(e)
-                if isinstance(e, sp.Symbol):
-                    if self.bindings.setdefault(e.name, got) != got:
-                        raise InputError(f"input {d.name} has {('rows', 'columns')[axis]} "
-                                         f"{got}, but size '{e}' is {self.bindings[e.name]}")
-                elif not e.free_symbols and int(e) != got:
-                    raise InputError(f"input {d.name} has {('rows', 'columns')[axis]} {got}, "
-                                     f"expected {e}")
-            env[d.name] = val
-        return env
 
     # -------------------------------------------------------------- evaluation
     def _evaluate(self, warm: dict | None = None) -> None:
@@ -149,8 +107,12 @@ class SolveViews:
         method = self.method or method
         tol = float(self.tolerance or tol)
         B = sparse_eval(b, self.env, self.bindings)
-        form = pagerank_form(a, self.program)
+        form = pagerank_form(a, self.program, ("stochastic", "sparse"))
         s = scalar_value(eval_node(form[1], self.env, self.bindings)) if form else None
+        M = self.env[form[0]] if form else None
+        if form and not isinstance(M, StochasticMatrix):  # a plain sparse M (links.py)
+            form = form if substochastic(M) else None
+            M = SparseLinks(M) if form else None
         if method == "auto":
             method = "push" if form and 0 <= s < 1 else "krylov"
         if method == "cholesky":
@@ -163,9 +125,10 @@ class SolveViews:
         if method == "push":
             if not form:
                 raise InputError(f"solve view {st.name}: push needs A = I - s*M with M "
-                                 "declared '%#linview stochastic'",
+                                 "declared '%#linview stochastic', or sparse, non-negative "
+                                 "with column sums at most 1",
                                  hint="use '%#linview solve krylov' (or auto)")
-            return PushSolver(self.env[form[0]], s, B, tol, x0)
+            return PushSolver(M, s, B, tol, x0)
         return KrylovSolver(sparse_eval(a, self.env, self.bindings), B, tol, x0)
 
     # -------------------------------------------------------------- reading
@@ -349,11 +312,17 @@ class SolveViews:
                     solver.change_rhs(U, V)
                 continue
             if isinstance(solver, PushSolver):
-                if ta and changes is None:  # A changed other than through M's columns
+                form = pagerank_form(st.expr.children[0], self.program, ("sparse",))
+                new = self.env[form[0]] if ta and form and changes is None else None
+                if ta and new is not None and substochastic(new):  # a plain sparse M
+                    links = SparseLinks(new)
+                    for P, Q in ev:
+                        solver.change_matrix(P, Q, links)
+                elif ta and changes is None:  # A changed other than through M's columns
                     solver = self.solvers[st.name] = self._make_solver(st)
                     self.env[st.name] = solver.X
                     continue
-                if ta:
+                elif ta:
                     solver.change_columns(changes)
             else:
                 for P, Q in ev:
