@@ -254,3 +254,40 @@ def test_cost_takes_nnz_as_sparse_storage(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "input M: sparse (its non-zeros given by nnz_M), 700,000 non-zeros" in out
     assert "view B: sparse: reads sparse input M" in out
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".mat"])
+def test_run_reads_a_sparse_file_and_keeps_it_sparse(tmp_path, capsys, suffix):
+    """``linview run --input M=M.npz`` (scipy.sparse.save_npz) or a sparse ``.mat``, the
+    README program with no pragma, factor records of M: the result is spsolve's."""
+    import json
+
+    import scipy.io
+
+    from linview.app.cli import main
+
+    rng = np.random.default_rng(8)
+    n = 40
+    M, _, _ = link_matrix(rng, n, 120, dangling=True)
+    path = tmp_path / f"M{suffix}"
+    if suffix == ".npz":
+        sps.save_npz(path, M.tocsc())
+    else:
+        scipy.io.savemat(path, {"M": M.tocsc()})
+    prog = tmp_path / "pr.m"
+    prog.write_text(README.replace("%#linview scalar d", "%#linview scalar d\n  "
+                                   "%#linview dynamic M"))
+    recs, cur = [], M.toarray()
+    for _ in range(6):
+        j = int(rng.integers(n))
+        new = np.zeros(n)
+        new[rng.choice(n, size=2, replace=False)] = 0.5
+        recs.append({"input": "M", "u": (new - cur[:, j]).tolist(),
+                     "v": np.eye(n)[:, j].tolist()})
+        cur[:, j] = new
+    (tmp_path / "u.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["run", str(prog), "--input", f"M={path}", "--input", f"d={D}",
+                 "--updates", str(tmp_path / "u.jsonl"), "--out", str(tmp_path / "out")]) \
+        == 0, capsys.readouterr().err
+    r = np.load(tmp_path / "out" / "latest.npz")["r"]
+    np.testing.assert_allclose(r, spsolve_pagerank(sps.csr_matrix(cur)), atol=1e-8)
