@@ -70,6 +70,7 @@ class PushSolver:
         self.theta = np.full(self.p, self.target / 64)
         self.cand: list[np.ndarray] = [np.zeros(0, np.int64)] * self.p
         self.stats = {"pushes": 0, "rounds": 0, "sweeps": 0, "rescans": 0}
+        self._pos: np.ndarray | None = None  # scratch of _distinct
         if x0 is None:
             self._sweep_all()
         else:  # warm start (a restored state): exact residual, then push
@@ -130,11 +131,11 @@ class PushSolver:
 
     def _add_residual(self, c: int, rows: np.ndarray, vals: np.ndarray) -> None:
         R = self.R[:, c]
-        touched = np.unique(rows)
+        touched = self._distinct(rows)
         before = np.abs(R[touched]).sum()
         np.add.at(R, rows, vals)
         self.S[c] += np.abs(R[touched]).sum() - before
-        self.cand[c] = np.union1d(self.cand[c], touched)
+        self.cand[c] = self._distinct(np.concatenate([self.cand[c], touched]))
 
     # ------------------------------------------------------------------ iteration
     def drive(self) -> None:
@@ -180,7 +181,7 @@ class PushSolver:
         v = R[F].copy()
         rows, vals = self.M.gather(F, self.s * v)
         dang = (self.M.length[F] == 0) & self.M.uniform_dangling
-        touched = np.union1d(F, rows)
+        touched = self._distinct(np.concatenate([F, rows]))
         before = np.abs(R[touched]).sum()
         self.X[F, c] += v
         R[F] = 0.0
@@ -188,9 +189,20 @@ class PushSolver:
         if dang.any():
             self.g[c] += self.s * v[dang].sum() / self.n
         self.S[c] += np.abs(R[touched]).sum() - before
-        self.cand[c] = np.unique(rows)
+        self.cand[c] = self._distinct(rows)
         self.stats["pushes"] += F.size
         self.stats["rounds"] += 1
+
+    def _distinct(self, a: np.ndarray) -> np.ndarray:
+        """The distinct node ids of ``a`` (in no particular order), in O(len(a)) through a
+        scratch array of n positions: each id keeps the position of its last occurrence."""
+        if a.size < 64:
+            return np.unique(a)
+        if self._pos is None:
+            self._pos = np.empty(self.n, np.int64)
+        idx = np.arange(a.size)
+        self._pos[a] = idx
+        return a[self._pos[a] == idx]
 
     def _flush_uniform(self, c: int) -> None:
         self.R[:, c] += self.g[c]
