@@ -105,21 +105,41 @@ def test_bound_holds_for_a_plain_sparse_input(n, seed, steps, tol, method):
 
 
 def test_no_bound_claimed_without_certified_conditioning(monkeypatch):
-    """A sparse A over the dense-SVD size and not diagonally dominant: the solution is
-    still driven by an estimate, but the bound is ``inf`` (not claimed)."""
+    """A sparse A over the dense-SVD size, not diagonally dominant, and an ARPACK
+    estimate of σ_min 20 times too large (so the inertia test at τ = estimate/2 and /4
+    finds negative pivots): the solution is still driven, but the bound is ``inf``."""
     monkeypatch.setattr(bounds, "DENSE_SVD_MAX", 10)
     rng = np.random.default_rng(1)
     n = 40
     A = sps.random(n, n, density=0.3, random_state=2, format="csr") + 0.5 * sps.identity(n)
     assert min(bounds.dominance(A)) < 0
+    smin = np.linalg.svd(A.toarray(), compute_uv=False).min()
+    monkeypatch.setattr(bounds.Conditioning, "_arpack", staticmethod(lambda A: 20 * smin))
     b = rng.random((n, 1))
     s = KrylovSolver(A, b, 1e-8)
     assert not s.certified and s.error_bound() == float("inf")
     np.testing.assert_allclose(s.X, spla.spsolve(A.tocsc(), b).reshape(-1, 1), atol=1e-6)
-    # the same A at a size where the dense SVD certifies it
-    monkeypatch.setattr(bounds, "DENSE_SVD_MAX", 3000)
+    monkeypatch.undo()  # a right estimate: the inertia test certifies it at any n
+    monkeypatch.setattr(bounds, "DENSE_SVD_MAX", 10)
     s = KrylovSolver(A, b, 1e-8)
-    assert s.certified and s.error_bound() <= 1e-8
+    assert s.certified and s.cond.how == bounds.INERTIA and s.error_bound() <= 1e-8
+    assert np.linalg.norm(s.X - spla.spsolve(A.tocsc(), b).reshape(-1, 1)) <= \
+        s.error_bound() + 1e-14
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 60), st.integers(0, 2**31 - 1), st.floats(0.0, 2.0),
+       st.floats(0.05, 20.0))
+def test_inertia_bound_never_exceeds_the_smallest_singular_value(n, seed, shift, scale):
+    """The certified σ_min lower bound of :func:`bounds.inertia_bound` against a dense
+    SVD, on random sparse matrices (ill-conditioned ones included), for estimates from
+    far below to far above the true σ_min."""
+    rng = np.random.default_rng(seed)
+    A = sps.random(n, n, density=min(1.0, 3 / n), random_state=seed, format="csr") \
+        + shift * sps.identity(n)
+    smin = np.linalg.svd(A.toarray(), compute_uv=False).min()
+    got = bounds.inertia_bound(A, scale * smin * (1 + rng.random()))
+    assert got <= smin * (1 + 1e-12) + 1e-300
 
 
 def test_dominance_bound_is_a_bound_on_the_inverse():

@@ -1,24 +1,20 @@
 """Error bounds of the Krylov solver: what the residual ``R = B - A·X`` certifies.
 
-The error of a column is ``e = A⁻¹ r``, so a bound needs a bound on ``A⁻¹``.  Three are
-used, whichever apply, and the tightest is taken:
+The error of a column is ``e = A⁻¹ r``, so a bound needs a bound on ``A⁻¹``.  Tried in
+this order (docs/solve_views.md, "The Krylov bound"):
 
 * **column diagonal dominance** (any n, O(nnz)): with
   ``α_col = min_j (|a_jj| - Σ_{i≠j} |a_ij|) > 0``, ``‖A⁻¹‖₁ ≤ 1/α_col`` (Varah's bound on
-  the columns), so ``‖e‖₂ ≤ ‖e‖₁ ≤ ‖r‖₁ / α_col``.  ``I - s·M`` with M column-(sub)stochastic
-  and non-negative has ``α_col ≥ 1 - s``: PageRank's matrix, given as plain ``scipy.sparse``;
-* **row and column dominance together** (any n): ``σ_min(A) ≥ √(α_row·α_col)`` since
-  ``‖A⁻¹‖₂² ≤ ‖A⁻¹‖₁‖A⁻¹‖_∞``, so ``‖e‖₂ ≤ ‖r‖₂ / √(α_row·α_col)``;
+  the columns), so ``‖e‖₂ ≤ ‖e‖₁ ≤ ‖r‖₁ / α_col``;
+* **row and column dominance together**: ``σ_min(A) ≥ √(α_row·α_col)``;
+* **an inertia count** (sparse, any n): :func:`inertia_bound`, a sparse LDLᵀ of
+  ``AᵀA - τ²I`` at τ half an ARPACK estimate, with a rounding allowance;
 * **the smallest singular value** by a dense SVD, for a dense A or a sparse one with
-  n ≤ :data:`DENSE_SVD_MAX` (``‖e‖₂ ≤ ‖r‖₂ / σ``; lowered by ``‖P‖_F ‖Q‖_F`` after each
-  change ``A += P Qᵀ`` (Weyl) and recomputed when it has fallen to half).
+  n ≤ :data:`DENSE_SVD_MAX`.
 
-A sparse A larger than that without dominance has **no certified bound**: an ARPACK
-estimate of σ_min (a Ritz value, which may lie above the true σ_min) only sets the
-residual target, and ``error_bound`` is ``inf`` (``certified`` is False).  The dominance
-margins are exact sums over A's entries, recomputed after every change (the sparse A is
-rebuilt then anyway); they hold up to the rounding of those sums, which is far below
-the factor-2 margin the solver keeps between its target and the tolerance.
+σ-based bounds are lowered by ``‖P‖_F ‖Q‖_F`` after each change ``A += P Qᵀ`` (Weyl) and
+recomputed when halved; dominance margins are recomputed (O(nnz)).  When none applies,
+``error_bound`` is ``inf`` (``certified`` False) and an ARPACK estimate only steers GMRES.
 """
 
 from __future__ import annotations
@@ -34,6 +30,47 @@ from linview.errors import NumericalError
 #: bound applies; beyond it there is no certified bound
 DENSE_SVD_MAX = 3000
 SVD = "smallest singular value (dense SVD)"
+INERTIA = "inertia of AᵀA - τ²I (sparse LDLᵀ)"
+#: the rounding allowance of :func:`inertia_bound` is this many times the backward error
+SAFETY = 4.0
+
+
+def inertia_bound(A, estimate: float) -> float:
+    """A certified lower bound on σ_min of sparse A, or 0.  For τ = estimate/2 (then /4),
+    the symmetric ``K = AᵀA - τ²I`` is factored ``P K Pᵀ = L D Lᵀ`` (SuperLU with diagonal
+    pivots and the same row and column order, so the pivots are D); by Sylvester's law
+    K's inertia is D's, so D > 0 proves ``λ_min(AᵀA) ≥ τ²`` up to rounding.  The rounding
+    allowance is :data:`SAFETY` times the standard backward-error bounds, of forming AᵀA
+    (``γ_m ‖A‖_F²``) and of the factorisation (``γ_k trace(|L| |D| |Lᵀ|)``, which bounds
+    ``‖|L||D||Lᵀ|‖₂``; ``γ_k = k·eps/(1 - k·eps)``, k the longest column of L):
+    the result is ``√(τ² - allowance)``."""
+    n = A.shape[0]
+    if not estimate > 0 or not np.isfinite(estimate) or n == 0:
+        return 0.0
+    A = sps.csc_matrix(A)
+    G = (A.T @ A).tocsc()
+    fro2 = float(np.sum(A.data ** 2))
+    eps = np.finfo(float).eps
+    for tau in (estimate / 2, estimate / 4):
+        K = (G - tau * tau * sps.identity(n, format="csc")).tocsc()
+        try:
+            lu = spla.splu(K, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                           options={"SymmetricMode": True})
+        except RuntimeError:  # exactly singular: τ is an eigenvalue's root, or below
+            continue
+        if not np.array_equal(lu.perm_r, lu.perm_c):
+            return 0.0  # a pivot off the diagonal: D is not K's inertia
+        d = lu.U.diagonal()
+        if not np.all(d > 0):
+            continue
+        L = lu.L.tocsc()
+        k = int(np.diff(L.indptr).max()) if L.nnz else 1
+        gk, gm = k * eps / (1 - k * eps), A.shape[0] * eps / (1 - A.shape[0] * eps)
+        trace = float(np.asarray(L.multiply(L).sum(axis=0)).ravel() @ np.abs(d))
+        allowance = SAFETY * (gk * trace + gm * fro2 + eps * tau * tau)
+        if tau * tau > allowance:
+            return float(np.sqrt(tau * tau - allowance))
+    return 0.0
 
 
 def dominance(A) -> tuple[float, float]:
@@ -64,13 +101,15 @@ class Conditioning:
             self.sigma = float(np.sqrt(self.alpha_col * self.alpha_row))
         if self.sparse and self.alpha_col > 0:
             self.how = "column diagonal dominance"
+        elif self.sparse and self.sigma > 0:
+            self.how = "row and column diagonal dominance"
+        elif self.sparse and (tau := inertia_bound(A, self._arpack(A))) > 0:
+            self.sigma, self.how = tau, INERTIA
         elif not self.sparse or n <= DENSE_SVD_MAX:
             dense = A.toarray() if self.sparse else A
             s = scipy.linalg.svdvals(dense)
             self.sigma = float(s.min()) if s.size else 0.0
             self.how = SVD
-        elif self.sigma > 0:
-            self.how = "row and column diagonal dominance"
         self.certified = bool(self.how)
         if self.how == SVD and self.sigma <= 0:
             raise NumericalError("the solve's matrix is singular",
@@ -122,7 +161,7 @@ class Conditioning:
         if self.estimate < self.sigma0 / 2:
             self.setup(A)
             self.stats["sigma_recomputed"] += 1
-        if self.how == SVD and self.sigma <= 0:
+        if self.how in (SVD, INERTIA) and self.sigma <= 0:
             raise NumericalError("the solve's matrix became singular",
                                  hint="the system has no unique solution after this update")
 

@@ -33,7 +33,6 @@ from linview.errors import InputError, NumericalError
 from linview.solve.bounds import Conditioning
 from linview.solve.stochastic import ColumnChange, StochasticMatrix
 
-
 #: the residual target of push is this fraction of ``tol·(1 - s)`` (the rest is margin)
 MARGIN = 0.9
 
