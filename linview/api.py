@@ -119,6 +119,8 @@ class CompiledProgram:
         memory, see :mod:`linview.budget`): a load whose inputs and views would take more
         is refused with :class:`~linview.errors.MemoryBudgetError` before anything is
         allocated."""
+        if (special := specialize.follow_sparse(self, inputs)) is not None:
+            return special.load(**inputs)  # scipy.sparse inputs stay sparse
         limit = self._pop_budget(inputs)
         extra = {}
         if "reuse" in inputs or "store" in inputs or "_reuse" in inputs:
@@ -199,7 +201,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
             dims: dict[str, int] | None = None, backend: str = "numpy",
             model: str = "auto", strategy=None, rank: int = 1,
             shapes: tuple | None = None,
-            least_squares: str = "normal") -> CompiledProgram | specialize.DeferredProgram:
+            least_squares: str = "normal", sparse: dict[str, str] | None = None
+            ) -> CompiledProgram | specialize.DeferredProgram:
     """Compile linview source text to a trigger module (see the module docstring).
 
     ``dims`` binds symbolic sizes for planning (chain order, strategy choice); ``model``
@@ -212,6 +215,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     as a :class:`~linview.specialize.DeferredProgram`, compiled at ``load()``.
     ``least_squares="qr"`` keeps least-squares problems by QR updates (``load()`` takes it
     when the normal equations are refused as ill-conditioned).
+    ``sparse`` (``{input: reason}``) keeps inputs sparse as ``%#linview sparse`` would
+    (``load()`` passes it for inputs given as ``scipy.sparse``; ``dims`` ``nnz_X`` too).
     """
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend '{backend}'", hint="backends: numpy, spark")
@@ -220,6 +225,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     module_ast = parse(source, filename)
     dims = dict(dims or {})
     nnz = {k: dims.pop(k) for k in [k for k in dims if k.startswith("nnz_")]}
+    module_ast, sparse = specialize.with_sparse(module_ast, sparse, nnz, backend)
     base = Options(shapes=tuple(shapes or ()), dims=tuple(sorted(dims.items())),
                    least_squares=least_squares)
     params = module_ast.params if hasattr(module_ast, "params") else tuple(
@@ -228,7 +234,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     kept = {"text": source, "name": name, "filename": filename, "dims": dims,
             "backend": backend, "model": model, "strategy": strategy, "rank": rank,
             "inputs": tuple(params), "shapes": shapes, "compiler": compile,
-            "least_squares": least_squares}
+            "least_squares": least_squares, "sparse": sparse}
     if shapes:
         dims = {}  # every size is bound by the data
     try:
@@ -260,7 +266,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     trig_opts = parse_strategy(strategy)
     if trig_opts.default is None and not trig_opts.strategies:
         trig_opts.choose = strategy_chooser(dims, rank)
-    key = repr((source, options, sorted(dims.items()), repr(strategy), rank, backend))
+    key = repr((source, options, sorted(dims.items()), repr(strategy), rank, backend)
+               + ((sorted(sparse),) if sparse else ()))
     kept["dims"] = dims if not shapes else kept["dims"]
     plan = make_plan(program, bindings=dims, rank=rank, trigger_options=trig_opts,
                      source_hash=runtime.source_hash(key))
@@ -269,8 +276,9 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     getattr(module, plan.class_name).PROGRAM_INFO = _program_info(
         source, program.name, filename, dims, model, rank, backend, strategy, shapes)
     getattr(module, plan.class_name).KEY_PROGRAM = plan.program
-    cls = SolveProgram if any(st.expr.op is Op.SOLVE for st in program.statements) \
-        else CompiledProgram  # solve views load as linview.solve.views.SolveViews
+    cls = SolveProgram if any(st.expr.op is Op.SOLVE for st in program.statements) or (
+        backend == "numpy" and any(d.storage != "dense" for d in program.inputs)) \
+        else CompiledProgram  # solve views, sparse inputs: linview.solve.views.SolveViews
     return cls(program.name, plan, backend, text, module,
                {**kept, "trigger_options": trig_opts}, lowered=program)
 
@@ -340,6 +348,8 @@ class SolveProgram(CompiledProgram):
     def load(self, /, **inputs):
         from linview.solve.views import SolveViews
 
+        if (special := specialize.follow_sparse(self, inputs)) is not None:
+            return special.load(**inputs)  # scipy.sparse inputs stay sparse
         if {"reuse", "store"} & set(inputs) - {d.name for d in self.program.inputs}:
             raise InputError("reuse= and store= are not supported for programs with solve "
                              "views yet", hint="load without them (every view is computed)")
@@ -351,9 +361,10 @@ class SolveProgram(CompiledProgram):
             raise budget.out_of_memory(e, self.name) from None
 
     def explain(self, after: str | None = None) -> str:
-        from linview.solve.views import explain_solves
+        from linview.solve.explain import explain_solves
 
-        return super().explain(after) + explain_solves(self.lowered)
+        given = self.options.get("sparse")
+        return super().explain(after) + explain_solves(self.lowered, given)
 
 
 

@@ -11,13 +11,15 @@ what ``compile`` returns for a program that cannot be compiled before the data e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sps
 
 from linview.backends.numpy import runtime
 from linview.errors import CompileError, InputError, ShapeError
+from linview.frontend import syntax
 
 
 @dataclass
@@ -96,12 +98,70 @@ def specialize(text: str, options: dict, inputs: dict) -> Any:  # a linview.api.
     shapes = tuple((n, *shape_of(inputs[n])) for n in names)
     kwargs = {k: options[k] for k in ("name", "filename", "dims", "backend", "model",
                                       "strategy", "rank")}
+    kwargs["sparse"] = {**(options.get("sparse") or {}), **given_sparse(inputs)}
     key = (text, repr(sorted(kwargs.items(), key=str)), shapes)
     hit = _SPECIALISED.get(key)
     if hit is None:
         if len(_SPECIALISED) >= _SPECIALISED_MAX:
             _SPECIALISED.pop(next(iter(_SPECIALISED)))
         hit = _SPECIALISED[key] = options["compiler"](text, shapes=shapes, **kwargs)
+    return hit
+
+
+#: why an input is kept sparse without a pragma
+GIVEN_SPARSE = "given as scipy.sparse at load"
+NNZ_GIVEN = "its non-zeros given by nnz_{name}"
+
+
+def given_sparse(inputs: dict) -> dict[str, str]:
+    """The inputs given as ``scipy.sparse`` matrices (not 1x1), with the reason."""
+    return {n: GIVEN_SPARSE for n, v in inputs.items()
+            if sps.issparse(v) and v.shape != (1, 1)}
+
+
+def with_sparse(module_ast, sparse: dict | None, nnz: dict, backend: str):
+    """The program as if ``%#linview sparse X`` were written for every input in ``sparse``
+    (``{input: reason}``) or with a ``nnz_X`` size, unless a pragma already says how X is
+    stored (``sparse``/``stochastic`` stay as overrides).  Returns the module and the
+    inputs it made sparse, with their reasons (for ``explain`` and ``cost``)."""
+    sparse = dict(sparse or {})
+    for key in nnz:
+        sparse.setdefault(key[4:], NNZ_GIVEN.format(name=key[4:]))
+    if not sparse or backend != "numpy":
+        return module_ast, {}
+    declared = {n for p in module_ast.pragmas if p.kind in ("sparse", "stochastic", "scalar")
+                for n in p.names}
+    params = set(getattr(module_ast, "params", ())) | {
+        s.name for p in module_ast.pragmas if p.kind == "input" for s in p.specs}
+    added = {n: why for n, why in sorted(sparse.items()) if n in params and n not in declared}
+    if not added:
+        return module_ast, {}
+    pragma = syntax.Pragma("sparse", tuple(added))
+    return replace(module_ast, pragmas=(*module_ast.pragmas, pragma)), added
+
+
+def follow_sparse(compiled, inputs: dict):
+    """``compiled`` again with its ``scipy.sparse`` inputs kept sparse (as if declared
+    ``%#linview sparse``), or None when every such input is already sparse or stochastic
+    (or the backend is not NumPy).  Cached, like shape specialisations."""
+    options = compiled.options
+    if compiled.backend != "numpy":
+        return None
+    new = {d.name: GIVEN_SPARSE for d in compiled.program.inputs
+           if d.storage == "dense" and not d.scalar and d.name in given_sparse(inputs)}
+    if not new:
+        return None
+    kwargs = {k: options[k] for k in ("name", "filename", "dims", "backend", "model",
+                                      "strategy", "rank")}
+    kwargs["sparse"] = {**(options.get("sparse") or {}), **new}
+    shapes = options.get("shapes")
+    key = (options["text"], repr(sorted(kwargs.items(), key=str)), shapes, "sparse")
+    hit = _SPECIALISED.get(key)
+    if hit is None:
+        if len(_SPECIALISED) >= _SPECIALISED_MAX:
+            _SPECIALISED.pop(next(iter(_SPECIALISED)))
+        hit = _SPECIALISED[key] = options["compiler"](options["text"], shapes=shapes,
+                                                      **kwargs)
     return hit
 
 

@@ -34,8 +34,11 @@ def print_solve_cost(console, solve: dict) -> None:
     for i in solve["inputs"]:
         how = "assumed: 10 per column; give --dims nnz_" + i["input"] + "=..." \
             if i["nnz_assumed"] else "from --dims"
-        console.print(f"input {i['input']}: {i['storage']}, {i['nnz']:,} non-zeros ({how}); "
-                      f"held in {_bytes(i['bytes'])} (dense: {_bytes(i['dense_bytes'])})")
+        console.print(f"input {i['input']}: {i['storage']} ({i.get('why', '')}), {i['nnz']:,} "
+                      f"non-zeros ({how}); held in {_bytes(i['bytes'])} (dense: "
+                      f"{_bytes(i['dense_bytes'])})")
+    for v in solve.get("sparse_views", ()):
+        console.print(f"view {v['view']}: sparse: {v['why']}")
     for v in solve["views"]:
         console.print(f"solve view {v['view']} ({v['shape'][0]}×{v['shape'][1]}): method "
                       f"{v['method']}, tolerance {v['tolerance']:g}; kept with its residual "

@@ -19,6 +19,7 @@ class SolveLowering:
 
     solve: tuple[str, float] | None
     storage: dict[str, str]
+    statements: list[ir.Statement]
 
     def solve_options(self, pragmas) -> None:
         """``%#linview solve``, ``tolerance``, ``sparse`` and ``stochastic`` pragmas."""
@@ -37,7 +38,21 @@ class SolveLowering:
         sparse or stochastic input (an inverse would be dense)."""
         if self.solve is not None:
             return True
-        return any(leaf.attr in self.storage for leaf in ir.leaves(a, Op.INPUT))
+        return self.reads_sparse(a)
+
+    def reads_sparse(self, a: Node) -> bool:
+        """Whether ``a`` reads a sparse or stochastic input, directly or through views
+        (``D = eye(n) - d*M; D \\ b``)."""
+        exprs = {st.name: st.expr for st in self.statements}
+        todo, seen = [a], set()
+        while todo:
+            for leaf in ir.leaves(todo.pop(), Op.INPUT, Op.VIEW):
+                if leaf.op is Op.INPUT and leaf.attr in self.storage:
+                    return True
+                if leaf.op is Op.VIEW and leaf.attr not in seen and leaf.attr in exprs:
+                    seen.add(leaf.attr)
+                    todo.append(exprs[leaf.attr])
+        return False
 
     def solve_statement(self, a: Node, b: Node, e, hint: str) -> Node:
         """``x := solve(A, B)`` as a view of its own; A stays an expression so that its

@@ -23,6 +23,7 @@ from linview.compiler import ir
 from linview.compiler.calibrate import rates
 from linview.compiler.ir import Op
 from linview.errors import CompileError
+from linview.solve.sparsity import input_reasons, sparse_views
 
 #: non-zeros per column assumed for a sparse input whose count ``--dims`` does not give
 ASSUMED_PER_COLUMN = 10
@@ -36,9 +37,8 @@ def split_nnz(program: ir.Program, dims: dict) -> tuple[dict, dict]:
     for name, v in nnz.items():
         if name not in sparse:
             raise CompileError(f"--dims nnz_{name}: {name} is not a sparse or stochastic input",
-                               hint="declare it '%#linview sparse " + name + "' (or "
-                               "stochastic); sparse inputs here: " + (", ".join(sorted(sparse))
-                                                                       or "none"))
+                               hint="nnz_X is for matrix inputs X (kept sparse then); sparse "
+                               "inputs here: " + (", ".join(sorted(sparse)) or "none"))
         if not isinstance(v, int) or v < 0:
             raise CompileError(f"--dims nnz_{name} must be a count, not {v!r}")
     return {k: v for k, v in dims.items() if not k.startswith("nnz_")}, nnz
@@ -51,6 +51,7 @@ def solve_cost_report(compiled) -> dict:
     nnz_given = compiled.options.get("nnz", {})
     r = rates()
     inputs, nnz = [], {}
+    why = input_reasons(prog, compiled.options.get("sparse"))
     for d in prog.inputs:
         rows, cols = (int(sizes.value(e)) for e in d.shape)
         if d.storage == "dense":
@@ -58,7 +59,7 @@ def solve_cost_report(compiled) -> dict:
         k = nnz_given.get(d.name, ASSUMED_PER_COLUMN * cols)
         nnz[d.name] = k
         inputs.append({"input": d.name, "storage": d.storage, "shape": [rows, cols],
-                       "nnz": k, "nnz_assumed": d.name not in nnz_given,
+                       "nnz": k, "nnz_assumed": d.name not in nnz_given, "why": why[d.name],
                        "bytes": 12 * k + 8 * (cols + 1), "dense_bytes": 8 * rows * cols})
     views = []
     for st in prog.statements:
@@ -77,4 +78,6 @@ def solve_cost_report(compiled) -> dict:
                       "tolerance": tol, "sweep_flops": fl, "sweep_bytes": by,
                       "sweep_s": max(fl / r.gemm1_flops, by / r.stream1_bytes) + r.call_s,
                       "state_bytes": 24 * rows * p})
-    return {"inputs": inputs, "views": views}
+    sparse = [{"view": v, "why": w} for v, w in
+              sparse_views(compiled.lowered or prog, compiled.options.get("sparse")).items()]
+    return {"inputs": inputs, "views": views, "sparse_views": sparse}

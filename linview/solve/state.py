@@ -18,6 +18,7 @@ import scipy.sparse as sps
 
 from linview.errors import StateError
 from linview.solve.stochastic import StochasticMatrix
+from linview.specialize import follow_sparse
 from linview.statefile import write_atomic
 
 
@@ -72,10 +73,10 @@ def restore_state(path, program, views_class, **options):
             arrays = {k: z[k] for k in z.files}
     except (OSError, KeyError, ValueError, SyntaxError) as e:
         raise StateError(f"cannot read saved state {path}: {e}") from None
-    lowered = program.lowered
-    if lowered.source != meta["source"]:
+    if program.lowered.source != meta["source"]:
         raise StateError(f"the saved state was written by a different program than "
-                         f"{lowered.name!r}", hint="restore it with the program that saved it")
+                         f"{program.lowered.name!r}",
+                         hint="restore it with the program that saved it")
     inputs = {}
     for name, kind in meta["storage"].items():
         if kind == "stochastic":
@@ -89,6 +90,9 @@ def restore_state(path, program, views_class, **options):
                                           shape=tuple(arrays[f"in:{name}:shape"]))
         else:
             inputs[name] = arrays[f"in:{name}"]
+    # inputs that were given as scipy.sparse (no pragma) are sparse again
+    program = follow_sparse(program, inputs) or program
+    lowered = program.lowered
     opts = {k: meta[k] for k in ("tolerance", "method") if meta.get(k) is not None}
     opts.update(options)
     warm = {k[2:]: v for k, v in arrays.items() if k.startswith("x:")}

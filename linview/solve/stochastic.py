@@ -48,6 +48,8 @@ class ColumnChange:
 class StochasticMatrix:
     """An n×n column-stochastic matrix as links (see the module docstring)."""
 
+    uniform_dangling = True  # a column without links is 1/n everywhere
+
     def __init__(self, n: int, src, dst, weights=None, slack: int = 2):
         src = np.asarray(src, dtype=np.int64).ravel()
         dst = np.asarray(dst, dtype=np.int64).ravel()

@@ -25,13 +25,12 @@ import time
 
 import numpy as np
 import scipy.sparse as sps
-import sympy as sp
 
 from linview.backends.numpy import numeric
 from linview.compiler import ir
 from linview.compiler.delta import Strategy, ViewDelta, derive
 from linview.compiler.interp import eval_node
-from linview.compiler.ir import Node, Op
+from linview.compiler.ir import Op
 from linview.compiler.shapes import RANK
 from linview.errors import InputError, UpdateError
 from linview.solve.evaluate import (
@@ -40,47 +39,21 @@ from linview.solve.evaluate import (
     evaluate_factor,
     gram_form,
     pagerank_form,
+    read_inputs,
     scalar_value,
     sparse_eval,
 )
+from linview.solve.links import SparseLinks, substochastic
 from linview.solve.solvers import CholeskySolver, KrylovSolver, PushSolver, direct_solve
 from linview.solve.state import save_state
 from linview.solve.stochastic import ColumnChange, StochasticMatrix
 
 
 def has_solve(program: ir.Program) -> bool:
-    return any(st.expr.op is Op.SOLVE for st in program.statements)
-
-
-def explain_solves(program: ir.Program) -> str:
-    """The solve views of ``program`` for ``explain``: A, its form, method and tolerance."""
-    lines = ["", "solve views (kept with their residual, not an inverse; the trigger "
-             "above is the generated module's direct re-solve, prog.load() keeps the "
-             "views below):"]
-    for st in program.statements:
-        if st.expr.op is Op.SOLVE:
-            method, tol = st.expr.attr
-            a = st.expr.children[0]
-            shape = "I - s·M" if pagerank_form(a, program) else "general"
-            lines.append(f"  {st.name}: A = {ir_fmt(a)} ({shape}), method {method}"
-                         f" ({_method_text(method)}), tolerance {tol:g}")
-    for d in program.inputs:
-        if d.storage != "dense":
-            lines.append(f"  input {d.name}: {d.storage} storage")
-    return "\n".join(lines) + "\n"
-
-
-def ir_fmt(n: Node) -> str:
-    from linview.compiler.printer import fmt
-
-    return fmt(n)
-
-
-def _method_text(method: str) -> str:
-    return {"auto": "push when A = I - s·M with M stochastic and 0 ≤ s < 1, else krylov",
-            "push": "Gauss–Southwell push, certified L1 bound",
-            "krylov": "warm-started GMRES, 2-norm bound",
-            "cholesky": "triangular factor of F = QR by rank-1 QR updates"}[method]
+    """Whether ``program`` loads as :class:`SolveViews`: it has solve views or sparse
+    (or stochastic) inputs."""
+    return any(st.expr.op is Op.SOLVE for st in program.statements) or any(
+        d.storage != "dense" for d in program.inputs)
 
 
 def snapshot(val):
@@ -119,53 +92,10 @@ class SolveViews:
             raise InputError("tolerance must be a positive number")
         self.stats = {"updates": 0, "fallbacks": 0, "trigger_seconds": 0.0}
         self.updates = 0
-        self.env = self._validate_inputs(kwargs, dims)
+        self.env, self.bindings = read_inputs(self.program, kwargs, dims)
         self.solvers: dict[str, PushSolver | KrylovSolver] = {}
         self._evaluate(_warm)
         self.saved_meta: dict = {}
-
-    # -------------------------------------------------------------- inputs
-    def _validate_inputs(self, inputs: dict, dims: dict) -> dict:
-        names = [d.name for d in self.program.inputs]
-        missing = [n for n in names if n not in inputs]
-        extra = [n for n in inputs if n not in names]
-        if missing or extra:
-            what = "; ".join(p for p in (missing and "missing " + ", ".join(missing),
-                                         extra and "unexpected " + ", ".join(extra)) if p)
-            raise InputError(f"{self.program.name}: {what}", hint="inputs: " + ", ".join(names))
-        env: dict[str, object] = {}
-        self.bindings = {k: int(v) for k, v in dims.items()}
-        for d in self.program.inputs:
-            x = inputs[d.name]
-            try:
-                if d.storage == "stochastic":
-                    val = x if isinstance(x, StochasticMatrix) else \
-                        StochasticMatrix.from_matrix(x)
-                elif d.storage == "sparse":
-                    val = sps.csr_matrix(x, dtype=float)
-                else:
-                    val = np.asarray(x.toarray() if sps.issparse(x) else x, dtype=float)
-                    val = val.reshape(-1, 1) if val.ndim < 2 else val
-            except InputError as e:
-                raise InputError(f"input {d.name}: {e.message}", hint=e.hint) from None
-            except (TypeError, ValueError) as e:
-                raise InputError(f"input {d.name} is not a numeric matrix: {e}") from None
-            data = val.data if sps.issparse(val) else (val.wts if isinstance(
-                val, StochasticMatrix) else val)
-            if not np.all(np.isfinite(data)):
-                raise InputError(f"input {d.name} contains NaN or Inf")
-            for axis, e in enumerate(d.shape):
-                got = val.shape[axis]
-                e = sp.sympify(e)
-                if isinstance(e, sp.Symbol):
-                    if self.bindings.setdefault(e.name, got) != got:
-                        raise InputError(f"input {d.name} has {('rows', 'columns')[axis]} "
-                                         f"{got}, but size '{e}' is {self.bindings[e.name]}")
-                elif not e.free_symbols and int(e) != got:
-                    raise InputError(f"input {d.name} has {('rows', 'columns')[axis]} {got}, "
-                                     f"expected {e}")
-            env[d.name] = val
-        return env
 
     # -------------------------------------------------------------- evaluation
     def _evaluate(self, warm: dict | None = None) -> None:
@@ -174,16 +104,20 @@ class SolveViews:
                 self.solvers[st.name] = self._make_solver(st, (warm or {}).get(st.name))
                 self.env[st.name] = self.solvers[st.name].X
             else:
-                self.env[st.name] = self._dense(st)
+                self.env[st.name] = self._value(st)
 
-    def _dense(self, st: ir.Statement) -> np.ndarray:
+    def _value(self, st: ir.Statement):
+        """A statement's value: sparse (CSR) where :mod:`linview.solve.sparsity` keeps it
+        sparse, else a dense 2-D array."""
         try:
             val = sparse_eval(st.expr, self.env, self.bindings)
         except (TypeError, AttributeError) as e:
             raise InputError(f"statement {st.name} uses a sparse or stochastic input in a way "
                              f"linview evaluates only densely: {e}",
                              hint="keep sparse inputs in solve views and products") from None
-        val = val.toarray() if sps.issparse(val) else np.asarray(val, dtype=float)
+        if sps.issparse(val):
+            return sps.csr_matrix(val)
+        val = np.asarray(val, dtype=float)
         return val.reshape(-1, 1) if val.ndim < 2 else val
 
     def _make_solver(self, st: ir.Statement, x0=None):
@@ -192,8 +126,12 @@ class SolveViews:
         method = self.method or method
         tol = float(self.tolerance or tol)
         B = sparse_eval(b, self.env, self.bindings)
-        form = pagerank_form(a, self.program)
+        form = pagerank_form(a, self.program, ("stochastic", "sparse"))
         s = scalar_value(eval_node(form[1], self.env, self.bindings)) if form else None
+        M = self.env[form[0]] if form else None
+        if form and not isinstance(M, StochasticMatrix):  # a plain sparse M (links.py)
+            form = form if substochastic(M) else None
+            M = SparseLinks(M) if form else None
         if method == "auto":
             method = "push" if form and 0 <= s < 1 else "krylov"
         if method == "cholesky":
@@ -206,9 +144,10 @@ class SolveViews:
         if method == "push":
             if not form:
                 raise InputError(f"solve view {st.name}: push needs A = I - s*M with M "
-                                 "declared '%#linview stochastic'",
+                                 "declared '%#linview stochastic', or sparse, non-negative "
+                                 "with column sums at most 1",
                                  hint="use '%#linview solve krylov' (or auto)")
-            return PushSolver(self.env[form[0]], s, B, tol, x0)
+            return PushSolver(M, s, B, tol, x0)
         return KrylovSolver(sparse_eval(a, self.env, self.bindings), B, tol, x0)
 
     # -------------------------------------------------------------- reading
@@ -308,6 +247,19 @@ class SolveViews:
             self._propagate(name, None, changes)
         self._done(t0)
 
+    def _terms(self, st: ir.Statement, decl) -> tuple:
+        """The derived changes of a solve view's A and B for an update ``U Vᵀ`` of input
+        ``decl`` (symbolic in U and V, so derived once per statement and input)."""
+        key = (st.name, decl.name)
+        cache = self.__dict__.setdefault("_derived", {})
+        if key not in cache:
+            first = ViewDelta(decl.name, decl.ref, Strategy.INCR, (),
+                              ir.factor("U", (decl.shape[0], RANK)),
+                              ir.factor("V", (decl.shape[1], RANK)))
+            a, b = st.expr.children
+            cache[key] = (derive(a, {decl.name: first}), derive(b, {decl.name: first}))
+        return cache[key]
+
     def _done(self, t0: float) -> None:
         self.stats["trigger_seconds"] += time.perf_counter() - t0
         self.updates += 1
@@ -315,22 +267,26 @@ class SolveViews:
 
     def _propagate(self, name: str, factors, changes: list[ColumnChange] | None) -> None:
         decl = self.program.input(name)
-        if factors is None:
-            factors = change_factors(changes, self.env[name].n)
-        U, V = factors
-        first = ViewDelta(name, decl.ref, Strategy.INCR, (),
-                          ir.factor("U", (decl.shape[0], RANK)),
-                          ir.factor("V", (decl.shape[1], RANK)))
-        changed = {name: first}
-        scope = dict(self.env)
-        scope.update(U=U, V=V)
-        bindings = {**self.bindings, "k": U.shape[1]}
+        lazy: dict = {}
+
+        def scope_of():  # U, V of the change (for a stochastic input: built only if read)
+            if not lazy:
+                U, V = factors if factors is not None else \
+                    change_factors(changes, self.env[name].n)
+                lazy.update(scope={**self.env, "U": U, "V": V},
+                            bindings={**self.bindings, "k": U.shape[1]})
+            return lazy["scope"], lazy["bindings"]
+
+        def evaluate(terms):
+            sc, bd = scope_of() if terms else (None, None)
+            return [(evaluate_factor(t.P, sc, bd), evaluate_factor(t.Q, sc, bd))
+                    for t in terms]
+
         # phase 1: every solve view's changes of A and B, from the old values
         pending = {}
         for st in self.program.statements:
             if st.expr.op is not Op.SOLVE:
                 continue
-            a, b = st.expr.children
             deps = {leaf.attr for leaf in ir.leaves(st.expr, Op.INPUT, Op.VIEW)}
             if not deps & {name}:
                 continue
@@ -340,18 +296,19 @@ class SolveViews:
             if isinstance(self.solvers.get(st.name), CholeskySolver):
                 pending[st.name] = ((), [], [])  # its QR update takes U and V as they are
                 continue
-            ta, tb = derive(a, changed), derive(b, changed)
-            ev = [(evaluate_factor(t.P, scope, bindings),
-                   evaluate_factor(t.Q, scope, bindings)) for t in ta]
-            eb = [(evaluate_factor(t.P, scope, bindings),
-                   evaluate_factor(t.Q, scope, bindings)) for t in tb]
-            pending[st.name] = (ta, ev, eb)
+            ta, tb = self._terms(st, decl)
+            push = isinstance(self.solvers.get(st.name), PushSolver) and changes is not None
+            pending[st.name] = (ta, [] if push else evaluate(ta), evaluate(tb))
+        if factors is None and not isinstance(self.env[name], StochasticMatrix):
+            factors = scope_of()[0]["U"], scope_of()[0]["V"]
+        U, V = factors if factors is not None else (None, None)
         # phase 2: the input, then every statement in order
         x = self.env[name]
-        if not isinstance(x, StochasticMatrix):
+        if sps.issparse(x):  # the product of the factors' non-zeros only, never n×n dense
+            self.env[name] = (x + sps.csr_matrix(U) @ sps.csr_matrix(V).T).tocsr()
+        elif not isinstance(x, StochasticMatrix):
             D = U @ V.T
-            self.env[name] = (x + sps.csr_matrix(D)).tocsr() if sps.issparse(x) else \
-                x + (D.toarray() if sps.issparse(D) else D)
+            self.env[name] = x + (D.toarray() if sps.issparse(D) else D)
         touched = {name}
         for st in self.program.statements:
             deps = {leaf.attr for leaf in ir.leaves(st.expr, Op.INPUT, Op.VIEW)}
@@ -359,7 +316,7 @@ class SolveViews:
                 continue
             touched.add(st.name)
             if st.expr.op is not Op.SOLVE:
-                self.env[st.name] = self._dense(st)
+                self.env[st.name] = self._value(st)
                 continue
             job = pending.get(st.name, "rebuild")
             solver = self.solvers[st.name]
@@ -376,11 +333,17 @@ class SolveViews:
                     solver.change_rhs(U, V)
                 continue
             if isinstance(solver, PushSolver):
-                if ta and changes is None:  # A changed other than through M's columns
+                form = pagerank_form(st.expr.children[0], self.program, ("sparse",))
+                new = self.env[form[0]] if ta and form and changes is None else None
+                if ta and new is not None and substochastic(new):  # a plain sparse M
+                    links = SparseLinks(new)
+                    for P, Q in ev:
+                        solver.change_matrix(P, Q, links)
+                elif ta and changes is None:  # A changed other than through M's columns
                     solver = self.solvers[st.name] = self._make_solver(st)
                     self.env[st.name] = solver.X
                     continue
-                if ta:
+                elif ta:
                     solver.change_columns(changes)
             else:
                 for P, Q in ev:
@@ -400,15 +363,18 @@ class SolveViews:
                 env[st.name] = direct_solve(A, B, st.name)
             else:
                 val = sparse_eval(st.expr, env, self.bindings)
-                env[st.name] = val.toarray() if sps.issparse(val) else np.asarray(val)
+                env[st.name] = val if sps.issparse(val) else np.asarray(val)
         return {st.name: env[st.name] for st in self.program.statements}
 
     def verify(self, detail: bool = False):
         """Max relative error of every view against direct solves (costs a sparse LU)."""
         errs = {}
         for k, ref in self.reference().items():
-            scale = max(float(np.max(np.abs(ref))) if ref.size else 0.0, 1e-300)
-            errs[k] = float(np.max(np.abs(np.asarray(self.env[k]) - ref))) / scale
+            scale = max(_max_abs(ref), 1e-300)
+            got = self.env[k]
+            diff = got - ref if sps.issparse(got) or sps.issparse(ref) else \
+                np.asarray(got) - ref
+            errs[k] = _max_abs(diff) / scale
         return errs if detail else max(errs.values(), default=0.0)
 
     def refresh(self) -> None:
@@ -417,12 +383,14 @@ class SolveViews:
             if st.expr.op is Op.SOLVE:
                 self.solvers[st.name].refresh()
             else:
-                self.env[st.name] = self._dense(st)
+                self.env[st.name] = self._value(st)
 
     def memory_bytes(self) -> int:
         total = sum(s.memory_bytes() for s in self.solvers.values())
-        for d in self.program.inputs:
-            v = self.env[d.name]
+        names = [d.name for d in self.program.inputs] + [
+            st.name for st in self.program.statements if st.expr.op is not Op.SOLVE]
+        for name in names:
+            v = self.env[name]
             total += v.memory_bytes() if isinstance(v, StochasticMatrix) else (
                 v.data.nbytes + v.indices.nbytes + v.indptr.nbytes if sps.issparse(v)
                 else np.asarray(v).nbytes)
@@ -435,4 +403,11 @@ class SolveViews:
         save_state(self, path, extra)
 
 
-__all__ = ["SolveViews", "explain_solves", "has_solve", "sparse_eval"]
+def _max_abs(x) -> float:
+    if sps.issparse(x):
+        return float(abs(x).max()) if x.nnz else 0.0
+    x = np.asarray(x)
+    return float(np.max(np.abs(x))) if x.size else 0.0
+
+
+__all__ = ["SolveViews", "has_solve", "sparse_eval"]
