@@ -36,7 +36,7 @@ class Transaction:
         """Remember a driver array's contents before an in-place update of phase 2 (only
         ``rows`` of it when the update touches only those: a row update of a large
         input saves k rows, not a copy of the input)."""
-        where = (slice(None),) if rows is None else (rows, slice(None))
+        where = (...,) if rows is None else (rows, slice(None))
         self.arrays.append((a, where, a[where].copy(order="K")))
 
     def commit(self) -> None:
@@ -109,6 +109,8 @@ class BlockContext:
         return max(1, min(256, self.PENDING_BYTES // (8 * (shape[0] + shape[1]))))
 
     def small(self, shape) -> bool:
+        if len(shape) < 2:  # a number
+            return True
         return (min(shape) < self.distribute_min or tuple(shape) == (1, 1)
                 or shape[0] * shape[1] <= self.driver_view_elements)
 

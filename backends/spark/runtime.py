@@ -26,10 +26,24 @@ from pathlib import Path
 import numpy as np
 
 from linview.backends.numpy import fallback, probe, runtime
-from linview.backends.numpy.runtime import IllConditioned, core_inv  # noqa: F401 - used by generated code
+from linview.backends.numpy.runtime import IllConditioned, Size  # noqa: F401 - used by generated code
 from linview.backends.spark import tasks
 from linview.backends.spark.blocks import DistMatrix, Transposed
 from linview.backends.spark.context import BlockContext, Transaction, active
+from linview.backends.spark.octave import (  # noqa: F401 - rt.norm, rt.chol... of generated code
+    DriverLimit,
+    chol,
+    core_inv,
+    diag,
+    elementwise,
+    errors,
+    kron,
+    lu,
+    norm,
+    pinv,
+    qr,
+    reduce,
+)
 from linview.backends.spark.session import (  # noqa: F401 - part of this module's interface
     SESSION_CONF,
     STOPPED_HINT,
@@ -182,7 +196,7 @@ class SparkTriggerModule(runtime.TriggerModule):
                "layout": "hybrid"}
 
     def __init__(self, /, _state=None, **kwargs):
-        with spark_errors(f"loading {self.PROGRAM}"):
+        with self._errors(f"loading {self.PROGRAM}"):
             super().__init__(_state=_state, **kwargs)
             if _state is not None:
                 views = {n: self._place(n, v) for n, v in self._views.items()}
@@ -200,6 +214,10 @@ class SparkTriggerModule(runtime.TriggerModule):
                                  opts["checkpoint_dir"], opts["driver_max_elements"],
                                  opts["distribute_min"], fold_rank=opts["fold_rank"],
                                  driver_view_elements=opts["driver_view_elements"])
+
+    def _errors(self, what: str):
+        """Spark failures as BackendErrors; driver limits located in the .m file."""
+        return errors(what, getattr(self, "PROGRAM_INFO", None))
 
     # -------------------------------------------------------------- placement
     def _validate_inputs(self, inputs):
@@ -291,7 +309,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         v = self._views.get(self.OUTPUTS.get(name, name))
         if isinstance(v, DistMatrix):
             self._alive(f"reading {name}")
-            with spark_errors(f"reading {name}"):
+            with self._errors(f"reading {name}"):
                 out = v.to_numpy()
             out.flags.writeable = False
             return out
@@ -322,7 +340,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         t0 = time.perf_counter()
         if self.updates % probe.RENEW_EVERY == 0:
             self._prober.reset()  # fresh probe vectors now and then
-        with spark_errors(f"update of {name}"):
+        with self._errors(f"update of {name}"):
             txn, why = Transaction(), None
             try:
                 with txn:
@@ -378,7 +396,7 @@ class SparkTriggerModule(runtime.TriggerModule):
     def refresh(self) -> None:
         """Re-evaluate every view from the current inputs (distributed products)."""
         self._alive("refresh")
-        with spark_errors("refresh"):
+        with self._errors("refresh"):
             super().refresh()
             self._sweep()
 
@@ -387,7 +405,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         compared block by block, all of them in one Spark job; only maxima reach the
         driver."""
         self._alive("verify")
-        with spark_errors("verify"):
+        with self._errors("verify"):
             fresh = self._evaluate(self.dims, {n: self._views[n] for n in self.INPUTS})
             top: dict[tuple[str, str], float] = {}
             jobs = []
@@ -412,7 +430,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         ``linview.restore(path, program=prog, spark=session)``)."""
         self._alive("save")
         views = self._views
-        with spark_errors("save"):
+        with self._errors("save"):
             self._views = {k: v.to_numpy() if isinstance(v, DistMatrix) else v
                            for k, v in views.items()}
         try:
