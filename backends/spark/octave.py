@@ -17,7 +17,8 @@ import contextlib
 
 import numpy as np
 
-from linview.backends.numpy import guards, octave_rt
+from linview.backends.numpy import guards, octave_rt, runtime
+from linview.backends.numpy.kernels import Size
 from linview.backends.spark import tasks
 from linview.backends.spark.blocks import DistMatrix, Transposed
 from linview.backends.spark.session import spark_errors
@@ -152,3 +153,35 @@ def core_inv(a, what: str) -> np.ndarray:
     """A trigger's small core inverse (:func:`..numpy.guards.core_inv`); a core that is a
     distributed view (small views kept in blocks) is collected first."""
     return guards.core_inv(on_driver(a, f"the inverse in {what}"), what)
+
+
+def inv(A, what: str, limit: float | None = None) -> np.ndarray:
+    """The inverse of a view, computed on the driver (refused beyond its memory limit)."""
+    if isinstance(A, _DIST):
+        ctx = _ctx(A)
+        ctx.check_collect(A.shape, f"cannot invert {what} on the Spark driver")
+        A = A.to_numpy()
+    return runtime.inv(A, what, limit)
+
+
+def solve(A, B, what: str) -> np.ndarray:
+    """``inv(A) B`` on the driver without forming the inverse (:func:`runtime.solve`)."""
+    if isinstance(A, _DIST):
+        ctx = _ctx(A)
+        ctx.check_collect(A.shape, f"cannot solve with {what} on the Spark driver")
+        A = A.to_numpy()
+    if isinstance(B, _DIST):
+        B = B.to_numpy()
+    return runtime.solve(A, B, what)
+
+
+def view_shapes(views, dims) -> list[tuple[int, int]]:
+    """The shapes of a module's ``VIEWS`` under ``dims`` (those it can tell)."""
+    out = []
+    for shape in views.values():
+        try:
+            out.append(tuple(s.value(dims) if isinstance(s, Size) else
+                             dims[s] if isinstance(s, str) else int(s) for s in shape))
+        except (KeyError, TypeError, ValueError):
+            pass
+    return out

@@ -37,12 +37,15 @@ from linview.backends.spark.octave import (  # noqa: F401 - rt.norm, rt.chol... 
     diag,
     elementwise,
     errors,
+    inv,
     kron,
     lu,
     norm,
     pinv,
     qr,
     reduce,
+    solve,
+    view_shapes,
 )
 from linview.backends.spark.session import (  # noqa: F401 - part of this module's interface
     SESSION_CONF,
@@ -118,26 +121,6 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
             out[i] = r
         return out
     return runtime.fused_dot(A, *blocks, ops=ops)
-
-
-def inv(A, what: str, limit: float | None = None) -> np.ndarray:
-    """The inverse of a view, computed on the driver (refused beyond its memory limit)."""
-    if isinstance(A, _DIST):
-        ctx = (A.base if isinstance(A, Transposed) else A).ctx
-        ctx.check_collect(A.shape, f"cannot invert {what} on the Spark driver")
-        A = A.to_numpy()
-    return runtime.inv(A, what, limit)
-
-
-def solve(A, B, what: str) -> np.ndarray:
-    """``inv(A) B`` on the driver without forming the inverse (:func:`runtime.solve`)."""
-    if isinstance(A, _DIST):
-        ctx = (A.base if isinstance(A, Transposed) else A).ctx
-        ctx.check_collect(A.shape, f"cannot solve with {what} on the Spark driver")
-        A = A.to_numpy()
-    if isinstance(B, _DIST):
-        B = B.to_numpy()
-    return runtime.solve(A, B, what)
 
 
 def check_deltas(trigger: str, deltas: dict) -> None:
@@ -225,6 +208,9 @@ class SparkTriggerModule(runtime.TriggerModule):
             return super()._validate_inputs(inputs)  # raises the NumPy backend's InputError
         arrays = {n: self._load_input(n, inputs[n]) for n in self.INPUTS}
         self.dims = self._bind_dims(arrays)
+        if not any(isinstance(a, DistMatrix) for a in arrays.values()):  # else: their blocks
+            self._ctx.size_for([a.shape for a in arrays.values() if np.ndim(a) == 2]
+                               + view_shapes(self.VIEWS, self.dims))
         return arrays
 
     def _load_input(self, name: str, x):
