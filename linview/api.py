@@ -259,10 +259,6 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
                                                              "none (all literal)"))
     if name:
         program = replace(program, name=name)
-    if backend != "numpy" and any(st.expr.op is Op.SOLVE for st in program.statements):
-        raise CompileError("solve views run on the NumPy backend only",
-                           hint="drop the solve/tolerance/sparse/stochastic pragmas to keep "
-                           "inv(A) on Spark")
     trig_opts = parse_strategy(strategy)
     if trig_opts.default is None and not trig_opts.strategies:
         trig_opts.choose = strategy_chooser(dims, rank)
@@ -285,8 +281,6 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
 
 def _decide(plan: Plan, trig_opts: TriggerOptions, strategy, backend: str) -> Plan:
     """The plan's whole-trigger decisions and the views the module need not keep."""
-    if backend == "spark":
-        specialize.refuse_on_spark(plan)
     if trig_opts.choose is not None:
         # cost-based: whole triggers may re-evaluate (the seconds model is NumPy's)
         decided = decide_triggers(plan, trig_opts)

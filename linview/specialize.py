@@ -165,19 +165,6 @@ def follow_sparse(compiled, inputs: dict):
     return hit
 
 
-def refuse_on_spark(plan) -> None:
-    """The Spark backend's distributed matrices know the ops of the core language only."""
-    from linview.compiler.ir import Op
-    from linview.compiler.ops_octave import ENTRIES, describe
-
-    for st in plan.program.statements:
-        for n in st.expr.walk():
-            if n.op in ENTRIES:
-                what = "a 'while' loop" if n.op is Op.LOOP else f"'{describe(n)}'"
-                raise CompileError(f"{what} (line {st.line}) is not supported by the Spark "
-                                   "backend yet", hint="use backend='numpy'")
-
-
 def parse_shapes(values: list[str] | None) -> dict[str, tuple[int, int]]:
     """``["X=30x3,d=1x1"]`` -> ``{"X": (30, 3), "d": (1, 1)}`` (the CLI's ``--shapes``)."""
     out: dict[str, tuple[int, int]] = {}

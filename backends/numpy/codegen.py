@@ -78,6 +78,9 @@ class NumpyGenerator:
     #: the runtime module the generated code imports as ``rt``, and the base class
     RUNTIME = "linview.backends.numpy"
     BASE_CLASS = "rt.TriggerModule"
+    #: the expression printer (a backend may print some ops its own way)
+    PRINTER = ExprPrinter
+
     @property
     def transient(self) -> frozenset[str]:
         """The plan's transient views (read only through a Woodbury-maintained inverse):
@@ -197,7 +200,7 @@ class NumpyGenerator:
         for dcl in self.prog.inputs:
             lines.append(f"{ind}{self.names('view', dcl.name)} = inputs[{dcl.name!r}]")
         roots = [e for _, e in self.plan.evaluation]
-        ex = ExprPrinter(self.names, lines, ind, trigger=False, shared=shared_nodes(roots))
+        ex = self.PRINTER(self.names, lines, ind, trigger=False, shared=shared_nodes(roots))
         inverses = self._not_formed()
         for (name, expr), st in zip(self.plan.evaluation, self.prog.statements, strict=True):
             self._statement(ex, lines, ind, name, expr, st, inverses)
@@ -259,8 +262,8 @@ class NumpyGenerator:
             test = f"{name!r} in names" if len(group) == 1 else \
                 f"names & {{{', '.join(repr(g) for g in group)}}}"
             lines.append(f"{ind}if {test}:")
-            ex = ExprPrinter(self.names, lines, ind + "    ", trigger=False,
-                             shared=shared_nodes([e for _, e, _ in members]))
+            ex = self.PRINTER(self.names, lines, ind + "    ", trigger=False,
+                              shared=shared_nodes([e for _, e, _ in members]))
             for m_name, m_expr, m_st in members:
                 self._statement(ex, lines, ind + "    ", m_name, m_expr, m_st, inverses)
                 lines.append(f"{ind}    out[{m_name!r}] = {self.names('view', m_name)}")
@@ -289,8 +292,8 @@ class NumpyGenerator:
                  [d_.name for d_ in self.prog.inputs] + [s.name for s in self.prog.statements]
                  if nm in used_views]
         body: list[str] = []
-        ex = ExprPrinter(names, body, ind, trigger=True, shared=shared_nodes(roots),
-                         update_factors=("U", "V"))
+        ex = self.PRINTER(names, body, ind, trigger=True, shared=shared_nodes(roots),
+                          update_factors=("U", "V"))
         ex.symmetric = symmetric_views(self.prog)
         ex.fuse_products(roots)
         body.append(f"{ind}# phase 1: every delta from the old views")

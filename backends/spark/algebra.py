@@ -54,6 +54,10 @@ class Operand:
         """This operand as a DistMatrix (a transposed one is materialized)."""
         raise NotImplementedError
 
+    def __getitem__(self, key):
+        """``A[rows, cols]`` with slices (Octave's ``A(1:20, :)``): block by block."""
+        return self.distributed().select(key)
+
     def __array_function__(self, func, types, args, kwargs):
         if func is np.trace and len(args) == 1 and not kwargs:
             return self.trace()
@@ -154,3 +158,70 @@ class BlockAlgebra:
     def all_finite(self) -> bool:
         return bool(np.isfinite(self.scale)) and all(
             v for _, v in self.reduce_rdd(None, "finite").collect())
+
+    # -------------------------------------------------------------- the wider language
+    def _one_layout(self):
+        """``(rdd, axis, boundaries)`` of one layout of this matrix, pending terms folded."""
+        rdd, axis = self._blocks()
+        return rdd, axis, self.ctx.splits(self.shape[axis])
+
+    def _like(self, rdd, axis: int, shape=None):
+        out = self.ctx.keep(rdd, "local")
+        return type(self)(self.ctx, shape or self.shape, *((out, None) if axis == 0
+                                                           else (None, out)))
+
+    def elementwise(self, fn: str, param=None):
+        """Octave's elementwise function ``fn`` (``abs``, ``.^``, ``tril``...) block by
+        block."""
+        rdd, axis, splits = self._one_layout()
+        return self._like(rdd.map(functools.partial(tasks.w_map, fn, param, self.scale,
+                                                    splits, axis)), axis)
+
+    def pairwise(self, fn: str, other, rev: bool = False):
+        """``fn(self, other)`` elementwise (``max``, ``<``, ``&``...): ``other`` a number,
+        a matching driver array or distributed matrix (zipped block by block)."""
+        s = scalar_value(other)
+        rdd, axis, _ = self._one_layout()
+        if s is not None:
+            fn_ = functools.partial(tasks.w_pair_scalar, fn, self.scale, s, rev)
+            return self._like(rdd.map(fn_), axis)
+        theirs, so = self._pair(other, axis)
+        fn_ = functools.partial(tasks.w_pair, fn, self.scale, so, rev)
+        return self._like(rdd.zip(theirs).map(fn_), axis)
+
+    def extreme(self, fn: str, axis: int) -> np.ndarray:
+        """``max``/``min`` along ``axis`` (0: of each column), on the driver."""
+        rdd, blk_axis, _ = self._one_layout()
+        got = sorted(rdd.map(functools.partial(tasks.w_extreme, fn, axis, self.scale))
+                     .collect(), key=operator.itemgetter(0))
+        parts = [b for _, b in got]
+        if axis == blk_axis:
+            return functools.reduce(np.maximum if fn == "max" else np.minimum, parts)
+        return np.concatenate(parts, axis=blk_axis)
+
+    def diagonal(self) -> np.ndarray:
+        """The diagonal as a column, on the driver (each block sends its entries)."""
+        rdd, axis, splits = self._one_layout()
+        got = sorted(rdd.map(functools.partial(tasks.w_diagonal, splits, axis)).collect(),
+                     key=operator.itemgetter(0))
+        return (np.concatenate([v for _, v in got]) * self.scale).reshape(-1, 1)
+
+    def select(self, key):
+        """``A[rows, cols]`` for slices: each block sends the pieces of the result it
+        holds; a small result is assembled on the driver, a large one in blocks."""
+        if not (isinstance(key, tuple) and len(key) == 2
+                and all(isinstance(k, slice) for k in key)):
+            raise TypeError(f"distributed matrices take two slices, not {key!r}")
+        sel = tuple(k.indices(n) for k, n in zip(key, self.shape, strict=True))
+        shape = tuple(len(range(*x)) for x in sel)
+        rdd, axis, splits = self._one_layout()
+        small = self.ctx.small(shape)
+        target = (0, shape[axis]) if small else self.ctx.splits(shape[axis])
+        pieces = rdd.flatMap(functools.partial(tasks.w_index, sel, splits, axis, target))
+        if small:
+            got = sorted((v for _, v in pieces.collect()), key=operator.itemgetter(0))
+            out = np.concatenate([p for _, p in got], axis=axis) * self.scale
+            return np.asfortranarray(out)
+        blocks = pieces.groupByKey(len(target) - 1, tasks.identity).map(
+            functools.partial(tasks.w_join, axis))
+        return self._like(blocks, axis, shape).scaled(self.scale)

@@ -48,7 +48,7 @@ def matmul(a, b):
     """``op(L) @ op(R)`` of two distributed matrices: the cartesian product of the row blocks
     of ``op(L)`` and the column blocks of ``op(R)``, NumPy tile products in the tasks.
 
-    When ``op(R)`` fits in one task (``driver_max_elements``), its column blocks are
+    When ``op(R)`` fits in one task (``ctx.gather_bytes``), its column blocks are
     gathered into one partition and the task of row block I computes all of
     ``C[I,:] = [L_I R_J]_J``: the product comes out in row blocks without a shuffle.  A
     larger ``op(R)`` gets one task per tile, the tiles grouped into row blocks by a
@@ -60,7 +60,7 @@ def matmul(a, b):
     lrows = L.cols() if tl else L.rows()
     rcols = R.rows() if tr else R.cols()
     s = L.scale * R.scale
-    if R.shape[0] * R.shape[1] <= ctx.driver_max_elements:
+    if 8 * R.shape[0] * R.shape[1] <= ctx.gather_bytes:
         rows = lrows.cartesian(rcols.coalesce(1)).mapPartitions(
             functools.partial(tasks.w_row_block, tl, tr, s))
     else:

@@ -22,6 +22,7 @@ any trigger); a view that is never multiplied is kept in row blocks.
 from __future__ import annotations
 
 from linview.backends.numpy.codegen import NumpyGenerator
+from linview.backends.spark.render import SparkPrinter, refuse
 from linview.compiler.delta import emitted_exprs
 from linview.compiler.ir import Node, Op
 from linview.compiler.plan import Plan
@@ -86,6 +87,14 @@ class SparkGenerator(NumpyGenerator):
 
     RUNTIME = "linview.backends.spark"
     BASE_CLASS = "rt.SparkTriggerModule"
+
+    def __init__(self, plan: Plan):
+        refuse(plan.program)
+        super().__init__(plan)
+        # the printer knows each view's statement: ops on the driver say where they are
+        self.PRINTER = type("SparkPrinter", (SparkPrinter,), {
+            "statements": {st.name: st for st in plan.program.statements},
+            "source": plan.program.source})
 
     def module_doc(self) -> list[str]:
         prog = self.prog

@@ -36,7 +36,7 @@ class Transaction:
         """Remember a driver array's contents before an in-place update of phase 2 (only
         ``rows`` of it when the update touches only those: a row update of a large
         input saves k rows, not a copy of the input)."""
-        where = (slice(None),) if rows is None else (rows, slice(None))
+        where = (...,) if rows is None else (rows, slice(None))
         self.arrays.append((a, where, a[where].copy(order="K")))
 
     def commit(self) -> None:
@@ -78,7 +78,9 @@ class BlockContext:
         from pyspark import StorageLevel
 
         self.sc = sc
+        self.auto_partitions = partitions is None
         self.partitions = max(1, int(partitions or sc.defaultParallelism))
+        self.block_bytes = block_bytes(sc.getConf())
         self.checkpoint_every = max(1, int(checkpoint_every))
         self.reliable = checkpoint_dir is not None
         if self.reliable:
@@ -91,6 +93,19 @@ class BlockContext:
         self.level = StorageLevel.MEMORY_AND_DISK
         self.cached: dict[int, object] = {}
         self._cut: set[int] = set()
+
+    def size_for(self, shapes) -> None:
+        """Without ``partitions=``: enough blocks per dimension that a block of the largest
+        matrix (of ``shapes``) stays within :attr:`block_bytes` (at least the default
+        parallelism)."""
+        if self.auto_partitions and shapes:
+            largest = max(8 * r * c for r, c in shapes)
+            self.partitions = max(self.sc.defaultParallelism, -(-largest // self.block_bytes))
+
+    @property
+    def gather_bytes(self) -> int:
+        """The largest right operand of a product gathered whole into each task."""
+        return 2 * self.block_bytes
 
     def splits(self, n: int) -> tuple[int, ...]:
         """Block boundaries of a dimension of size n: ``min(partitions, n)`` blocks."""
@@ -109,20 +124,29 @@ class BlockContext:
         return max(1, min(256, self.PENDING_BYTES // (8 * (shape[0] + shape[1]))))
 
     def small(self, shape) -> bool:
+        if len(shape) < 2:  # a number
+            return True
         return (min(shape) < self.distribute_min or tuple(shape) == (1, 1)
                 or shape[0] * shape[1] <= self.driver_view_elements)
 
     def keep(self, rdd, cut: bool | str = False):
         """Persist ``rdd``; ``cut`` marks it to have its lineage cut by the first job that
-        computes it: ``"local"`` by a local checkpoint (every matrix an operation makes,
-        so that no view keeps the re-evaluation's lineage), ``True`` by the context's
-        policy (a reliable checkpoint when ``checkpoint_dir`` was given)."""
+        computes it (:meth:`cut`: reliable with ``checkpoint_dir``, else local): ``"local"``
+        for every matrix an operation makes, so that no view keeps the re-evaluation's
+        lineage, ``True`` every ``checkpoint_every`` folds of a view."""
         rdd.persist(self.level)
         if cut and rdd.id() not in self._cut:
-            rdd.checkpoint() if self.reliable and cut is True else rdd.localCheckpoint()
+            self.cut(rdd)
             self._cut.add(rdd.id())
         self.cached[rdd.id()] = rdd
         return rdd
+
+    def cut(self, rdd) -> None:
+        """Mark ``rdd``'s lineage to be cut by the first job that computes it: by a
+        reliable checkpoint (files in ``checkpoint_dir``, which survive the loss of an
+        executor) when the context has a directory, else by a local one (blocks in the
+        executors' caches)."""
+        rdd.checkpoint() if self.reliable else rdd.localCheckpoint()
 
     def sweep(self, live) -> None:
         """Unpersist every registered RDD that no matrix in ``live`` holds."""
@@ -140,11 +164,25 @@ class BlockContext:
                      "the memory (8 bytes per element, about 3 copies for an inverse)")
 
     def parallelize(self, a: np.ndarray, axis: int):
-        """Row (axis 0) or column (axis 1) blocks of a driver array, one per partition."""
+        """Row (axis 0) or column (axis 1) blocks of a driver array, one per partition and
+        task.  A large array goes one block at a time (each cached on the executors and
+        cut from the driver's copy before the next), so that neither the driver's JVM nor
+        a task ever holds more than one block of it."""
         s = self.splits(a.shape[axis])
-        blocks = [(i, np.asfortranarray(a[s[i]:s[i + 1]] if axis == 0 else a[:, s[i]:s[i + 1]]))
-                  for i in range(len(s) - 1)]
-        return self.sc.parallelize(blocks, len(blocks))
+
+        def block(i):
+            return i, np.asfortranarray(a[s[i]:s[i + 1]] if axis == 0 else a[:, s[i]:s[i + 1]])
+
+        if a.nbytes <= 2 * self.block_bytes:
+            return self.sc.parallelize([block(i) for i in range(len(s) - 1)], len(s) - 1)
+        pieces = []
+        for i in range(len(s) - 1):
+            piece = self.sc.parallelize([block(i)], 1).persist(self.level)
+            self.cut(piece)
+            piece.count()
+            self.cached[piece.id()] = piece  # swept once the caller's matrix is computed
+            pieces.append(piece)
+        return self.sc.union(pieces)
 
 
 def relayout(rdd, src_axis: int, ctx: BlockContext, shape):
@@ -164,3 +202,23 @@ def lineage(rdd) -> int:
     return sum(1 for ln in text.splitlines() if "RDD[" in ln)
 
 
+
+
+def _bytes(text: str, unit: str = "m") -> int:
+    """Bytes of a Spark memory setting (``"2g"``, ``"512m"``; a bare number in ``unit``)."""
+    text = str(text).strip().lower().removesuffix("b")
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    if text and text[-1] in scale:
+        return int(float(text[:-1]) * scale[text[-1]])
+    return int(float(text) * scale[unit])
+
+
+def block_bytes(conf) -> int:
+    """The bytes of one block: a sixteenth of an executor's memory (the driver's in local
+    mode), within 4–64 MiB and a quarter of ``spark.rpc.message.maxSize`` (a block travels
+    in one task or result)."""
+    local = conf.get("spark.master", "").startswith("local")
+    memory = _bytes(conf.get("spark.driver.memory" if local else "spark.executor.memory",
+                             "1g"))
+    rpc = _bytes(conf.get("spark.rpc.message.maxSize", "128"))
+    return max(4 << 20, min(64 << 20, memory // 16, rpc // 4))

@@ -26,10 +26,27 @@ from pathlib import Path
 import numpy as np
 
 from linview.backends.numpy import fallback, probe, runtime
-from linview.backends.numpy.runtime import IllConditioned, core_inv  # noqa: F401 - used by generated code
+from linview.backends.numpy.runtime import IllConditioned, Size  # noqa: F401 - used by generated code
 from linview.backends.spark import tasks
 from linview.backends.spark.blocks import DistMatrix, Transposed
 from linview.backends.spark.context import BlockContext, Transaction, active
+from linview.backends.spark.octave import (  # noqa: F401 - rt.norm, rt.chol... of generated code
+    DriverLimit,
+    chol,
+    core_inv,
+    diag,
+    elementwise,
+    errors,
+    inv,
+    kron,
+    lu,
+    norm,
+    pinv,
+    qr,
+    reduce,
+    solve,
+    view_shapes,
+)
 from linview.backends.spark.session import (  # noqa: F401 - part of this module's interface
     SESSION_CONF,
     STOPPED_HINT,
@@ -106,26 +123,6 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     return runtime.fused_dot(A, *blocks, ops=ops)
 
 
-def inv(A, what: str, limit: float | None = None) -> np.ndarray:
-    """The inverse of a view, computed on the driver (refused beyond its memory limit)."""
-    if isinstance(A, _DIST):
-        ctx = (A.base if isinstance(A, Transposed) else A).ctx
-        ctx.check_collect(A.shape, f"cannot invert {what} on the Spark driver")
-        A = A.to_numpy()
-    return runtime.inv(A, what, limit)
-
-
-def solve(A, B, what: str) -> np.ndarray:
-    """``inv(A) B`` on the driver without forming the inverse (:func:`runtime.solve`)."""
-    if isinstance(A, _DIST):
-        ctx = (A.base if isinstance(A, Transposed) else A).ctx
-        ctx.check_collect(A.shape, f"cannot solve with {what} on the Spark driver")
-        A = A.to_numpy()
-    if isinstance(B, _DIST):
-        B = B.to_numpy()
-    return runtime.solve(A, B, what)
-
-
 def check_deltas(trigger: str, deltas: dict) -> None:
     """Phase-1 guard (:func:`..numpy.runtime.check_deltas`); distributed parts are checked
     block by block."""
@@ -182,7 +179,7 @@ class SparkTriggerModule(runtime.TriggerModule):
                "layout": "hybrid"}
 
     def __init__(self, /, _state=None, **kwargs):
-        with spark_errors(f"loading {self.PROGRAM}"):
+        with self._errors(f"loading {self.PROGRAM}"):
             super().__init__(_state=_state, **kwargs)
             if _state is not None:
                 views = {n: self._place(n, v) for n, v in self._views.items()}
@@ -201,12 +198,19 @@ class SparkTriggerModule(runtime.TriggerModule):
                                  opts["distribute_min"], fold_rank=opts["fold_rank"],
                                  driver_view_elements=opts["driver_view_elements"])
 
+    def _errors(self, what: str):
+        """Spark failures as BackendErrors; driver limits located in the .m file."""
+        return errors(what, getattr(self, "PROGRAM_INFO", None))
+
     # -------------------------------------------------------------- placement
     def _validate_inputs(self, inputs):
         if set(inputs) != set(self.INPUTS):
             return super()._validate_inputs(inputs)  # raises the NumPy backend's InputError
         arrays = {n: self._load_input(n, inputs[n]) for n in self.INPUTS}
         self.dims = self._bind_dims(arrays)
+        if not any(isinstance(a, DistMatrix) for a in arrays.values()):  # else: their blocks
+            self._ctx.size_for([a.shape for a in arrays.values() if np.ndim(a) == 2]
+                               + view_shapes(self.VIEWS, self.dims))
         return arrays
 
     def _load_input(self, name: str, x):
@@ -291,7 +295,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         v = self._views.get(self.OUTPUTS.get(name, name))
         if isinstance(v, DistMatrix):
             self._alive(f"reading {name}")
-            with spark_errors(f"reading {name}"):
+            with self._errors(f"reading {name}"):
                 out = v.to_numpy()
             out.flags.writeable = False
             return out
@@ -322,7 +326,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         t0 = time.perf_counter()
         if self.updates % probe.RENEW_EVERY == 0:
             self._prober.reset()  # fresh probe vectors now and then
-        with spark_errors(f"update of {name}"):
+        with self._errors(f"update of {name}"):
             txn, why = Transaction(), None
             try:
                 with txn:
@@ -378,7 +382,7 @@ class SparkTriggerModule(runtime.TriggerModule):
     def refresh(self) -> None:
         """Re-evaluate every view from the current inputs (distributed products)."""
         self._alive("refresh")
-        with spark_errors("refresh"):
+        with self._errors("refresh"):
             super().refresh()
             self._sweep()
 
@@ -387,7 +391,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         compared block by block, all of them in one Spark job; only maxima reach the
         driver."""
         self._alive("verify")
-        with spark_errors("verify"):
+        with self._errors("verify"):
             fresh = self._evaluate(self.dims, {n: self._views[n] for n in self.INPUTS})
             top: dict[tuple[str, str], float] = {}
             jobs = []
@@ -412,7 +416,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         ``linview.restore(path, program=prog, spark=session)``)."""
         self._alive("save")
         views = self._views
-        with spark_errors("save"):
+        with self._errors("save"):
             self._views = {k: v.to_numpy() if isinstance(v, DistMatrix) else v
                            for k, v in views.items()}
         try:

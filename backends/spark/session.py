@@ -49,9 +49,12 @@ TASK_HINT = ("check that the Spark session is alive and that executors have nump
 
 def _short(e: BaseException) -> str:
     """One line out of a Py4J/Spark error: the Python exception a task raised, else the
-    first Java exception line, else the first line."""
-    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
-    py = [ln for ln in lines if re.match(r"^[A-Za-z_]\w*(Error|Exception): ", ln)]
+    first Java exception line (``org.apache.spark.SparkException: Job aborted...``), else
+    the first line."""
+    lines = [ln.strip().lstrip(": ").strip() for ln in str(e).splitlines() if ln.strip()]
+    lines = [ln for ln in lines if ln and not ln.startswith(("Traceback", "File \"", "at "))]
+    py = [ln for ln in lines if re.match(r"^[A-Za-z_]\w*(Error|Exception): ", ln)
+          and not ln.startswith("Py4JJavaError")]
     java = [ln for ln in lines if re.match(r"^[\w.$]+(Error|Exception)\b", ln)]
     text = (py or java or lines or [type(e).__name__])[-1 if py else 0]
     return text if len(text) <= 300 else text[:297] + "..."
@@ -75,7 +78,22 @@ def spark_errors(what: str):
                 from None
         if not _is_spark_error(e):
             raise
-        raise BackendError(f"{what}: Spark failed: {_short(e)}", hint=TASK_HINT) from None
+        cause = _short(e)
+        raise BackendError(f"{what}: Spark failed: {cause}", hint=_hint(cause)) from None
+
+
+def _hint(cause: str) -> str | None:
+    """What to do about a Spark failure, when its cause line says (else nothing: the cause
+    line is the message)."""
+    if re.search(r"No module named|ModuleNotFoundError|ImportError", cause):
+        return TASK_HINT
+    if "spark.rpc.message.maxSize" in cause:
+        return ("a task or result is above spark.rpc.message.maxSize: use more partitions "
+                "(load(..., partitions=N)) or raise it (--conf spark.rpc.message.maxSize=MB)")
+    if "OutOfMemory" in cause or "Java heap space" in cause:
+        return ("raise --driver-memory / --executor-memory, or use more partitions "
+                "(smaller blocks); see docs/spark.md, 'Sizing'")
+    return None
 
 
 def session_stopped(sc=None) -> bool:
@@ -89,6 +107,23 @@ def session_stopped(sc=None) -> bool:
         if sc is None:
             return True
     return getattr(sc, "_jsc", None) is None
+
+
+#: loggers of the RDDs linview unpersists: each warns "RDD N was locally checkpointed, its
+#: lineage has been truncated" when a locally checkpointed RDD is unpersisted, as designed
+QUIET_LOGGERS = ("org.apache.spark.rdd", "org.apache.spark.api.python")
+
+
+def quiet(sc) -> None:
+    """Set :data:`QUIET_LOGGERS` to ERROR in the driver's log4j2, and a session at Spark's
+    default INFO level (spark-submit) to WARN: one line per job and stage otherwise."""
+    with contextlib.suppress(Exception):  # not log4j2 (Spark < 3.3): leave it
+        log4j = sc._jvm.org.apache.logging.log4j
+        level = log4j.LogManager.getRootLogger().getLevel()
+        if level.isLessSpecificThan(log4j.Level.INFO):  # INFO, DEBUG, TRACE, ALL
+            sc.setLogLevel("WARN")
+        for name in QUIET_LOGGERS:
+            log4j.core.config.Configurator.setLevel(name, log4j.Level.ERROR)
 
 
 def _java_available() -> bool:
@@ -115,9 +150,11 @@ def get_session(spark=None, master: str | None = None):
                                hint="pass a live session, or none to start local[*]")
         try:
             ship(sc)  # also a round trip to the JVM: is the session alive?
+            quiet(sc)
         except Exception as e:
-            raise BackendError(f"the Spark session does not answer: {_short(e)}",
-                               hint=INSTALL_HINT) from None
+            cause = _short(e)
+            raise BackendError(f"the Spark session does not answer: {cause}",
+                               hint=_hint(cause)) from None
         return spark, sc
     if not _java_available():
         raise BackendError("cannot start Spark: no Java runtime found (java on PATH or "
@@ -129,7 +166,9 @@ def get_session(spark=None, master: str | None = None):
             b = b.config(k, v)
         spark = b.getOrCreate()
         sc = spark.sparkContext
+        sc.setLogLevel("ERROR")  # a session linview starts logs errors only
         ship(sc)
+        quiet(sc)
     except Exception as e:
         raise BackendError(f"cannot start Spark ({master or 'local[*]'}): {_short(e)}",
                            hint=INSTALL_HINT) from None
@@ -183,6 +222,9 @@ def package_zip() -> str:
     import linview.backends
     import linview.grammar
 
+    archive = zip_origin(Path(linview.__file__))
+    if archive is not None:  # imported from a zip (spark-submit --py-files): that zip
+        return str(archive)
     roots = [("linview", Path(linview.__file__).parent),
              ("linview/backends", Path(list(linview.backends.__path__)[0])),
              ("linview/grammar", Path(list(linview.grammar.__path__)[0]))]
@@ -199,11 +241,32 @@ def package_zip() -> str:
     return str(path)
 
 
+def zip_origin(path: Path) -> Path | None:
+    """The zip file a module at ``path`` was imported from, or None."""
+    for parent in path.parents:
+        if parent.is_file():
+            return parent if zipfile.is_zipfile(parent) else None
+    return None
+
+
+def shipped_already(sc) -> bool:
+    """Whether the job ships a ``linview.zip`` itself (``spark-submit --py-files``, or an
+    earlier ``addPyFile``): Spark refuses a second file of that name."""
+    files = [f for f in sc.getConf().get("spark.submit.pyFiles", "").split(",") if f]
+    with contextlib.suppress(Exception):
+        files += list(sc.listFiles)
+    return any(f.rstrip("/").rsplit("/", 1)[-1] == "linview.zip" for f in files)
+
+
 def ship(sc) -> str | None:
     """``sc.addPyFile`` a zip of linview, once per SparkContext, so that executors can run
-    the block functions (the generated module itself only runs on the driver)."""
+    the block functions (the generated module itself only runs on the driver); nothing
+    when the job ships a ``linview.zip`` already."""
     key = sc.applicationId
     if key in _SHIPPED:
+        return None
+    if shipped_already(sc):
+        _SHIPPED.add(key)
         return None
     path = package_zip()
     sc.addPyFile(path)
@@ -234,8 +297,13 @@ def read_parquet(ctx: BlockContext, spark, path, what: str) -> DistMatrix:
     return DistMatrix(ctx, (count, w0), rows=ctx.keep(rdd, "local"))
 
 
+#: bytes of one Parquet row group that write_parquet writes (a reader holds one at a time)
+ROW_GROUP_BYTES = 16 << 20
+
+
 def write_parquet(a, path) -> None:
-    """Write a matrix as Parquet in the layout :func:`read_parquet` reads (needs pyarrow)."""
+    """Write a matrix as Parquet in the layout :func:`read_parquet` reads (needs pyarrow),
+    in row groups of at most :data:`ROW_GROUP_BYTES`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -244,4 +312,5 @@ def write_parquet(a, path) -> None:
     values = pa.ListArray.from_arrays(pa.array(np.arange(0, m * n + 1, n, dtype=np.int32)),
                                       pa.array(np.ascontiguousarray(a).ravel()))
     pq.write_table(pa.table({"row": pa.array(np.arange(m, dtype=np.int64)),
-                             "values": values}), str(path))
+                             "values": values}), str(path),
+                   row_group_size=max(1, ROW_GROUP_BYTES // (8 * n)))

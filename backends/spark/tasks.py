@@ -147,3 +147,90 @@ def w_parquet_block(kv):
     items = sorted(items, key=operator.itemgetter(0))
     vals = [[np.nan if v is None else v for v in vs] for _, vs in items]
     return i, np.asfortranarray(np.array(vals, dtype=np.float64))
+
+
+# ------------------------------------------------------------------ the wider language
+_MAPS = {"abs": np.abs, "sqrt": np.sqrt, "exp": np.exp, "log": np.log}
+_PAIRS = {"max": np.maximum, "min": np.minimum, "lt": np.less, "le": np.less_equal,
+          "gt": np.greater, "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal}
+
+
+def elementwise(fn: str, a: np.ndarray, param=None, offset: int = 0) -> np.ndarray:
+    """Octave's elementwise function ``fn`` of an array (``power``: ``a .^ param``;
+    ``tril``/``triu`` of a block whose diagonal is ``offset`` columns to the right)."""
+    if fn == "power":
+        return np.power(a, float(param))
+    if fn == "not":
+        return (a == 0).astype(float)
+    if fn in ("tril", "triu"):
+        return (np.tril if fn == "tril" else np.triu)(a, offset)
+    return _MAPS[fn](a)
+
+
+def pairwise(fn: str, a, b) -> np.ndarray:
+    """Octave's elementwise ``max``/``min``, comparison or logical operator (1 or 0)."""
+    if fn in ("and", "or"):
+        return (np.logical_and if fn == "and" else np.logical_or)(a != 0, b != 0).astype(float)
+    out = _PAIRS[fn](a, b)
+    return np.asarray(out, dtype=float)
+
+
+def w_map(fn, param, s, splits, axis, kv):
+    """``fn(s·b)`` of one block (a row block's diagonal starts ``lo`` columns right)."""
+    i, b = kv
+    lo = splits[i]
+    return i, np.asfortranarray(elementwise(fn, s * b, param, lo if axis == 0 else -lo))
+
+
+def w_pair(fn, sa, sb, rev, pair):
+    """``fn(sa·a, sb·b)`` of two matching blocks (``fn(sb·b, sa·a)`` when rev)."""
+    (i, a), (_, b) = pair
+    x, y = sa * a, sb * b
+    return i, np.asfortranarray(pairwise(fn, y, x) if rev else pairwise(fn, x, y))
+
+
+def w_pair_scalar(fn, sa, y, rev, kv):
+    """``fn(sa·a, y)`` of one block and a number (``fn(y, sa·a)`` when rev)."""
+    i, a = kv
+    x = sa * a
+    return i, np.asfortranarray(pairwise(fn, y, x) if rev else pairwise(fn, x, y))
+
+
+def w_extreme(fn, axis, s, kv):
+    """``max``/``min`` of ``s·b`` along ``axis`` (kept as a row or column)."""
+    i, b = kv
+    return i, (np.max if fn == "max" else np.min)(s * b, axis=axis, keepdims=True)
+
+
+def w_diagonal(splits, axis, kv):
+    """The diagonal entries one block holds: ``(first index, values)``."""
+    i, b = kv
+    lo = splits[i]
+    k = np.arange(lo, min(splits[i + 1], b.shape[1] if axis == 0 else b.shape[0]))
+    return lo, (b[k - lo, k] if axis == 0 else b[k, k - lo]).copy()
+
+
+def w_diag_block(n, kv):
+    """Row block ``i`` of ``diag(v)`` from its piece of v (starting at row ``lo``)."""
+    i, (lo, v) = kv
+    b = np.zeros((v.size, n), order="F")
+    b[np.arange(v.size), lo + np.arange(v.size)] = v
+    return i, b
+
+
+def w_index(sel, splits, axis, target, kv):
+    """The pieces of ``A(rows, cols)`` one block holds, keyed by the result's block along
+    the blocked ``axis`` (boundaries ``target``): ``(block, (first position, piece))``.
+    ``sel`` holds ``(start, stop, step)`` of the rows and of the columns."""
+    i, b = kv
+    lo, hi = splits[i], splits[i + 1]
+    idx = np.arange(*sel[axis])
+    mine = np.nonzero((idx >= lo) & (idx < hi))[0]  # positions of the result in this block
+    if not mine.size:
+        return
+    other = np.arange(*sel[1 - axis])
+    piece = b[np.ix_(idx[mine] - lo, other)] if axis == 0 else b[np.ix_(other, idx[mine] - lo)]
+    for t in range(len(target) - 1):
+        m = (mine >= target[t]) & (mine < target[t + 1])
+        if m.any():
+            yield t, (int(mine[m][0]), piece[m, :] if axis == 0 else piece[:, m])

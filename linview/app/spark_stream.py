@@ -267,7 +267,9 @@ def _run(spark, prog, args, load_options: dict, status, src: Path) -> dict:
                     checkpoint_every=args.checkpoint_every, on_error=args.on_error,
                     restart=args.restart, load_options={
                         "driver_view_elements": driver_view_elements(args),
-                        **load_options, "spark": spark},
+                        **load_options, "spark": spark,
+                        # lineage cuts that survive an executor: files beside the state
+                        **({"checkpoint_dir": str(ck / "rdd")} if args.checkpoint else {})},
                     warn=status.warn, source=str(src.resolve()))
     check_applied(stream, query_dir, src)
     extra = stream.backend_stats  # the summary's "spark"

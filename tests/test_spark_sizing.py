@@ -1,0 +1,203 @@
+"""What broke on a real cluster, checked on ``local[2]``: shipping linview once (also when
+it is imported from a zip), NumPy inputs shipped in bounded blocks, block sizes from the
+executors' memory and the view sizes, Spark's own cause line in errors, quiet logs, and
+reliable checkpoints for every lineage cut with ``checkpoint_dir=``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+
+import numpy as np
+import pytest
+
+import linview
+from linview.backends.spark import runtime as srt
+from linview.backends.spark import session
+from linview.backends.spark.blocks import DistMatrix
+from linview.backends.spark.context import BlockContext, block_bytes
+from linview.errors import BackendError
+
+pytest.importorskip("pyspark")
+pytestmark = pytest.mark.spark
+
+MiB = 1 << 20
+
+
+# ------------------------------------------------------------------ shipping
+class _Conf(dict):
+    def get(self, key, default=None):
+        return super().get(key, default)
+
+
+class _Context:
+    """What ship() reads of a SparkContext that spark-submit started with --py-files."""
+
+    applicationId = "app-submitted"
+
+    def __init__(self, py_files: str):
+        self.conf = _Conf({"spark.submit.pyFiles": py_files})
+        self.added: list[str] = []
+        self.listFiles: list[str] = []
+
+    def getConf(self):
+        return self.conf
+
+    def addPyFile(self, path):
+        self.added.append(path)
+
+
+def test_ship_adds_no_second_linview_zip():
+    """spark-submit --py-files .../linview.zip: Spark refuses a second file of that name
+    ("File linview.zip was already registered with a different path")."""
+    sc = _Context("file:/jobs/linview.zip,file:/jobs/powers_trigger.py")
+    assert session.ship(sc) is None and sc.added == []
+    other = _Context("file:/jobs/powers_trigger.py")
+    other.applicationId = "app-other"
+    assert session.ship(other) is not None and len(other.added) == 1
+
+
+def test_package_zip_of_linview_imported_from_a_zip_is_that_zip(tmp_path):
+    """Inside a submitted job linview comes from the shipped zip: package_zip() is that
+    zip (it used to build an empty one from the zip's inner paths)."""
+    shipped = tmp_path / "linview.zip"
+    shipped.write_bytes(open(srt.package_zip(), "rb").read())
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import linview; "
+            "from linview.backends.spark.session import package_zip; print(package_zip())")
+    out = subprocess.run([sys.executable, "-c", code, str(shipped)], cwd=tmp_path,
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(shipped)
+    assert "linview/backends/spark/tasks.py" in zipfile.ZipFile(shipped).namelist()
+
+
+# ------------------------------------------------------------------ sizes
+def test_block_bytes_follow_the_executors_memory_and_the_rpc_limit():
+    def conf(**kw):
+        return _Conf({"spark.master": "spark://h:7077",
+                      **{k.replace("_", "."): v for k, v in kw.items()}})
+
+    assert block_bytes(conf()) == 32 * MiB  # a quarter of the 128 MB RPC limit
+    assert block_bytes(conf(spark_rpc_message_maxSize="512", spark_executor_memory="2g")) \
+        == 64 * MiB
+    assert block_bytes(conf(spark_rpc_message_maxSize="512")) == 64 * MiB  # 1g / 16
+    assert block_bytes(conf(spark_executor_memory="256m")) == 16 * MiB
+    assert block_bytes(conf(spark_executor_memory="8g", spark_rpc_message_maxSize="32")) \
+        == 8 * MiB
+    assert block_bytes(conf(spark_executor_memory="16m")) == 4 * MiB
+    local = _Conf({"spark.master": "local[2]", "spark.driver.memory": "256m",
+                   "spark.executor.memory": "8g"})
+    assert block_bytes(local) == 16 * MiB  # local mode: the driver's memory
+
+
+@pytest.fixture(scope="module")
+def spark():
+    s = srt.local_session("local[2]")
+    yield s
+    s.stop()
+
+
+def test_partitions_follow_the_view_sizes_not_the_cores(spark):
+    ctx = BlockContext(spark.sparkContext)
+    ctx.block_bytes = 64 * MiB
+    ctx.size_for([(12000, 12000), (12000, 1)])  # 1.15 GB: 18 blocks of at most 64 MiB
+    assert ctx.partitions == 18
+    assert max(np.diff(ctx.splits(12000))) * 12000 * 8 <= 64 * MiB
+    fixed = BlockContext(spark.sparkContext, partitions=3)
+    fixed.size_for([(12000, 12000)])
+    assert fixed.partitions == 3  # partitions= given: kept
+
+
+def test_a_large_numpy_input_is_shipped_one_block_per_task(spark):
+    """Above twice the block size, each block is its own parallelized RDD (one task, one
+    block, cached before the next is sent), put together by a union."""
+    ctx = BlockContext(spark.sparkContext, partitions=4, distribute_min=2)
+    ctx.block_bytes = 4096
+    a = np.random.default_rng(0).standard_normal((64, 48))  # 24 KiB: 4 blocks of 6 KiB
+    for layout in ("row", "col"):
+        m = DistMatrix.from_numpy(ctx, a, layout)
+        rdd = m.rdds()[0]
+        assert rdd.getNumPartitions() == 4
+        assert "UnionRDD" in rdd.toDebugString().decode()
+        np.testing.assert_array_equal(m.to_numpy(), a)
+    small = BlockContext(spark.sparkContext, partitions=4, distribute_min=2)
+    assert "UnionRDD" not in small.parallelize(a, 0).toDebugString().decode()
+
+
+def test_load_sizes_blocks_from_the_views(spark):
+    prog = linview.compile_file("examples/powers.m", backend="spark")
+    A = np.random.default_rng(1).standard_normal((40, 40)) / 10
+    views = prog.load(A=A, spark=spark, distribute_min=2)
+    assert views._ctx.partitions == spark.sparkContext.defaultParallelism  # 12.8 KB views
+    views.release()
+
+
+# ------------------------------------------------------------------ errors and logs
+PY4J_TEXT = (
+    "An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe."
+    "\n: org.apache.spark.SparkException: Job aborted due to stage failure: Serialized task "
+    "0:0 was 144012138 bytes, which exceeds max allowed: spark.rpc.message.maxSize "
+    "(134217728 bytes). Consider increasing spark.rpc.message.maxSize or using broadcast "
+    "variables for large values.\n"
+    "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages("
+    "DAGScheduler.scala:2856)\n")
+
+
+class Py4JJavaError(Exception):
+    __module__ = "py4j.protocol"
+
+
+def test_a_spark_failure_keeps_sparks_cause_line_and_no_install_hint():
+    with pytest.raises(BackendError) as e, session.spark_errors("load of A"):
+        raise Py4JJavaError(PY4J_TEXT)
+    text = str(e.value)
+    assert "org.apache.spark.SparkException: Job aborted due to stage failure: Serialized " \
+           "task 0:0 was 144012138 bytes" in text
+    assert "collectAndServe" not in text
+    assert "numpy" not in text and "Java" not in text
+    assert "partitions" in e.value.hint
+
+
+def test_sessions_are_quiet(spark):
+    sc = spark.sparkContext
+    log4j = sc._jvm.org.apache.logging.log4j
+    sc.setLogLevel("INFO")  # what spark-submit starts with
+    session.get_session(spark)
+    assert str(log4j.LogManager.getRootLogger().getLevel()) == "WARN"
+    for name in session.QUIET_LOGGERS:  # "RDD N was locally checkpointed" on unpersist
+        assert str(log4j.LogManager.getLogger(name).getLevel()) == "ERROR"
+    sc.setLogLevel("ERROR")
+
+
+# ------------------------------------------------------------------ checkpoints
+def test_every_lineage_cut_is_reliable_with_a_checkpoint_dir(spark, tmp_path):
+    """With checkpoint_dir= no view depends on blocks cached by one executor: each
+    matrix an operation makes is checkpointed to files, as are the periodic cuts."""
+    prog = linview.compile_file("examples/powers.m", backend="spark")
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((12, 12)) / 6
+    views = prog.load(A=A, spark=spark, distribute_min=2, partitions=2, fold_rank=1,
+                      checkpoint_every=2, checkpoint_dir=str(tmp_path / "ck"))
+    for _ in range(3):
+        u, v = rng.standard_normal((12, 1)) / 10, rng.standard_normal((12, 1)) / 10
+        views.update("A", u, v)
+        A = A + u @ v.T
+    for name, m in views.distributed().items():
+        for rdd in m.rdds():
+            assert rdd.toDebugString().decode().count("ReliableCheckpointRDD") >= 1, name
+            assert "LocalCheckpointRDD" not in rdd.toDebugString().decode(), name
+    np.testing.assert_allclose(views["D"], np.linalg.matrix_power(A, 16), rtol=1e-9)
+    views.release()
+
+
+def test_parquet_is_written_in_bounded_row_groups(tmp_path, monkeypatch, spark):
+    import pyarrow.parquet as pq
+
+    monkeypatch.setattr(session, "ROW_GROUP_BYTES", 8 * 10 * 25)  # 25 rows of 10 values
+    a = np.arange(100 * 10, dtype=float).reshape(100, 10)
+    srt.write_parquet(a, tmp_path / "a.parquet")
+    assert pq.ParquetFile(tmp_path / "a.parquet").metadata.num_row_groups == 4
+    ctx = BlockContext(spark.sparkContext, partitions=3, distribute_min=2)
+    got = srt.read_parquet(ctx, spark, tmp_path / "a.parquet", "input a")
+    np.testing.assert_array_equal(got.to_numpy(), a)
