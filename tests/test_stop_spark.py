@@ -77,11 +77,13 @@ def test_stops_at_injection_points_then_resume(tmp_path):
 
 def test_every_point_of_a_spark_batch_then_resume(tmp_path):
     """In this process, on one local session: the run on Spark stopped at every point
-    reached in its micro-batch 3 (and the checkpoint after it) by an exception, SIGINT and
-    ENOSPC (at the writes), each stop resumed and compared with an uninterrupted run."""
-    import errno
-    import signal
+    reached in its micro-batch 3 (and the checkpoint after it) in each way of
+    ``test_stop_faults.KINDS`` (an exception, SIGINT, SIGTERM, ENOSPC at the writes, a
+    checkpoint folder turning read-only), each stop resumed and compared with an
+    uninterrupted run."""
     from types import SimpleNamespace
+
+    from test_stop_faults import KINDS, stopper
 
     import linview
     from linview import faults
@@ -117,19 +119,6 @@ def test_every_point_of_a_spark_batch_then_resume(tmp_path):
         except LinviewError as e:
             return e
 
-    def stopper(kind, at, seen):
-        def hook(name):
-            seen.append(name)
-            if len(seen) != at:
-                return
-            if kind == "exception":
-                raise faults.InjectedFault("injected")
-            if kind == "SIGINT":
-                os.kill(os.getpid(), signal.SIGINT)
-            else:
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return hook
-
     try:
         seen = []
         assert run("ref", seen.append)["batch"] == 4
@@ -140,14 +129,16 @@ def test_every_point_of_a_spark_batch_then_resume(tmp_path):
         writes = {"wal.write", "wal.sync", "out.results", "out.position", "save.write",
                   "save.rename", "wal.truncate"}
         stops, differ = 0, []
-        for kind in ("exception", "SIGINT", "ENOSPC"):
+        for kind in KINDS:
             for at in hits:
                 if kind == "ENOSPC" and seen[at - 1] not in writes:
                     continue
                 name = f"{kind}-{at}"
                 got = run(name, stopper(kind, at, []))
-                if kind == "SIGINT":
-                    assert isinstance(got, dict) and got["interrupted"] == "SIGINT", got
+                if kind in ("SIGINT", "SIGTERM"):
+                    assert isinstance(got, dict) and got["interrupted"] == kind, got
+                elif kind == "read-only" and isinstance(got, dict):
+                    pass  # read-only from a point after the batch's last checkpoint write
                 else:
                     assert isinstance(got, LinviewError), (name, got)
                 stops += 1
@@ -162,5 +153,5 @@ def test_every_point_of_a_spark_batch_then_resume(tmp_path):
         spark.stop()
     points = sorted({seen[i - 1] for i in hits})
     print(f"\nfault walk (ols, spark): {len(points)} points ({', '.join(points)}), "
-          f"{len(hits)} hits, 3 kinds: {stops} stops, {len(differ)} differ")
+          f"{len(hits)} hits, {len(KINDS)} kinds: {stops} stops, {len(differ)} differ")
     assert not differ and stops >= 2 * len(hits)
