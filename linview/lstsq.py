@@ -56,8 +56,8 @@ def load_instead(prog, refused: NumericalError, inputs: dict):
     """The live views of ``prog``'s data by the first form that loads, or ``refused``."""
     opts = prog.options
     if opts.get("least_squares", "normal") != "normal" or opts.get("backend") != "numpy" \
-            or not _refused_gram(prog, refused):
-        raise refused
+            or not _refused_gram(prog, refused) or getattr(refused, "floating_point", None):
+        raise refused  # (values past float64's range: no other form mends that)
     error = refused
     for form, why in (("qr", "least squares by QR updates of the factor"),
                       ("pinv", "minimum-norm least squares by pinv, re-evaluated")):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import linview
-from backends.numpy import numeric
+from linview.backends.numpy import numeric
 from linview.errors import NumericalError, UpdateError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +39,26 @@ def test_a_record_of_1e200_gives_one_clean_error(tmp_path):
     assert "RuntimeWarning" not in r.stderr and "<linview:" not in r.stderr
     assert r.stderr.count("\n") <= 2, r.stderr  # one error (and its hint), nothing else
     assert "refused, nothing changed" in r.stderr
+    assert "NumPy reported overflow" in r.stderr and "reach 1e+200" in r.stderr
+
+
+@pytest.mark.spark
+def test_a_record_of_1e200_on_spark_gives_one_clean_error(tmp_path):
+    pytest.importorskip("pyspark")
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "X.npy", rng.standard_normal((40, 5)))
+    np.save(tmp_path / "Y.npy", rng.standard_normal((40, 1)))
+    (tmp_path / "upd").mkdir()
+    (tmp_path / "upd" / "u.jsonl").write_text(
+        json.dumps({"input": "X", "row": 3, "set": [1e200] * 5}) + "\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "linview.app.cli", "run", str(ROOT / "examples" / "ols.m"),
+         "--input", f"X={tmp_path / 'X.npy'}", "--input", f"Y={tmp_path / 'Y.npy'}",
+         "--updates", str(tmp_path / "upd"), "--backend", "spark", "--master", "local[1]",
+         "--once", "--quiet"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "default"})
+    assert r.returncode == 2, r.stderr
+    assert "RuntimeWarning" not in r.stderr and "<linview:" not in r.stderr
     assert "NumPy reported overflow" in r.stderr and "reach 1e+200" in r.stderr
 
 

@@ -141,4 +141,5 @@ def _with_meaning(e: LinviewError, said: str) -> LinviewError:
     except TypeError:  # a subclass with another signature: keep it as it is
         return e
     out.__cause__ = e.__cause__
+    out.floating_point = said  # what another form of the same computation cannot mend
     return out

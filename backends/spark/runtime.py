@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from linview.backends.numpy import fallback, probe, runtime
+from linview.backends.numpy import fallback, numeric, probe, runtime
 from linview.backends.numpy.runtime import IllConditioned, Size  # noqa: F401 - used by generated code
 from linview.backends.spark import tasks
 from linview.backends.spark.blocks import DistMatrix, Transposed
@@ -178,6 +178,7 @@ class SparkTriggerModule(runtime.TriggerModule):
                "driver_view_elements": 0,
                "layout": "hybrid"}
 
+    @numeric.quiet("the inputs' values", numeric.given_inputs)
     def __init__(self, /, _state=None, **kwargs):
         with self._errors(f"loading {self.PROGRAM}"):
             super().__init__(_state=_state, **kwargs)
@@ -314,6 +315,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         self._ctx.sweep([])
 
     # -------------------------------------------------------------- updating
+    @numeric.quiet("the update's values")
     def update(self, name: str, U, V) -> None:
         """``name += U Vᵀ``: phase 1 computes every delta from the old views (maps whose
         n×k results are collected) and probes every maintained inverse (matrix-vector
