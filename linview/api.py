@@ -14,16 +14,21 @@ from __future__ import annotations
 import ast as pyast
 import builtins
 import importlib
-import re
 import sys
 import types
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from linview import budget, lstsq, specialize
+from linview import budget, compile_options, lstsq, specialize
 from linview.backends.numpy import runtime
+from linview.compile_options import (
+    decode_source,
+    module_ast_name,
+    parse_model,
+    parse_strategy,
+)
 from linview.compiler.cost import choose_model, strategy_chooser
-from linview.compiler.delta import STRATEGIES, Strategy, TriggerOptions
+from linview.compiler.delta import TriggerOptions
 from linview.compiler.ir import Op
 from linview.compiler.lower import Options, lower
 from linview.compiler.lower_language import NeedsData
@@ -41,48 +46,6 @@ from linview.frontend.parser import parse
 from linview.solve.cost import split_nnz
 
 BACKENDS = ("numpy", "spark")
-
-
-def parse_model(model: str) -> Options:
-    """``exp``, ``linear``, ``written``, ``skip=S`` (or ``skip`` for s = 4)."""
-    if model.startswith("skip"):
-        _, _, s = model.partition("=")
-        try:
-            skip = int(s) if s else 4
-        except ValueError:
-            skip = 0
-        if skip < 2:
-            raise CompileError(f"bad skip size in model '{model}'",
-                               hint="write e.g. --model skip=4 (s >= 2)")
-        return Options(model="skip", skip=skip)
-    if model not in ("exp", "linear", "written"):
-        raise CompileError(f"unknown iterative model '{model}'",
-                           hint="valid models: exp, linear, skip=S, written, auto")
-    return Options(model=model)
-
-
-def parse_strategy(strategy) -> TriggerOptions:
-    """``None`` (cost-based), one strategy name for every view, or ``{view: name}``."""
-    def one(s) -> Strategy:
-        if isinstance(s, Strategy):
-            return s
-        if s not in STRATEGIES:
-            raise CompileError(f"unknown strategy '{s}'",
-                               hint="valid strategies: " + ", ".join(STRATEGIES))
-        return Strategy(s)
-
-    if strategy is None or strategy == "auto":
-        return TriggerOptions()
-    if isinstance(strategy, dict):
-        return TriggerOptions(strategies={k: one(v) for k, v in strategy.items()})
-    return TriggerOptions(default=one(strategy))
-
-
-def _plain_strategy(strategy):
-    """The strategy option as JSON (strings), for state files."""
-    if isinstance(strategy, dict):
-        return {k: getattr(v, "value", v) for k, v in strategy.items()}
-    return getattr(strategy, "value", strategy)
 
 
 @dataclass
@@ -127,9 +90,7 @@ class CompiledProgram:
             from linview.backends.numpy import reuse
 
             inputs, extra = reuse.split_options(self, inputs)
-        scalars = [d.name for d in self.program.inputs if not d.scalar and d.name in inputs
-                   and specialize.is_number(inputs[d.name])]
-        if scalars and not self.options.get("shapes"):  # a 1x1 input is a scalar
+        if self._scalar_given(inputs):  # a 1x1 input is a scalar
             return self.specialize(**inputs).load(**inputs, memory_budget=limit, **extra)
         self._check_budget(inputs, limit)
         try:
@@ -153,6 +114,13 @@ class CompiledProgram:
             except LinviewError:
                 raise first from None
             return special.load(**inputs, memory_budget=limit, **extra)
+
+    def _scalar_given(self, inputs: dict) -> bool:
+        """Whether a number (or 1x1 array) is given for an input compiled as a matrix,
+        in a program not yet specialised to its data's shapes."""
+        return not self.options.get("shapes") and any(
+            not d.scalar and d.name in inputs and specialize.is_number(inputs[d.name])
+            for d in self.program.inputs)
 
     def _pop_budget(self, inputs: dict):
         """The ``memory_budget`` option (an input of that name takes precedence)."""
@@ -245,7 +213,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
                               least_squares=least_squares)
             program = lower(module_ast, source, filename, options)
     except (NeedsData, ShapeError) as e:
-        if shapes or not (isinstance(e, NeedsData) or _open_inputs(module_ast)):
+        if shapes or not (isinstance(e, NeedsData) or compile_options.open_inputs(module_ast)):
             raise
         reason = str(e) if isinstance(e, NeedsData) else "its sizes depend on the data"
         return specialize.DeferredProgram(name or module_ast_name(module_ast, filename),
@@ -269,7 +237,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
                      source_hash=runtime.source_hash(key))
     plan = _decide(plan, trig_opts, strategy, backend)
     text, module = _emit(plan, backend, program.name)
-    getattr(module, plan.class_name).PROGRAM_INFO = _program_info(
+    getattr(module, plan.class_name).PROGRAM_INFO = compile_options.program_info(
         source, program.name, filename, dims, model, rank, backend, strategy, shapes)
     getattr(module, plan.class_name).KEY_PROGRAM = plan.program
     cls = SolveProgram if any(st.expr.op is Op.SOLVE for st in program.statements) or (
@@ -308,32 +276,6 @@ def _emit(plan: Plan, backend: str, name: str) -> tuple[str, types.ModuleType]:
     return text, load_module(text, name)
 
 
-def _program_info(source: str, name: str, filename: str, dims: dict, model: str, rank: int,
-                  backend: str, strategy, shapes) -> dict:
-    """What a state file stores to recompile the program (:mod:`linview.statefile`)."""
-    stored_name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(filename).name).lstrip(".-") or "_"
-    info = {"source": source, "name": name, "filename": stored_name,
-            "options": {"dims": {k: int(v) for k, v in dims.items()}, "model": model,
-                        "rank": int(rank), "backend": backend,
-                        "strategy": _plain_strategy(strategy)}}
-    if shapes:  # a program specialised to its data's shapes (linview.specialize)
-        info["options"]["shapes"] = [[str(n), int(r), int(c)] for n, r, c in shapes]
-    return info
-
-
-def module_ast_name(module_ast, filename: str) -> str:
-    return getattr(module_ast, "name", None) or \
-        filename.rsplit("/", 1)[-1].removesuffix(".m") or "script"
-
-
-def _open_inputs(module_ast) -> bool:
-    """Whether some input's sizes are left to the data (no pragma gives them)."""
-    given = {s.name for p in module_ast.pragmas if p.kind in ("dims", "input")
-             for s in p.specs}
-    given |= {n for p in module_ast.pragmas if p.kind == "scalar" for n in p.names}
-    params = getattr(module_ast, "params", ())
-    return any(p not in given for p in params)
-
 @dataclass
 class SolveProgram(CompiledProgram):
     """A program with solve views: ``load`` returns :class:`linview.solve.views.SolveViews`
@@ -344,6 +286,8 @@ class SolveProgram(CompiledProgram):
 
         if (special := specialize.follow_sparse(self, inputs)) is not None:
             return special.load(**inputs)  # scipy.sparse inputs stay sparse
+        if self._scalar_given(inputs):
+            return self.specialize(**inputs).load(**inputs)
         if {"reuse", "store"} & set(inputs) - {d.name for d in self.program.inputs}:
             raise InputError("reuse= and store= are not supported for programs with solve "
                              "views yet", hint="load without them (every view is computed)")
@@ -362,26 +306,6 @@ class SolveProgram(CompiledProgram):
 
 
 
-def _shown_path(p: Path) -> str:
-    """How messages and generated modules name a source file: relative to the working
-    directory when it is below it, else by its file name (never a machine's absolute path)."""
-    try:
-        return str(p.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return p.name
-def decode_source(data: bytes) -> str:
-    """The text of a ``.m`` file: UTF-8 with or without a byte-order mark, else Latin-1
-    (Octave's traditional encoding), so that accented comments are accepted either way;
-    a non-ASCII character outside a comment is then a parse error at its line and
-    column."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("latin-1")
-
-
 def compile_file(path, **kwargs) -> CompiledProgram:
     """Compile the ``.m`` file at ``path`` (keyword arguments as for :func:`compile`)."""
     p = Path(path)
@@ -389,7 +313,7 @@ def compile_file(path, **kwargs) -> CompiledProgram:
         text = decode_source(p.read_bytes())
     except OSError as e:
         raise CompileError(f"cannot read {path}: {e.strerror}") from None
-    kwargs.setdefault("filename", _shown_path(p))
+    kwargs.setdefault("filename", compile_options.shown_path(p))
     kwargs.setdefault("name", p.stem)
     return compile(text, **kwargs)
 

@@ -89,6 +89,16 @@ def test_readme_program_with_sparse_input_matches_networkx_and_spsolve():
     assert err <= views.error_bound("r") * (1 + 1e-6) + 1e-14
 
 
+def test_no_pragma_at_all_a_number_for_d_is_a_scalar():
+    """The program as a SciPy user writes it: no pragma for M nor for d (a Python float)."""
+    rng = np.random.default_rng(3)
+    M, _, _ = link_matrix(rng, 80, 300)
+    plain = README.replace("  %#linview scalar d\n", "")
+    views = linview.compile(plain, name="pr").load(M=M, d=D)
+    assert isinstance(views, SolveViews) and sps.issparse(views["M"])
+    np.testing.assert_allclose(views["r"], spsolve_pagerank(M), atol=1e-8)
+
+
 @pytest.mark.parametrize("method, norm", [("auto", 1), ("krylov", 2)])
 def test_sparse_updates_of_sparse_input_match_spsolve(method, norm):
     """Dangling nodes as zero columns (substochastic M), dense and sparse update factors;
