@@ -174,16 +174,35 @@ def test_answers_equal_reevaluation_whatever_the_switches(name, seed, steps):
         assert views.verify() < 1e-8, views.stats["switches"]
 
 
-def test_a_reevaluating_trigger_never_switches():
+def test_a_reevaluating_trigger_tries_the_other_threads_once_and_never_maintains():
     prog = linview.compile_file(_example("ols.m"), dims={"m": 40, "n": 12, "p": 2},
                                 strategy="reeval")
     rng = np.random.default_rng(2)
     views = prog.load(**inputs("ols", rng))
-    views.adaptation.injected = lambda name, mode: 100.0
+    compiled = views._threads["X"]
+    timings = {"reeval": 1.0, "reeval_threads": 1.0}
+    views.adaptation.injected = lambda name, mode: timings[mode]
     views.adaptation.enabled = True
-    for _ in range(2 * WINDOW):
+    for _ in range(4 * WINDOW):
         update(views, "X", rng, "dense")
-    assert views.stats["switches"] == []
+        assert views._trigger_threads("X") in (compiled, 1 if compiled is None else None)
+    # one window on the other threads, not faster: back, and no more switches
+    assert [s["to"] for s in views.stats["switches"]] == ["reeval_threads", "reeval"]
+    assert views.verify() < 1e-9
+    assert "now re-evaluates on " in prog.explain(views=views)
+    faster = prog.load(**inputs("ols", rng))  # the other threads 1.2x faster: kept
+    faster.adaptation.injected = lambda name, mode: {"reeval": 1.0, "reeval_threads": 0.5}[mode]
+    faster.adaptation.enabled = True
+    for _ in range(4 * WINDOW):
+        update(faster, "X", rng, "row")
+    assert [s["to"] for s in faster.stats["switches"]] == ["reeval_threads"]
+    assert faster.verify() < 1e-9
+    chosen = prog.load(**inputs("ols", rng), blas_threads=1)  # the user's threads: kept
+    chosen.adaptation.injected = lambda name, mode: 100.0
+    chosen.adaptation.enabled = True
+    for _ in range(2 * WINDOW):
+        update(chosen, "X", rng, "dense")
+    assert chosen.stats["switches"] == []
 
 
 def _example(file: str):

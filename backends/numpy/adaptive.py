@@ -20,6 +20,10 @@ updates of one input compares the window's median with it:
   best maintenance measured before it: the trigger maintains again that way (the views
   are fresh, every one re-evaluated by the last update).
 
+A trigger compiled to re-evaluate tries the other BLAS thread setting for one window after
+its first and keeps it when it measured :data:`SLOWER` times faster (the calibration that
+chose its threads may have been taken on a machine busier or quieter than now).
+
 Hysteresis: a decision is taken only at the end of a window and the window then starts
 anew, so there is at most one switch per window, and each mode is measured over a whole
 window before the next decision; the factor :data:`SLOWER` either way leaves a dead band
@@ -27,11 +31,13 @@ where nothing switches.  The median, not the mean: one slow update (another proc
 of pending low-rank terms, a page fault) does not switch.  Each switch is recorded in
 ``views.stats["switches"]`` and shown by ``linview.compiler.explain.switch_listing``.
 
-A trigger compiled to re-evaluate, or a module whose re-evaluation was never timed (restored
-from a state file), never switches.  Nor does anything switch where decisions must not
-depend on the machine: under ``LINVIEW_CALIBRATION=off`` (the reference rates: the test
-suite) or ``LINVIEW_ADAPT=off``; ``views.adaptation.enabled`` turns it on or off for one
-module.  The Spark backend does not switch (not done yet).
+A trigger compiled to re-evaluate never maintains, and a module whose re-evaluation was
+never timed (restored from a state file) never switches strategy.  Threads switch only
+under the automatic thread policy (``blas_threads="auto"``, no thread variable set).
+Nor does anything switch where decisions must not depend on the machine: under
+``LINVIEW_CALIBRATION=off`` (the reference rates: the test suite) or ``LINVIEW_ADAPT=off``;
+``views.adaptation.enabled`` turns it on or off for one module.  The Spark backend does
+not switch (not done yet).
 """
 
 from __future__ import annotations
@@ -52,30 +58,36 @@ class Adaptation:
 
     Per input, ``mode`` is "maintain" (as compiled), "threads" (maintaining on the other
     BLAS thread setting: one thread for a trigger compiled for every idle core, and the
-    other way round) or "reeval"; ``measured`` holds the last window's median of each
+    other way round) or "reeval"; a trigger compiled to re-evaluate "reeval" or
+    "reeval_threads" (on the other setting); ``measured`` holds the last window's median of each
     mode tried and ``reeval_s`` re-evaluation's (measured at load, then as it runs).
     ``injected``: when set (tests), a function ``(input, mode) -> seconds`` that
     replaces the measured time of each update."""
 
-    def __init__(self, inputs, reeval_s: float | None, threads: dict | None = None):
-        self.inputs = frozenset(inputs)  # the maintaining triggers (candidates to switch)
+    def __init__(self, inputs, reeval_s: float | None, threads: dict | None = None,
+                 reevaluated=frozenset()):
+        threads = threads or {}
+        #: triggers compiled to re-evaluate whose threads may switch (nothing else may)
+        self.reevaluated = frozenset(x for x in reevaluated if x in threads)
+        self.inputs = frozenset(inputs) | self.reevaluated  # the candidates to switch
         self.reeval_s = reeval_s
         #: {input: compiled BLAS threads} of the triggers whose threads may switch
-        self.threads = {x: t for x, t in (threads or {}).items() if x in self.inputs}
+        self.threads = {x: t for x, t in threads.items() if x in self.inputs}
         self.measured: dict[str, dict[str, float]] = {x: {} for x in self.inputs}
-        self.mode: dict[str, str] = dict.fromkeys(self.inputs, "maintain")
+        self.mode: dict[str, str] = {x: "reeval" if x in self.reevaluated else "maintain"
+                                     for x in self.inputs}
         self.window: dict[str, list[float]] = {x: [] for x in self.inputs}
         self.injected: Callable[[str, str], float] | None = None
         self.enabled = all(os.environ.get(v, "").lower() not in ("off", "0", "no")
                            for v in ("LINVIEW_ADAPT", "LINVIEW_CALIBRATION"))
 
     def reevaluates(self, name: str) -> bool:
-        """Whether the trigger of ``name`` runs as re-evaluation after a switch."""
-        return self.mode.get(name) == "reeval"
+        """Whether a trigger compiled to maintain re-evaluates after a switch."""
+        return self.mode.get(name) == "reeval" and name not in self.reevaluated
 
     def threads_of(self, name: str, compiled):
         """The BLAS threads the trigger of ``name`` runs on now (``compiled``: its own)."""
-        if self.mode.get(name) != "threads":
+        if self.mode.get(name) not in ("threads", "reeval_threads"):
             return compiled
         return 1 if compiled is None or compiled > 1 else None
 
@@ -107,6 +119,10 @@ class Adaptation:
         """The mode for the next window and the measurement it was compared with."""
         seen = self.measured[name]
         seen[mode] = median
+        if name in self.reevaluated:  # compiled to re-evaluate: try the other threads once
+            if mode == "reeval":
+                return ("reeval_threads", None) if "reeval_threads" not in seen else (mode, None)
+            return (mode, None) if median * SLOWER < seen["reeval"] else ("reeval", seen["reeval"])
         if mode == "reeval":
             self.reeval_s = median
             best = min((m for m in ("maintain", "threads") if m in seen), key=seen.get)
@@ -123,7 +139,7 @@ class Adaptation:
 
 
 _NAMES = {"maintain": "maintenance", "threads": "maintenance on the other BLAS threads",
-          "reeval": "re-evaluation"}
+          "reeval": "re-evaluation", "reeval_threads": "re-evaluation on the other BLAS threads"}
 
 
 class Adaptive:
@@ -135,7 +151,8 @@ class Adaptive:
         when nothing was evaluated)."""
         candidates = [x for x in self.DYNAMIC if x not in self.REEVALUATED]
         # the threads switch only under the automatic policy (not the user's choice)
-        self.adaptation = Adaptation(candidates, reeval_s, self._threads if self._wide else {})
+        self.adaptation = Adaptation(candidates, reeval_s, self._threads if self._wide else {},
+                                     self.REEVALUATED)
         self.stats["switches"] = []
         if self._wide:  # memory passes on several threads, from the calibrated rates
             threads.set_stream_gain(_stream_gain())
@@ -148,6 +165,7 @@ class Adaptive:
             getattr(self, f"on_update_{name}")(U, V)
 
     def _switched(self, name: str) -> bool:
+        """Whether a maintaining trigger re-evaluates now (then on every thread)."""
         return self.adaptation.reevaluates(name)
 
     def _trigger_threads(self, name: str):

@@ -89,10 +89,9 @@ def switch_listing(stats: dict) -> list[str]:
     if not switches:
         return ["strategy switches while running: none"]
     def now(s: dict) -> str:
-        if s["to"] == "reeval":
-            return "re-evaluates"
         threads = s.get("threads")
-        return "maintains" + ("" if s["to"] == "maintain" else
+        verb = "re-evaluates" if s["to"].startswith("reeval") else "maintains"
+        return verb + ("" if s["to"] in ("maintain", "reeval") else
                               " on one BLAS thread" if threads == 1 else
                               " on every idle core" if threads is None else
                               f" on {threads} BLAS threads")
