@@ -149,13 +149,15 @@ def load_held(program, inputs: dict, bindings: dict) -> list[Held] | None:
         if sizes is None:
             return None
         views = held_views(program, sizes)
-        out = []
+        out, nnz = [], {}
         for d, (rows, cols) in zip(program.inputs, views["inputs"], strict=True):
             nbytes, note = _input_bytes(d, inputs[d.name], rows, cols)
             out.append(Held(f"input {d.name}", d.name, (rows, cols), nbytes, note))
+            if d.storage != "dense":
+                nnz[d.name] = int(getattr(inputs[d.name], "nnz", rows * cols))
     except (KeyError, TypeError, ValueError, InputError):
         return None
-    return _with_temporaries(out + _statements(program, views["statements"]))
+    return _with_temporaries(out + _statements(program, views["statements"], nnz))
 
 
 def _with_temporaries(held: list[Held]) -> list[Held]:
@@ -168,26 +170,41 @@ def _with_temporaries(held: list[Held]) -> list[Held]:
                         f"{big.name}'s size", big.shape, big.nbytes)]
 
 
-def _statements(program, shapes) -> list[Held]:
+def _statements(program, shapes, nnz: dict | None = None) -> list[Held]:
     """Each statement's view, and the A of a solve view when it is dense (krylov keeps
-    it; A of stochastic or sparse inputs stays sparse)."""
+    it; A of stochastic or sparse inputs stays sparse).  A view that stays sparse
+    (:mod:`linview.solve.sparsity`; ``nnz``: the sparse inputs' non-zeros) is counted as
+    the non-zeros of the sparse inputs it reads plus its diagonal, in CSR."""
+    from linview.compiler import ir
     from linview.compiler.ir import Op
+    from linview.solve.sparsity import sparse_views
 
+    nnz = nnz or {}
+    sparse = set(sparse_views(program)) if nnz else set()
+    reads: dict[str, set[str]] = {n: {n} for n in nnz}
     out = []
     for st, (rows, cols) in zip(program.statements, shapes, strict=True):
         where = f"{program.filename}:{st.line}: {st.origin.strip()}" if st.line else st.name
-        out.append(Held(where, st.name, (rows, cols), 8 * rows * cols))
-        if st.expr.op is Op.SOLVE and _dense_operand(program, st.expr.children[0]):
+        reads[st.name] = set().union(*(reads.get(leaf.attr, set()) for leaf in
+                                       ir.leaves(st.expr, Op.INPUT, Op.VIEW)))
+        if st.name in sparse:
+            entries = sum(nnz[m] for m in reads[st.name]) + min(rows, cols)
+            out.append(Held(where, st.name, (rows, cols), 12 * entries + 8 * (rows + 1),
+                            "sparse"))
+        else:
+            out.append(Held(where, st.name, (rows, cols), 8 * rows * cols))
+        if st.expr.op is Op.SOLVE and _dense_operand(program, st.expr.children[0], sparse):
             out.append(Held(where, f"{st.name} (its A)", (rows, rows), 8 * rows * rows))
     return out
 
 
-def _dense_operand(program, a) -> bool:
+def _dense_operand(program, a, sparse=frozenset()) -> bool:
     from linview.compiler.ir import Op
 
     storage = {d.name: d.storage for d in program.inputs if not d.scalar}
     leaves = [n for n in a.walk() if n.op in (Op.INPUT, Op.VIEW)]
-    return any(n.op is Op.VIEW or storage.get(n.attr) == "dense" for n in leaves)
+    return any((n.op is Op.VIEW and n.attr not in sparse) or storage.get(n.attr) == "dense"
+               for n in leaves)
 
 
 def bench_held(program, bindings: dict) -> list[Held] | None:

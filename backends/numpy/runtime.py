@@ -18,6 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 import scipy.sparse as sps
 
+from linview import budget
 from linview.backends.numpy import adaptive, fallback, input_shapes, lowrank, numeric, reuse
 from linview.backends.numpy import probe as _probe
 from linview.backends.numpy.guards import (  # noqa: F401 - part of the runtime's interface
@@ -206,6 +207,7 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
 
     # -------------------------------------------------------------- reading
     def __getitem__(self, name: str) -> np.ndarray:
+        self._check_fresh()
         key = self.OUTPUTS.get(name, name)
         if key not in self._store:
             raise KeyError(f"{name!r} is not an output, view or input of {self.PROGRAM} "
@@ -253,6 +255,9 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
             # refresh the failing chain or every view instead (refused with nothing
             # changed if that is unsafe too)
             fallback.recover(self, name, U, V, why)
+        except MemoryError as e:  # the views may hold part of it: refused until refresh()
+            self._stale = f"{self.PROGRAM}: out of memory during the update of {name}"
+            raise budget.out_of_memory(e, self.PROGRAM, f"the update of {name}") from None
         self._observe(name, time.perf_counter() - t0)  # stats["trigger_seconds"] too
         self.updates += 1
         self.stats["updates"] += 1
@@ -285,7 +290,15 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
         return fallback.Snapshot(self._views, (name, *self.CHANGES.get(name, ())),
                                  self._pending)
 
+    _stale = None  # why the views cannot be trusted until refresh() (an update cut short)
+
+    def _check_fresh(self) -> None:
+        if self._stale:
+            raise StateError(f"{self._stale}: the views may hold part of it",
+                             hint="views.refresh() re-evaluates every view from the inputs")
+
     def _validate_update(self, name: str, U, V) -> tuple[np.ndarray, np.ndarray]:
+        self._check_fresh()
         if name not in self.INPUTS:
             raise UpdateError(f"{self.PROGRAM} has no input {name!r}",
                               hint="dynamic inputs: " + ", ".join(self.DYNAMIC))
@@ -356,6 +369,7 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
         """Re-evaluate every view from the current inputs."""
         arrays = {n: self._views[n] for n in self.INPUTS}
         self._views = self._reevaluate(arrays)
+        self._stale = None
         self.stats["refreshes"] += 1
 
     def verify(self, detail: bool = False):
