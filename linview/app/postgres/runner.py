@@ -230,8 +230,8 @@ class PostgresRun:
                            entries.changes(ei, ch, cols, shape, present))
         self.mapper = Mapper(self.tables, shapes, self.key, keys, handlers)
         if self.batch_rows is None:  # a rank-k update pays while k is well below the width
-            widths = [s[1] for s in shapes.values()]
-            self.batch_rows = int(np.clip(min(widths, default=4 * src.BATCH_ROWS) // 4, 16,
+            widths = [s[1] for s in shapes.values()]  # the widest input's views cost most
+            self.batch_rows = int(np.clip(max(widths, default=4 * src.BATCH_ROWS) // 4, 16,
                                           src.BATCH_ROWS))
         for name, cols in self.catalog.items():
             self.mapper.set_columns(name, [c for c, _ in cols])
