@@ -152,9 +152,13 @@ class PostgresRun:
         if self.ckpt is not None:
             (self.ckpt / "keys-0.json").write_text(keys.to_json())
             (self.ckpt / "columns.json").write_text(json.dumps(self.catalog))
-        self.stream = Stream(self.prog, inputs=self.files + self.params,
-                             checkpoint=self.ckpt, checkpoint_every=_NEVER, restart=True,
-                             warn=self.warn, source=identity)
+        try:
+            self.stream = Stream(self.prog, inputs=self.files + self.params,
+                                 checkpoint=self.ckpt, checkpoint_every=_NEVER, restart=True,
+                                 warn=self.warn, source=identity)
+        finally:  # without a checkpoint the files were only the way in
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
         self.stream.pos["source_batch"] = point
         self._start(keys)
         self._checkpoint()
@@ -379,8 +383,6 @@ class PostgresRun:
                                    "transactions": len(self.latencies)}
         if not self.sql.closed:
             self.sql.close()
-        if getattr(self, "_tmp", None) is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
         return stats
 
 
