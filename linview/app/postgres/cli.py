@@ -39,7 +39,7 @@ def add_source_arguments(r) -> None:
                    "(default 50)")
     g.add_argument("--batch-rows", type=int, default=None, metavar="N",
                    help="at most N row changes per micro-batch when catching up (whole "
-                   "transactions; default: a quarter of the narrowest rows input's columns, "
+                   "transactions; default: a quarter of the widest rows input's columns, "
                    "16 to 256)")
 
 

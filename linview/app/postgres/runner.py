@@ -152,9 +152,13 @@ class PostgresRun:
         if self.ckpt is not None:
             (self.ckpt / "keys-0.json").write_text(keys.to_json())
             (self.ckpt / "columns.json").write_text(json.dumps(self.catalog))
-        self.stream = Stream(self.prog, inputs=self.files + self.params,
-                             checkpoint=self.ckpt, checkpoint_every=_NEVER, restart=True,
-                             warn=self.warn, source=identity)
+        try:
+            self.stream = Stream(self.prog, inputs=self.files + self.params,
+                                 checkpoint=self.ckpt, checkpoint_every=_NEVER, restart=True,
+                                 warn=self.warn, source=identity)
+        finally:  # without a checkpoint the files were only the way in
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
         self.stream.pos["source_batch"] = point
         self._start(keys)
         self._checkpoint()
@@ -230,8 +234,8 @@ class PostgresRun:
                            entries.changes(ei, ch, cols, shape, present))
         self.mapper = Mapper(self.tables, shapes, self.key, keys, handlers)
         if self.batch_rows is None:  # a rank-k update pays while k is well below the width
-            widths = [s[1] for s in shapes.values()]
-            self.batch_rows = int(np.clip(min(widths, default=4 * src.BATCH_ROWS) // 4, 16,
+            widths = [s[1] for s in shapes.values()]  # the widest input's views cost most
+            self.batch_rows = int(np.clip(max(widths, default=4 * src.BATCH_ROWS) // 4, 16,
                                           src.BATCH_ROWS))
         for name, cols in self.catalog.items():
             self.mapper.set_columns(name, [c for c, _ in cols])
@@ -379,8 +383,6 @@ class PostgresRun:
                                    "transactions": len(self.latencies)}
         if not self.sql.closed:
             self.sql.close()
-        if getattr(self, "_tmp", None) is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
         return stats
 
 
