@@ -207,20 +207,22 @@ def product_once(Ad: DistMatrix) -> None:
 
 
 # ------------------------------------------------------------------ (b) OLS
-def ols_inputs(rng, n: int):
-    return rng.standard_normal((2 * n, n)), rng.standard_normal((2 * n, 1))
+def ols_inputs(rng, n: int, m: int | None = None):
+    m = m or 2 * n
+    return rng.standard_normal((m, n)), rng.standard_normal((m, 1))
 
 
 def bench_ols(spark, args, rng) -> dict:
     n = args.ols_n
-    X, Y = ols_inputs(rng, n)
-    sprog = linview.compile_file(OLS, backend="spark", dims={"m": 2 * n, "n": n, "p": 1})
-    nprog = linview.compile_file(OLS, backend="numpy", dims={"m": 2 * n, "n": n, "p": 1})
+    m = args.ols_rows or 2 * n
+    X, Y = ols_inputs(rng, n, m)
+    sprog = linview.compile_file(OLS, backend="spark", dims={"m": m, "n": n, "p": 1})
+    nprog = linview.compile_file(OLS, backend="numpy", dims={"m": m, "n": n, "p": 1})
     views = sprog.load(X=X, Y=Y, spark=spark, partitions=args.partitions,
                       distribute_min=args.distribute_min,
                       fold_rank=args.fold_rank, layout=args.layout)
     local = nprog.load(X=X, Y=Y)
-    ups = [rank1(rng, 2 * n, n, 0.1) for _ in range(args.updates + 1)]
+    ups = [rank1(rng, m, n, 0.1) for _ in range(args.updates + 1)]
     views.update("X", *ups[0])
     local.update("X", *ups[0])
     incr = [timed(lambda u=u: views.update("X", *u)) for u in ups[1:]]
@@ -228,11 +230,11 @@ def bench_ols(spark, args, rng) -> dict:
     agree = float(np.max(np.abs(views["beta"] - local["beta"])) /
                   np.max(np.abs(local["beta"])))
     err = views.verify()
-    reeval = [timed(lambda: reevaluate(views, "X", *rank1(rng, 2 * n, n, 0.1)))
+    reeval = [timed(lambda: reevaluate(views, "X", *rank1(rng, m, n, 0.1)))
               for _ in range(args.reevals)]
     layouts = {k: d.layout for k, d in views.distributed().items()}
     views.release()
-    return {"m": 2 * n, "n": n, "layouts": layouts, "incr_update_s": stats(incr),
+    return {"m": m, "n": n, "layouts": layouts, "incr_update_s": stats(incr),
             "reeval_s": stats(reeval), "numpy_incr_update_s": stats(numpy_incr),
             "speedup_incr_vs_reeval": float(np.median(reeval) / np.median(incr)),
             "spark_over_numpy_incr": float(np.median(incr) / np.median(numpy_incr)),
@@ -408,6 +410,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=4000, help="A^16 size (a)")
     ap.add_argument("--ols-n", type=int, default=2000, help="OLS features; X is 2n×n (b)")
+    ap.add_argument("--ols-rows", type=int, default=None, help="OLS rows (default 2n)")
     ap.add_argument("--stream-n", type=int, default=1000, help="OLS features in (c)")
     ap.add_argument("--stream-updates", type=int, default=1000)
     ap.add_argument("--updates", type=int, default=5, help="timed INCR updates in (a), (b)")

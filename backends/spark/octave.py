@@ -5,10 +5,12 @@ generated modules; indexing is ``A[rows, cols]`` as on NumPy).
 Each function takes driver arrays (then it is the NumPy backend's function) or
 distributed matrices.  What reads a matrix block by block runs distributed: elementwise
 functions and operators, ``max``/``min`` along a dimension, ``norm(A, 1 | inf | 'fro')``,
-``diag`` both ways, indexing (:meth:`~.algebra.BlockAlgebra.select`).  The factorizations
-(``chol``, ``qr``, ``lu``, ``pinv``), ``norm(A, 2)`` and ``kron`` run on the driver, their
-operands collected first, refused with :class:`DriverLimit` beyond
-``driver_max_elements``; :data:`PLACES` says which is which (docs/spark.md lists it).
+the diagonal of a matrix, indexing (:meth:`~.algebra.BlockAlgebra.select`).  The
+factorizations (``chol``, ``qr``, ``lu``, ``pinv``), ``norm(A, 2)``, ``kron``, ``diag(v)``
+and the inverses (``rt.inv``, ``rt.solve``, ``rt.core_inv``) run on the driver, their
+operands collected first, refused beyond ``driver_max_elements`` (the Octave ops with a
+:class:`DriverLimit` that says where); :data:`PLACES` says which is which (docs/spark.md).
+:func:`errors` locates a refusal in the ``.m`` file for the module.
 """
 
 from __future__ import annotations

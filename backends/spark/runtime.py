@@ -151,15 +151,16 @@ class SparkTriggerModule(runtime.TriggerModule):
     Options (``OPTIONS``; an input of the same name takes precedence, as on NumPy):
 
     * ``spark``: a SparkSession or SparkContext; default: start ``master`` or ``local[*]``;
-    * ``partitions``: blocks per dimension (default: the default parallelism);
+    * ``partitions``: blocks per dimension (default: blocks of the largest view within
+      :func:`.context.block_bytes`, at least the default parallelism);
     * ``checkpoint_every``: passes over a view's blocks between lineage cuts (default 50);
-      ``checkpoint_dir``: reliable checkpoints there instead of local ones;
+      ``checkpoint_dir``: every lineage cut a reliable checkpoint there;
     * ``distribute_min``: views with both dimensions at least this are distributed (256);
     * ``driver_view_elements``: views of at most this many entries stay on the driver
       whatever their dimensions (default 0; ``linview run`` keeps views up to 64 MiB
       there: a trigger on them costs milliseconds, a Spark job a hundred);
-    * ``driver_max_elements``: the largest matrix collected, inverted or gathered in one
-      task (default 2^27);
+    * ``driver_max_elements``: the largest matrix collected, inverted or factorized on
+      the driver (default 2^27);
     * ``fold_rank``: low-rank terms ``P Qᵀ`` wait on the driver (every product adds
       ``P (Qᵀ x)``) until their total rank reaches it, then fold into the blocks in one
       pass; default: what fits in 64 MiB of the driver, at most 256; 0: fold every update;
