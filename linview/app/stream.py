@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sps
 
 from linview import faults
 from linview.app import input_files, signals, wal
@@ -383,8 +384,20 @@ class Stream:
 
 def _readable(v):
     """Rows, columns and entries of a view for "set" records: a NumPy array as it is; a
-    distributed matrix through one product with a one-hot vector (one Spark job)."""
-    return v if isinstance(v, np.ndarray) else _OneHotReader(v)
+    ``scipy.sparse`` input as dense pieces; a distributed matrix through one product with
+    a one-hot vector (one Spark job)."""
+    if isinstance(v, np.ndarray):
+        return v
+    return _SparseReader(v) if sps.issparse(v) else _OneHotReader(v)
+
+
+class _SparseReader:
+    def __init__(self, A):
+        self.A = A.tocsr()
+
+    def __getitem__(self, key):
+        out = self.A[key]
+        return out.toarray().ravel() if sps.issparse(out) else out
 
 
 class _OneHotReader:

@@ -375,8 +375,10 @@ class PostgresRun:
             self._checkpoint()
         stats = self.stream.close()
         stats["lsn"] = format_lsn(self.applied)
-        if hasattr(self.views, "error_bound"):  # solve views: their certified bounds
-            stats["error_bound"] = {o: self.views.error_bound(o) for o in self.views.outputs}
+        solvers = getattr(self.views, "solvers", None)
+        if solvers:  # solve views: their certified bounds (sparse inputs may have none)
+            stats["error_bound"] = {o: self.views.error_bound(o) for o in self.views.outputs
+                                    if o in solvers}
         if self.latencies:
             ms = np.percentile(self.latencies, [50, 99]) * 1000
             stats["latency_ms"] = {"p50": round(ms[0], 2), "p99": round(ms[1], 2),
