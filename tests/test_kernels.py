@@ -179,7 +179,9 @@ def test_column_reduction_agrees_with_least_squares(seed, kinds):
     cand = np.arange(len(cols))
     kept, coef = kernels._independent(Bt, cand)
     kept_ls = _kept_by_one_solve_per_column(Bt)
-    assert len(kept) <= len(kept_ls)
+    # a nearly dependent column (1e-9 off) sits at both methods' thresholds: either may
+    # keep it (keeping a column is always safe); everything else the solves drop, QR drops
+    assert len(kept) <= len(kept_ls) + kinds.count("near")
     A = rng.standard_normal((n, n))
     full = A @ Bt[kept].T @ (np.eye(len(kept)) if coef is None else coef)
     want = A @ Bt.T
