@@ -18,7 +18,6 @@ from collections.abc import Mapping
 import numpy as np
 import scipy.sparse as sps
 
-from linview import budget
 from linview.backends.numpy import adaptive, fallback, input_shapes, lowrank, numeric, reuse
 from linview.backends.numpy import probe as _probe
 from linview.backends.numpy.guards import (  # noqa: F401 - part of the runtime's interface
@@ -53,7 +52,7 @@ from linview.backends.numpy.kernels import (  # noqa: F401 - part of the runtime
 from linview.backends.numpy.lowrank import dot, fused_dot  # noqa: F401 - rt.*
 from linview.backends.numpy.octave_rt import chol, diag, lu, norm, pinv, qr  # noqa: F401 - rt.norm...
 from linview.backends.numpy.phase2 import add_dense, add_outer, assign  # noqa: F401 - rt.*
-from linview.errors import InputError, NumericalError, StateError, UpdateError
+from linview.errors import InputError, MemoryBudgetError, NumericalError, StateError, UpdateError
 
 
 class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
@@ -257,7 +256,9 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
             fallback.recover(self, name, U, V, why)
         except MemoryError as e:  # the views may hold part of it: refused until refresh()
             self._stale = f"{self.PROGRAM}: out of memory during the update of {name}"
-            raise budget.out_of_memory(e, self.PROGRAM, f"the update of {name}") from None
+            raise MemoryBudgetError(f"{self._stale} ({e or 'MemoryError'})", hint=(
+                "views.refresh() re-evaluates every view; a lower memory budget refuses "
+                "such loads before allocating (docs/memory.md)")) from None
         self._observe(name, time.perf_counter() - t0)  # stats["trigger_seconds"] too
         self.updates += 1
         self.stats["updates"] += 1
