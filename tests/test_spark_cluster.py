@@ -148,7 +148,7 @@ def test_the_readme_spark_submit_recipe_runs_on_the_cluster(cluster, tmp_path):
     _run([str(Path(sys.executable).parent / "linview"), "compile", str(ROOT / "examples/powers.m"),
           "--backend", "spark", "-o", "powers_trigger.py"], tmp_path)
     zip_path = _run([sys.executable, "-c", "from linview.backends.spark.session import "
-                     "package_zip; print(package_zip())"], tmp_path).stdout.strip()
+                     "package_zip as z; print(z('linview.zip'))"], tmp_path).stdout.strip()
     (tmp_path / "my_job.py").write_text(JOB)
     out = _run([str(SPARK_HOME / "bin" / "spark-submit"), "--master", url,
                 "--executor-memory", "768m", "--driver-memory", "1g",

@@ -215,9 +215,12 @@ def remove_temp_dirs() -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def package_zip() -> str:
+def package_zip(path: str | None = None) -> str:
     """A zip of the imported linview package, with ``linview/backends`` and
-    ``linview/grammar`` wherever they come from (wheel, editable install or source tree)."""
+    ``linview/grammar`` wherever they come from (wheel, editable install or source tree).
+    Without ``path`` it is a temporary file, removed when the process exits (what a
+    session ships); with ``path`` (``package_zip("linview.zip")``, for ``spark-submit
+    --py-files``) it is written there and kept."""
     import linview
     import linview.backends
     import linview.grammar
@@ -228,7 +231,7 @@ def package_zip() -> str:
     roots = [("linview", Path(linview.__file__).parent),
              ("linview/backends", Path(list(linview.backends.__path__)[0])),
              ("linview/grammar", Path(list(linview.grammar.__path__)[0]))]
-    path = temp_dir("linview-ship-") / "linview.zip"
+    path = Path(path) if path else temp_dir("linview-ship-") / "linview.zip"
     names: set[str] = set()
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for arc, folder in roots:
