@@ -277,3 +277,19 @@ def test_early_cutoff_keeps_what_reads_a_recomputed_but_equal_view():
     views = new.load(A=old["A"], B=old["B"], reuse=old)
     assert list(views.reuse_report.recomputed) == ["s0"]
     assert views.reuse_report.reused == ["s1"]
+
+
+def test_views_of_another_kind_offer_nothing():
+    """Solve views have no keys yet: a load that offers them reuses nothing (and says so),
+    it does not fail."""
+    rng = np.random.default_rng(6)
+    solve = ("function r = f(M, b)\n  %#linview sparse M\n  r = (eye(rows(M)) - 0.5 * M) \\ b;"
+             "\nend\n")
+    import scipy.sparse as sps
+
+    M = sps.random(20, 20, density=0.1, random_state=1, format="csr") * 0.1
+    old = linview.compile(solve, name="f").load(M=M, b=rng.standard_normal((20, 1)))
+    prog = linview.compile(OLS, name="ols")
+    views = prog.load(X=rng.standard_normal((30, 6)), Y=rng.standard_normal((30, 1)),
+                      reuse=old)
+    assert views.reuse_report.reused == []

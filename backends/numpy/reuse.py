@@ -69,8 +69,8 @@ class Offer:
 def module_keys(module, content=None) -> dict[str, str]:
     """``{input or view: key}`` of live views ``module``, inputs keyed by
     ``content(name, array)`` (default: the digest of their current content)."""
-    program = type(module).KEY_PROGRAM
-    if program is None:
+    program = getattr(type(module), "KEY_PROGRAM", None)
+    if program is None:  # views of another kind (solve views): nothing on offer
         return {}
     views = module._views_for_saving()
     content = content or (lambda _name, a: statefile.content_digest(a))
@@ -98,9 +98,9 @@ def offer_of(old, by_identity: bool = False) -> Offer:
         return f"live-input:{name}"
 
     ks = module_keys(old, compared if by_identity else None)
-    views = old._views_for_saving()
+    views = old._views_for_saving() if ks else {}
     offer = Offer({ks[n]: views[n] for n in views if n in ks}, inputs=inputs)
-    for w, a in getattr(old._prober, "arg_of", {}).items():
+    for w, a in getattr(getattr(old, "_prober", None), "arg_of", {}).items():
         if w in ks:
             offer.probes[ks[w]] = (old._prober, w, a)
     return offer
