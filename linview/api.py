@@ -357,7 +357,10 @@ def restore(path, program: CompiledProgram | None = None, **options):
             and "keys" in meta and set(cls.INPUTS) <= set(views):
         # an edited program over the same inputs: every saved view whose key it still
         # has is reused, the others computed (backends/numpy/reuse.py)
-        out = program.load(**{n: views[n] for n in cls.INPUTS}, reuse=path, **options)
+        from linview.backends.numpy import reuse
+
+        out = program.load(**{n: views[n] for n in cls.INPUTS}, **options,
+                           _reuse=reuse.offer_of_saved(path, meta, views))  # read once
         out.saved_meta, out.updates = meta, int(meta["updates"])
         return out
     options.pop("store", None)  # the same program: every view comes from the file

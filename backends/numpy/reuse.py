@@ -85,12 +85,7 @@ def offer_of(old, by_identity: bool = False) -> Offer:
     which reads them once instead of hashing them twice (no store: the keys are only
     compared, never kept)."""
     if isinstance(old, (str, Path)):
-        meta, arrays = statefile.read(old)
-        names = meta.get("keys")
-        if not isinstance(names, dict):
-            raise StateError(f"{old} holds no view keys (written by an older linview)",
-                             hint="restore it with the program that saved it")
-        return Offer({k: arrays[n] for n, k in names.items() if n in arrays})
+        return offer_of_saved(old, *statefile.read(old))
     inputs: dict[str, np.ndarray] = {}
 
     def compared(name: str, a: np.ndarray) -> str:
@@ -104,6 +99,15 @@ def offer_of(old, by_identity: bool = False) -> Offer:
         if w in ks:
             offer.probes[ks[w]] = (old._prober, w, a)
     return offer
+
+
+def offer_of_saved(path, meta: dict, arrays: dict) -> Offer:
+    """What a state file read by ``statefile.read`` offers: its views by their keys."""
+    names = meta.get("keys")
+    if not isinstance(names, dict):
+        raise StateError(f"{path} holds no view keys (written by an older linview)",
+                         hint="restore it with the program that saved it")
+    return Offer({k: arrays[n] for n, k in names.items() if n in arrays})
 
 
 def _content(offer: Offer, a: np.ndarray) -> str:
@@ -265,17 +269,19 @@ def write_entries(store: Path, entries: Mapping[str, np.ndarray]) -> None:
 def split_options(prog, inputs: dict) -> tuple[dict, dict]:
     """``reuse=`` (live views, or a state file's path) and ``store=`` (a folder of views
     by key) of ``CompiledProgram.load``, apart from the inputs and turned into the
-    module's ``_reuse`` offer (an input of the same name takes precedence)."""
+    module's ``_reuse`` offer (an input of the same name takes precedence; ``_reuse``, an
+    offer made already: a state file read by ``restore``, or a specialised program's
+    second try)."""
     names = {d.name for d in prog.program.inputs}
     inputs = dict(inputs)
-    if "_reuse" in inputs:  # already an offer (a specialised program's second try)
-        return inputs, {"_reuse": inputs.pop("_reuse")}
+    offer = inputs.pop("_reuse", None)
     old = inputs.pop("reuse", None) if "reuse" not in names else None
     store = inputs.pop("store", None) if "store" not in names else None
     if prog.backend != "numpy":
         raise InputError("reuse= and store= need the NumPy backend",
                          hint="load without them on Spark (every view is computed)")
-    offer = offer_of(old, by_identity=store is None) if old is not None else Offer()
+    if offer is None:
+        offer = offer_of(old, by_identity=store is None) if old is not None else Offer()
     if store is not None:
         offer.store = Path(store)
         offer.store.mkdir(parents=True, exist_ok=True)
