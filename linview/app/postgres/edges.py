@@ -19,7 +19,8 @@ from linview.app.postgres.pgoutput import UNCHANGED
 from linview.app.postgres.tables import BadRow
 from linview.errors import InputError
 
-_SPEC = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(?:([^.()]+)\.)?([^.()]+)\(([^()]*)\)\s*$")
+#: ``INPUT=[SCHEMA.]TABLE(COLUMNS)``, the spec of --edges and --entries
+SPEC = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(?:([^.()]+)\.)?([^.()]+)\(([^()]*)\)\s*$")
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class EdgeInput:
 
 
 def parse_edges_spec(spec: str) -> EdgeInput:
-    m = _SPEC.match(spec)
+    m = SPEC.match(spec)
     cols = [c.strip() for c in m.group(4).split(",")] if m else []
     if not m or len(cols) not in (2, 3) or not all(cols):
         raise InputError(f"bad --edges '{spec}'", hint="write --edges INPUT=TABLE(SRC,DST"

@@ -7,17 +7,14 @@ layout, the table's replica identity must hold I and J (a primary key over them,
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sps
 
-from linview.app.postgres.edges import node
+from linview.app.postgres.edges import SPEC, node
 from linview.app.postgres.tables import BadRow, parse_values
 from linview.errors import InputError
-
-_SPEC = re.compile(r"^\s*([A-Za-z_]\w*)\s*=\s*(?:([^.()]+)\.)?([^.()]+)\(([^()]*)\)\s*$")
 
 
 @dataclass(frozen=True)
@@ -39,7 +36,7 @@ class EntryInput:
 
 
 def parse_entries_spec(spec: str) -> EntryInput:
-    m = _SPEC.match(spec)
+    m = SPEC.match(spec)
     cols = [c.strip() for c in m.group(4).split(",")] if m else []
     if not m or len(cols) != 3 or not all(cols):
         raise InputError(f"bad --entries '{spec}'", hint="write --entries INPUT=TABLE(I,J,"
