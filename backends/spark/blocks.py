@@ -36,7 +36,7 @@ import numpy as np
 from linview.backends.numpy import runtime
 from linview.backends.spark import tasks
 from linview.backends.spark.algebra import BlockAlgebra, Operand, as2d, scalar_value
-from linview.backends.spark.context import BlockContext, active, lineage, relayout
+from linview.backends.spark.context import BlockContext, active, complete, lineage, relayout
 
 
 # ------------------------------------------------------------------ matrices
@@ -174,7 +174,8 @@ class DistMatrix(Operand, BlockAlgebra):
         fn = functools.partial(tasks.w_products, arg, list(enumerate(ops)),
                                self.ctx.splits(self.shape[axis]), axis)
         try:
-            got = (self._rows if axis == 0 else self._cols).map(fn).collect()
+            got = complete((self._rows if axis == 0 else self._cols).map(fn).collect(),
+                           len(self.ctx.splits(self.shape[axis])) - 1, "a product")
         finally:
             if big:
                 arg.unpersist()
@@ -219,7 +220,8 @@ class DistMatrix(Operand, BlockAlgebra):
         """The whole matrix on the driver (refused above ``driver_max_elements``)."""
         self.ctx.check_collect(self.shape, "cannot collect a distributed view on the driver")
         rdd, axis = (self._rows, 0) if self._rows is not None else (self._cols, 1)
-        got = sorted(rdd.collect(), key=operator.itemgetter(0))
+        got = complete(sorted(rdd.collect(), key=operator.itemgetter(0)),
+                       len(self.ctx.splits(self.shape[axis])) - 1, "collecting a matrix")
         out = np.concatenate([b for _, b in got], axis=axis)
         for P, Q in self.pending:
             out += P @ Q.T

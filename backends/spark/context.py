@@ -10,6 +10,7 @@ import threading
 import numpy as np
 
 from linview.backends.spark import tasks
+from linview.backends.spark.jvm import jvm_died, jvm_exit
 from linview.errors import BackendError
 
 _LOCAL = threading.local()
@@ -72,7 +73,7 @@ class BlockContext:
     policy and the registry of persisted RDDs (unpersisted by :meth:`sweep`)."""
 
     def __init__(self, sc, partitions: int | None = None, checkpoint_every: int = 50,
-                 checkpoint_dir: str | None = None, driver_max_elements: int = 1 << 27,
+                 checkpoint_dir: str | None = None, driver_max_elements: int | None = None,
                  distribute_min: int = 256, broadcast_bytes: int = 4 << 20,
                  fold_rank: int | None = None, driver_view_elements: int = 0):
         from pyspark import StorageLevel
@@ -85,7 +86,8 @@ class BlockContext:
         self.reliable = checkpoint_dir is not None
         if self.reliable:
             sc.setCheckpointDir(str(checkpoint_dir))
-        self.driver_max_elements = int(driver_max_elements)
+        self.driver_max_elements = int(driver_limit(sc) if driver_max_elements is None
+                                       else driver_max_elements)
         self.distribute_min = int(distribute_min)
         self.driver_view_elements = max(0, int(driver_view_elements))
         self.broadcast_bytes = broadcast_bytes
@@ -160,8 +162,9 @@ class BlockContext:
             raise BackendError(
                 f"{what}: {shape[0]}×{shape[1]} = {shape[0] * shape[1]:,} elements is above "
                 f"the driver limit driver_max_elements = {self.driver_max_elements:,}",
-                hint="raise it with load(..., driver_max_elements=N) if the driver has "
-                     "the memory (8 bytes per element, about 3 copies for an inverse)")
+                hint=f"the driver's JVM heap is {driver_heap(self.sc) >> 20} MiB: give it "
+                     "3-4x the matrix's bytes (--driver-memory, spark.driver.memory) and "
+                     "raise the limit with load(..., driver_max_elements=N)")
 
     def parallelize(self, a: np.ndarray, axis: int):
         """Row (axis 0) or column (axis 1) blocks of a driver array, one per partition and
@@ -183,6 +186,17 @@ class BlockContext:
             self.cached[piece.id()] = piece  # swept once the caller's matrix is computed
             pieces.append(piece)
         return self.sc.union(pieces)
+
+
+def complete(got: list, n: int, what: str) -> list:
+    """``got`` (blocks collected from the driver's JVM) if all ``n`` arrived: a JVM that
+    dies while serving them closes the stream early, which PySpark reads as its end."""
+    if len(got) != n:
+        status = jvm_exit(wait=10.0)
+        if status is not None:
+            raise jvm_died(what, status)
+        raise BackendError(f"{what}: {len(got)} of {n} blocks came back from Spark")
+    return got
 
 
 def relayout(rdd, src_axis: int, ctx: BlockContext, shape):
@@ -211,6 +225,26 @@ def _bytes(text: str, unit: str = "m") -> int:
     if text and text[-1] in scale:
         return int(float(text[:-1]) * scale[text[-1]])
     return int(float(text) * scale[unit])
+
+
+#: what Spark keeps of the driver's heap for itself (``RESERVED_SYSTEM_MEMORY_BYTES``)
+SPARK_RESERVED = 300 << 20
+
+
+def driver_heap(sc) -> int:
+    """The driver JVM's heap in bytes (``Runtime.maxMemory``; else ``spark.driver.memory``)."""
+    try:
+        return int(sc._jvm.java.lang.Runtime.getRuntime().maxMemory())
+    except Exception:  # noqa: BLE001 - no JVM view (a stub context): the setting
+        return _bytes(sc.getConf().get("spark.driver.memory", "1g"))
+
+
+def driver_limit(sc) -> int:
+    """The default ``driver_max_elements``: a matrix collected on the driver passes through
+    its JVM heap (the blocks as task results) before NumPy gets it, so it is bounded by a
+    third of the heap beyond Spark's reserve: 31 M entries (about 5,600²) for a 1 GB driver,
+    265 M for 8 GB.  Above that the collect would end in the JVM's OutOfMemoryError."""
+    return max(1 << 16, (driver_heap(sc) - SPARK_RESERVED) // 3 // 8)
 
 
 def block_bytes(conf) -> int:

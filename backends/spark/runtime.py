@@ -160,7 +160,8 @@ class SparkTriggerModule(runtime.TriggerModule):
       whatever their dimensions (default 0; ``linview run`` keeps views up to 64 MiB
       there: a trigger on them costs milliseconds, a Spark job a hundred);
     * ``driver_max_elements``: the largest matrix collected, inverted or factorized on
-      the driver (default 2^27);
+      the driver (default: what a third of the driver's JVM heap beyond Spark's 300 MB
+      holds, :func:`.context.driver_limit`: 31 M entries for a 1 GB driver);
     * ``fold_rank``: low-rank terms ``P Qᵀ`` wait on the driver (every product adds
       ``P (Qᵀ x)``) until their total rank reaches it, then fold into the blocks in one
       pass; default: what fits in 64 MiB of the driver, at most 256; 0: fold every update;
@@ -175,7 +176,7 @@ class SparkTriggerModule(runtime.TriggerModule):
 
     OPTIONS = {**runtime.TriggerModule.OPTIONS, "spark": None, "master": None,
                "partitions": None, "checkpoint_every": 50, "checkpoint_dir": None,
-               "distribute_min": 256, "driver_max_elements": 1 << 27, "fold_rank": None,
+               "distribute_min": 256, "driver_max_elements": None, "fold_rank": None,
                "driver_view_elements": 0,
                "layout": "hybrid"}
 

@@ -31,6 +31,13 @@ from linview.backends.numpy import runtime
 from linview.backends.spark import tasks
 from linview.backends.spark.blocks import DistMatrix
 from linview.backends.spark.context import BlockContext
+from linview.backends.spark.jvm import (
+    JVM_OPTIONS,
+    MEMORY,
+    connection_lost,
+    jvm_died,
+    jvm_exit,
+)
 from linview.errors import BackendError, InputError, LinviewError
 
 INSTALL_HINT = ("the Spark backend needs PySpark and a Java runtime (17 or 21): "
@@ -40,6 +47,15 @@ INSTALL_HINT = ("the Spark backend needs PySpark and a Java runtime (17 or 21): 
 #: Python workers cut the per-task overhead several-fold (Spark 4.1+; ignored before)
 SESSION_CONF = {"spark.ui.showConsoleProgress": "false",
                 "spark.python.unix.domain.socket.enabled": "true"}
+def driver_conf(builder, extra_java_options: str = ""):
+    """``builder`` with :data:`SESSION_CONF`, and :data:`JVM_OPTIONS` after the driver's
+    other Java options ``extra_java_options``."""
+    for k, v in SESSION_CONF.items():
+        builder = builder.config(k, v)
+    opts = f"{extra_java_options} {JVM_OPTIONS}".strip()
+    return builder.config("spark.driver.extraJavaOptions", opts)
+
+
 STOPPED_HINT = ("views kept in Spark need their session: keep it running while they are "
                 "used, or save() them before stopping it and linview.restore(path, "
                 "program=prog, spark=new_session) afterwards")
@@ -73,6 +89,9 @@ def spark_errors(what: str):
     except LinviewError:
         raise
     except Exception as e:
+        died = jvm_exit(wait=10.0 if connection_lost(e) else 0.0)
+        if died is not None:
+            raise jvm_died(what, died) from None
         if session_stopped():
             raise BackendError(f"{what}: the Spark session was stopped", hint=STOPPED_HINT) \
                 from None
@@ -161,9 +180,7 @@ def get_session(spark=None, master: str | None = None):
                            "JAVA_HOME)", hint=INSTALL_HINT)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
-        b = SparkSession.builder.master(master or "local[*]").appName("linview")
-        for k, v in SESSION_CONF.items():
-            b = b.config(k, v)
+        b = driver_conf(SparkSession.builder.master(master or "local[*]").appName("linview"))
         spark = b.getOrCreate()
         sc = spark.sparkContext
         sc.setLogLevel("ERROR")  # a session linview starts logs errors only
@@ -183,8 +200,7 @@ def local_session(master: str = "local[2]", **conf):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     b = (SparkSession.builder.master(master).appName("linview")
          .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4"))
-    for k, v in SESSION_CONF.items():
-        b = b.config(k, v)
+    b = driver_conf(b, conf.pop("spark_driver_extraJavaOptions", ""))
     for k, v in conf.items():
         b = b.config(k.replace("_", "."), str(v))
     spark = b.getOrCreate()
@@ -266,6 +282,7 @@ def ship(sc) -> str | None:
     the block functions (the generated module itself only runs on the driver); nothing
     when the job ships a ``linview.zip`` already."""
     key = sc.applicationId
+    MEMORY["driver"] = sc.getConf().get("spark.driver.memory", "1g")
     if key in _SHIPPED:
         return None
     if shipped_already(sc):

@@ -75,7 +75,7 @@ def session(args):
     try:
         from pyspark.sql import SparkSession
 
-        from linview.backends.spark.session import SESSION_CONF
+        from linview.backends.spark.session import driver_conf
     except ImportError:
         spark, _ = get_session(None, args.master)  # raises the install hint
         return spark
@@ -93,12 +93,8 @@ def session(args):
         b = SparkSession.builder
         if args.master:  # else spark-submit's master, or local[*]
             b = b.master(args.master)
-        b = (b.appName("linview run")
-             .config("spark.driver.extraJavaOptions",
-                     f"-Dlog4j2.configurationFile=file:{conf}")
-             .config("spark.ui.enabled", "false"))
-        for k, v in SESSION_CONF.items():
-            b = b.config(k, v)
+        b = driver_conf(b.appName("linview run").config("spark.ui.enabled", "false"),
+                        f"-Dlog4j2.configurationFile=file:{conf}")
         spark = b.getOrCreate()
         spark.sparkContext.setLogLevel(level)
     except Exception as e:  # noqa: BLE001 - Py4J and launcher errors
