@@ -133,6 +133,41 @@ def test_load_sizes_blocks_from_the_views(spark):
     views.release()
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_a_npy_input_is_read_by_the_executors_not_the_driver(spark, tmp_path, monkeypatch,
+                                                             order):
+    """A ``.npy`` path: each task maps the file and takes its block (rows of a C-ordered
+    file, columns of a Fortran-ordered one); nothing is parallelized from the driver."""
+    A = np.asarray(np.random.default_rng(2).standard_normal((40, 40)) / 10, order=order)
+    np.save(tmp_path / "A.npy", A)
+    prog = linview.compile_file("examples/powers.m", backend="spark")
+    want = prog.load(A=A, spark=spark, distribute_min=2, partitions=3)
+
+    def from_the_driver(*a, **kw):
+        raise AssertionError("the input went through the driver")
+
+    monkeypatch.setattr(BlockContext, "parallelize", from_the_driver)
+    views = prog.load(A=str(tmp_path / "A.npy"), spark=spark, distribute_min=2, partitions=3)
+    assert "A" in views.distributed()
+    for name in ("A", "C", "D"):
+        np.testing.assert_allclose(views[name], want[name], rtol=1e-13, atol=1e-300)
+    u, v = np.ones((40, 1)) / 40, np.linspace(0, 1, 40).reshape(-1, 1) / 40
+    views.update("A", u, v)
+    np.testing.assert_allclose(views["D"], np.linalg.matrix_power(A + u @ v.T, 16),
+                               rtol=1e-10, atol=1e-300)
+    views.release()
+    want.release()
+
+
+def test_a_npy_input_with_nan_is_refused_by_name(spark, tmp_path):
+    A = np.eye(40)
+    A[3, 5] = np.nan
+    np.save(tmp_path / "A.npy", A)
+    prog = linview.compile_file("examples/powers.m", backend="spark")
+    with pytest.raises(linview.InputError, match="input A contains NaN or Inf"):
+        prog.load(A=str(tmp_path / "A.npy"), spark=spark, distribute_min=2)
+
+
 # ------------------------------------------------------------------ errors and logs
 PY4J_TEXT = (
     "An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe."

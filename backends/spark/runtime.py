@@ -53,6 +53,7 @@ from linview.backends.spark.session import (  # noqa: F401 - part of this module
     get_session,
     local_session,
     package_zip,
+    read_npy,
     read_parquet,
     session_stopped,
     ship,
@@ -226,6 +227,8 @@ class SparkTriggerModule(runtime.TriggerModule):
                     x = np.load(p, mmap_mode="r", allow_pickle=False)
                 except (OSError, ValueError) as e:
                     raise InputError(f"input {name}: cannot read {p}: {e}") from None
+                if x.ndim == 2 and x.dtype.kind in "fiu" and not self._ctx.small(x.shape):
+                    return x  # read by the executors (session.read_npy), never copied here
             elif p.suffix == ".parquet" or p.is_dir():
                 return read_parquet(self._ctx, self.spark, p, f"input {name}")
             else:
@@ -240,6 +243,8 @@ class SparkTriggerModule(runtime.TriggerModule):
         layout = self.PARTITIONING.get(name, "row") if self._layout == "hybrid" else self._layout
         if isinstance(val, Transposed):
             val = val.materialize()
+        if isinstance(val, np.memmap) and val.ndim == 2 and not ctx.small(val.shape):
+            val = read_npy(ctx, val)  # a .npy input: the executors read it
         if isinstance(val, DistMatrix):
             if ctx.small(val.shape):
                 return val.to_numpy()
@@ -275,6 +280,10 @@ class SparkTriggerModule(runtime.TriggerModule):
         self._prober.reset()
         try:
             placed = {n: self._place(n, a, input=True) for n, a in arrays.items()}
+            read = {n: placed[n] for n, a in arrays.items() if isinstance(a, np.memmap)
+                    and isinstance(placed[n], DistMatrix)}
+            if read:  # .npy inputs the executors read: checked (NaN, Inf) and cached first
+                self._materialize(read)
             kept, transient = self._kept_values(self._evaluate(self.dims, placed))
             # the products may have added a layout to an input (a relayout): drop it
             views = {n: self._place(n, v, input=True) for n, v in placed.items()}

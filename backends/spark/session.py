@@ -317,6 +317,20 @@ def read_parquet(ctx: BlockContext, spark, path, what: str) -> DistMatrix:
     return DistMatrix(ctx, (count, w0), rows=ctx.keep(rdd, "local"))
 
 
+def read_npy(ctx: BlockContext, a: np.memmap) -> DistMatrix:
+    """A ``.npy`` input (``a``: the driver's memory map of it, for its shape and order)
+    read by the executors: one task per block maps the file and takes its rows (its
+    columns for a Fortran-ordered file), so the data never passes through the driver.
+    The file must be at the same path on every host (a shared filesystem)."""
+    axis = 1 if a.flags.f_contiguous and not a.flags.c_contiguous else 0
+    splits = ctx.splits(a.shape[axis])
+    fn = functools.partial(tasks.w_npy_block, str(a.filename), a.shape, splits, axis)
+    rdd = ctx.sc.parallelize(range(len(splits) - 1), len(splits) - 1).map(fn)
+    blocks = ctx.keep(rdd, "local")
+    return DistMatrix(ctx, a.shape, rows=blocks if axis == 0 else None,
+                      cols=blocks if axis == 1 else None)
+
+
 #: bytes of one Parquet row group that write_parquet writes (a reader holds one at a time)
 ROW_GROUP_BYTES = 16 << 20
 
