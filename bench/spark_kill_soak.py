@@ -36,6 +36,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rank", type=int, default=48)
     ap.add_argument("--seed", type=int, default=None, help="first seed (default: random)")
     ap.add_argument("--json", default=None, help="write the runs' records here")
+    ap.add_argument("--no-checkpoint", action="store_true",
+                    help="the control: runs without --checkpoint (local lineage cuts)")
     args = ap.parse_args(argv)
     first = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     root = Path(tempfile.mkdtemp(prefix="linview-kill-soak-"))
@@ -43,7 +45,8 @@ def main(argv=None) -> int:
     with LoopbackCluster(workers=2, cores=1, memory="1g", logs=root) as cluster:
         for i in range(args.runs):
             r = killed_run(cluster, root / f"run{i}", HERE.parent / "examples" / "powers.m",
-                           seed=first + i, n=args.n, batches=args.batches, rank=args.rank)
+                           seed=first + i, n=args.n, batches=args.batches, rank=args.rank,
+                           checkpoint=not args.no_checkpoint)
             r["ok"] = bool(r["returncode"] == 0 and r["killed"] is not None
                            and r.get("batches_applied") == args.batches
                            and r.get("error", 1.0) <= 1e-10)

@@ -165,13 +165,15 @@ def write_powers_stream(work: Path, n: int, batches: int, rank: int, seed: int) 
 
 def killed_run(cluster: LoopbackCluster, work: Path, program: Path, *, seed: int,
                n: int = 300, batches: int = 12, rank: int = 48,
-               timeout: float = 900) -> dict:
+               timeout: float = 900, checkpoint: bool = True) -> dict:
     """``linview run PROGRAM --backend spark --checkpoint`` (``program`` computes
     ``D = A^16`` from ``A``: ``examples/powers.m``) over ``batches`` update files on the
     cluster, with its views distributed; one executor's JVM is killed (SIGKILL, by pid) at
     a random point of the stream: after a random number of applied batches (0 = during
-    the load) plus a random delay.  Returns what happened: the run's exit code, where the
-    kill fell, and the relative error of the final ``D`` against NumPy's ``A^16``."""
+    the load) plus a random delay.  ``checkpoint=False`` leaves out ``--checkpoint`` (the
+    lineage cuts are then local: the control case, which fails).  Returns what happened:
+    the run's exit code, where the kill fell, and the relative error of the final ``D``
+    against NumPy's ``A^16``."""
 
     rng = np.random.default_rng(seed)
     work.mkdir(parents=True, exist_ok=True)
@@ -180,8 +182,9 @@ def killed_run(cluster: LoopbackCluster, work: Path, program: Path, *, seed: int
     before = set(cluster.executor_pids())
     cmd = [sys.executable, "-m", "linview.app.cli", "run", str(program), "--backend", "spark",
            "--master", cluster.url, "--input", f"A={work / 'A.npy'}", "--updates",
-           str(work / "upd"), "--checkpoint", str(work / "ck"), "--out", str(work / "out"),
-           "--once", "--quiet", "--spark-driver-mib", "0", "--partitions", "2"]
+           str(work / "upd"), *(("--checkpoint", str(work / "ck")) if checkpoint else ()),
+           "--out", str(work / "out"), "--once", "--quiet", "--spark-driver-mib", "0",
+           "--partitions", "2"]
     t0 = time.monotonic()
     with open(work / "driver.log", "w") as log:
         proc = subprocess.Popen(cmd, cwd=work, env=cluster.env, stdout=log,
