@@ -39,8 +39,8 @@ from linview.app.postgres.entries import EntryInput
 from linview.app.postgres.pgoutput import format_lsn
 from linview.app.postgres.schema import RESTART, SchemaChanged, check_schema, describe
 from linview.app.postgres.sink import Sink
-from linview.app.postgres.tables import Keys, Mapper, TableInput, collapse
-from linview.app.records import Record
+from linview.app.postgres.tables import BINARY_TYPES, Keys, Mapper, TableInput, collapse
+from linview.app.records import Record, canonical
 from linview.app.stream import Stream
 from linview.errors import InputError, StateError, UpdateError
 
@@ -51,6 +51,8 @@ RETRY_FOR = 300.0
 #: the latencies kept for the stats (the last ones)
 LATENCIES = 100_000
 _NEVER = 10**15
+#: pgoutput's binary mode (values in their types' send format) exists since PostgreSQL 14
+BINARY_SINCE = 140000
 
 
 def slot_name(sink: str) -> str:
@@ -238,7 +240,14 @@ class PostgresRun:
             self.batch_rows = int(np.clip(max(widths, default=4 * src.BATCH_ROWS) // 4, 16,
                                           src.BATCH_ROWS))
         for name, cols in self.catalog.items():
-            self.mapper.set_columns(name, [c for c, _ in cols])
+            self.mapper.set_columns(name, cols)
+        # values in binary (no text to parse) when every column read is of a type decoded
+        read = {(t, c) for t, tis in self.tables.items() for c in [self.key, *(ti.column
+                                                                          for ti in tis)]}
+        self.binary = (not self.links and not self.cells
+                       and self.sql.server_version >= BINARY_SINCE
+                       and all(oid in BINARY_TYPES for t, cols in self.catalog.items()
+                               for c, oid in cols if (t, c) in read))
 
     # -------------------------------------------------------------- the stream
     def serve(self, once: bool, progress=None) -> dict:
@@ -312,7 +321,8 @@ class PostgresRun:
             self.sql = self.conn.sql(wrap=False)
             self.sink.conn = self.sql
             self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
-        return src.ChangeStream(self.conn, self.slot, self.slot, self.batch_rows)
+        return src.ChangeStream(self.conn, self.slot, self.slot, self.batch_rows,
+                                binary=self.binary)
 
     def apply(self, txs: list, changes) -> None:
         """One micro-batch: check each transaction, apply, write, acknowledge."""
@@ -343,7 +353,7 @@ class PostgresRun:
             end = lsn
         if end > self.applied:
             recs = collapse(changed, before, self.table_of, lambda n: self.views._views[n])
-            self._commit([Record(d, w, raw=json.dumps(d)) for d, w in recs], end, changes)
+            self._commit([Record(d, w, raw=canonical(d)) for d, w in recs], end, changes)
 
     def _commit(self, recs: list, end: int, changes) -> None:
         self.stream.apply_batch(recs, source_batch=end)

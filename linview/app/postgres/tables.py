@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from linview.app.postgres.pgoutput import UNCHANGED, format_lsn
+from linview.app.records import pack
 from linview.errors import InputError, UpdateError
 
 #: an array or number column's text: what COPY and pgoutput send
@@ -57,13 +59,26 @@ class BadRow(Exception):
     """A row that cannot become an update: ``what`` says why (the caller adds where)."""
 
 
-def parse_values(text, width: int | None) -> np.ndarray:
-    """A column's text (``{1,2.5}`` or ``2.5``) as finite floats; ``width``: the count
-    expected (None: any, the first row's)."""
+#: the types whose binary send format linview decodes (pgoutput's binary mode): type oid
+#: -> the big-endian NumPy type of the value (an array type: of its elements).  Not real
+#: (float4): its text is a short decimal, which the initial load (COPY, text) reads as
+#: another float64 than the binary value's, and the load and the stream must agree.
+INT_TYPES = {21: ">i2", 23: ">i4", 20: ">i8"}
+FLOAT_TYPES = {701: ">f8"}
+ARRAY_TYPES = {1022: ">f8"}
+BINARY_TYPES = {**INT_TYPES, **FLOAT_TYPES, **ARRAY_TYPES}
+
+
+def parse_values(text, width: int | None, oid: int | None = None) -> np.ndarray:
+    """A column's text (``{1,2.5}`` or ``2.5``), or its binary send format (``bytes`` of
+    type ``oid``), as finite floats; ``width``: the count expected (None: any, the first
+    row's)."""
     if text is None or text == _NULL:
         raise BadRow("NULL value")
     if text is UNCHANGED:
         raise BadRow("an unchanged TOASTed value without a row to take it from")
+    if isinstance(text, bytes):
+        return _binary_values(text, oid, width)
     s = text.strip()
     if s.startswith("{"):
         if not s.endswith("}") or "{" in s[1:]:
@@ -93,14 +108,51 @@ def parse_values(text, width: int | None) -> np.ndarray:
     return np.array(out)
 
 
+def _binary_values(data: bytes, oid: int | None, width: int | None) -> np.ndarray:
+    """``parse_values`` of a value in its type's binary send format: a number, or a
+    one-dimensional array (``array_send``: dimensions, a has-NULL flag, the element type,
+    (length, lower bound) per dimension, then (byte count, value) per element)."""
+    try:
+        if oid in ARRAY_TYPES:
+            ndim, has_null, _elem = struct.unpack_from(">iiI", data)
+            if ndim > 1:
+                raise BadRow(f"not a one-dimensional array ({ndim} dimensions)")
+            if has_null:
+                raise BadRow("NULL element in the array")
+            item = np.dtype([("len", ">i4"), ("v", ARRAY_TYPES[oid])])
+            n = struct.unpack_from(">i", data, 12)[0] if ndim else 0
+            recs = np.frombuffer(data, item, count=n, offset=20 if ndim else 12)
+            if len(data) != (20 if ndim else 12) + n * item.itemsize \
+                    or (recs["len"] != item["v"].itemsize).any():
+                raise BadRow("a malformed array value")
+            a = recs["v"].astype(float)
+        elif oid in FLOAT_TYPES or oid in INT_TYPES:
+            a = np.frombuffer(data, BINARY_TYPES[oid], count=1).astype(float)
+        else:
+            raise BadRow(f"a binary value of type oid {oid}, which linview does not read")
+    except (struct.error, ValueError):
+        raise BadRow("a malformed binary value") from None
+    bad = ~np.isfinite(a)
+    if bad.any():
+        v = a[bad][0]
+        raise BadRow(f"non-finite value {'NaN' if v != v else ('-' if v < 0 else '') + 'Infinity'}")
+    if width is not None and len(a) != width:
+        raise BadRow(f"{len(a)} values where the input has {width} columns")
+    return a
+
+
 def _short(s: str) -> str:
     return s if len(s) <= 40 else s[:37] + "..."
 
 
-def parse_key(text) -> int:
+def parse_key(text, oid: int | None = None) -> int:
     if text is None or text is UNCHANGED:
         raise BadRow("no key value (is the key column part of the table's REPLICA "
                      "IDENTITY, e.g. its primary key?)")
+    if isinstance(text, bytes):  # binary mode: an integer key (BINARY_TYPES)
+        if oid not in INT_TYPES or len(text) != np.dtype(INT_TYPES[oid]).itemsize:
+            raise BadRow(f"a binary key of type oid {oid}, which linview does not read")
+        return int(np.frombuffer(text, INT_TYPES[oid])[0])
     try:
         k = int(text)
     except ValueError:
@@ -149,9 +201,12 @@ class Mapper:
         self.tables, self.shapes, self.key, self.keys = tables, shapes, key, keys
         self.handlers = handlers or {}
         self.columns: dict[str, dict[str, int]] = {}  # table -> column -> position
+        self.types: dict[str, dict[str, int]] = {}  # table -> column -> type oid
 
-    def set_columns(self, table: str, names: list[str]) -> None:
-        self.columns[table] = {n: i for i, n in enumerate(names)}
+    def set_columns(self, table: str, cols: list) -> None:
+        """``cols``: the table's columns as (name, type oid), in order."""
+        self.columns[table] = {n: i for i, (n, _) in enumerate(cols)}
+        self.types[table] = dict((n, oid) for n, oid in cols)
 
     def row_values(self, table: str, row: tuple, where) -> dict[str, list[float] | None]:
         """Each input's values in a row (None: an unchanged TOASTed column)."""
@@ -162,7 +217,8 @@ class Mapper:
                 out[ti.input] = None
                 continue
             try:
-                out[ti.input] = parse_values(text, self.shapes[ti.input][1])
+                out[ti.input] = parse_values(text, self.shapes[ti.input][1],
+                                             self.types[table][ti.column])
             except BadRow as e:
                 raise BadRow(f"column {ti.column}: {e}") from None
         return out
@@ -178,8 +234,10 @@ class Mapper:
                 if table in self.handlers:
                     records += self.handlers[table](ch, cols, present[table])
                     continue
-                old_key = parse_key(ch.old[cols[self.key]]) if ch.old is not None else None
-                key = parse_key(ch.new[cols[self.key]]) if ch.new is not None else old_key
+                oid = self.types[table][self.key]
+                old_key = parse_key(ch.old[cols[self.key]], oid) if ch.old is not None \
+                    else None
+                key = parse_key(ch.new[cols[self.key]], oid) if ch.new is not None else old_key
                 if ch.kind == "delete" or (old_key is not None and old_key != key):
                     k = old_key
                     if k not in present[table]:
@@ -251,5 +309,5 @@ def collapse(changes: list[tuple[dict, str]], present: dict[str, set],
             out.append(({"input": name, "cell": list(at), "add": values - old}, where))
             continue
         old = current(name)[at - 1]
-        out.append(({"input": name, "row": at, "add": (values - old).tolist()}, where))
+        out.append(({"input": name, "row": at, "add": pack(values - old)}, where))
     return out + others
