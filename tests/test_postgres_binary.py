@@ -110,3 +110,35 @@ def test_bad_packed_vectors(value, says):
     with pytest.raises(UpdateError, match="log:1") as e:
         check(Record({"input": "X", "row": 1, "add": value}, "log:1"), {"X": (2, 3)})
     assert says in e.value.message
+
+
+def test_batches_that_reevaluate_equal_a_fresh_computation(pg_server):
+    """``reevaluate_above``: the batches of more than 4 rank-1 changes (a row of X and of Y
+    in a transaction of 3 or 8 rows) re-evaluate every view from the changed inputs, the
+    others (1 row) run the triggers; the results are those of the final table either
+    way."""
+    dsn = pg_server.create_db("t_reeval")
+    conn = pg_server.connect("t_reeval")
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE obs (id int PRIMARY KEY, x float8[], y float8)")
+    rng = np.random.default_rng(9)
+    for i in range(1, 31):
+        cur.execute("INSERT INTO obs VALUES (%s, %s, %s)",
+                    (i, floats(rng.standard_normal(4)), float(rng.standard_normal())))
+    run = _run(dsn, reevaluate_above=4, window=0.0, batch_rows=3)  # a batch per transaction
+    for t in range(12):
+        k = [1, 3, 8][t % 3]
+        cur.execute("BEGIN")
+        for i in rng.choice(np.arange(1, 31), size=k, replace=False):
+            cur.execute("UPDATE obs SET x = %s, y = %s WHERE id = %s",
+                        (floats(rng.standard_normal(4)), float(rng.standard_normal()), int(i)))
+        cur.execute("COMMIT")
+    stats = run.serve(once=True)
+    assert 0 < stats["reevaluated_batches"] < stats["batches"], stats
+    cur.execute("SELECT id, x, y FROM obs")
+    X, Y = np.zeros((30, 4)), np.zeros((30, 1))
+    for k, x, y in cur.fetchall():
+        X[k - 1], Y[k - 1] = x, y
+    np.testing.assert_allclose(read_results(conn, "linview", "beta"),
+                               np.linalg.solve(X.T @ X, X.T @ Y), rtol=1e-9)
+    conn.close()

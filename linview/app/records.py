@@ -298,6 +298,12 @@ def _edge(d: dict, name: str, rows: int, cols: int) -> Op:
     return Op(name, "edge", op, (src, dst), w)
 
 
+def rank(checked: list[tuple[Record, list[Op]]]) -> int:
+    """The rank-1 changes of a batch's value ops (a factor op: its columns)."""
+    return sum(op.factors[0].shape[1] if op.kind == "factor" else 1
+               for _, ops in checked for op in ops if op.kind not in ("edge", "scale"))
+
+
 def edge_tuple(op: Op) -> tuple:
     """An edge op as ``views.update_edges`` takes it: ``(op, from, to[, weight])``, 0-based."""
     return (op.mode, *op.index, *(() if op.values is None else (op.values,)))

@@ -41,6 +41,10 @@ def add_source_arguments(r) -> None:
                    help="at most N row changes per micro-batch when catching up (whole "
                    "transactions; default: a quarter of the widest rows input's columns, "
                    "16 to 256)")
+    g.add_argument("--reevaluate-above", type=int, default=None, metavar="N",
+                   help="a micro-batch of more than N rank-1 changes (a row of one input "
+                   "is one) re-evaluates every view instead of running the triggers "
+                   "(default: chosen per batch from the measured costs)")
 
 
 def cmd_run_postgres(args, prog, status) -> int:
@@ -57,8 +61,10 @@ def cmd_run_postgres(args, prog, status) -> int:
     if not args.table and not args.edges and not args.entries:
         raise InputError("--source needs at least one --table INPUT=TABLE.COLUMN, --edges "
                          "INPUT=TABLE(SRC,DST) or --entries INPUT=TABLE(I,J,VALUE)")
-    if args.window_ms < 0 or (args.batch_rows is not None and args.batch_rows < 1):
-        raise InputError("--window-ms must be at least 0 and --batch-rows at least 1")
+    if args.window_ms < 0 or (args.batch_rows is not None and args.batch_rows < 1) \
+            or (args.reevaluate_above is not None and args.reevaluate_above < 0):
+        raise InputError("--window-ms and --reevaluate-above must be at least 0 and "
+                         "--batch-rows at least 1")
     if args.backend != "numpy":
         raise InputError("--source works with --backend numpy only, so far")
     run = PostgresRun(prog, dsn=args.source, tables=[parse_table_spec(t) for t in args.table],
@@ -68,7 +74,8 @@ def cmd_run_postgres(args, prog, status) -> int:
                       checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                       restart=args.restart, on_error=args.on_error,
                       window=args.window_ms / 1000, shapes=parse_shapes(args.shapes),
-                      warn=status.warn, batch_rows=args.batch_rows)
+                      warn=status.warn, batch_rows=args.batch_rows,
+                      reevaluate_above=args.reevaluate_above)
     stats = run.serve(once=args.once, progress=status.update)
     print(json.dumps(stats))
     return 0

@@ -34,6 +34,7 @@ import numpy as np
 from linview.app import wal
 from linview.app.postgres import catalog, edges, entries
 from linview.app.postgres import source as src
+from linview.app.postgres.choice import BatchChoice
 from linview.app.postgres.edges import EdgeInput
 from linview.app.postgres.entries import EntryInput
 from linview.app.postgres.pgoutput import format_lsn
@@ -70,10 +71,11 @@ class PostgresRun:
                  sink: str = "linview", params: list[str] = (), checkpoint=None,
                  checkpoint_every: int = 100, restart: bool = False, on_error: str = "stop",
                  window: float = 0.05, shapes: dict | None = None, warn=print,
-                 batch_rows: int | None = None):
+                 batch_rows: int | None = None, reevaluate_above: int | None = None):
         self.prog, self.key, self.on_error, self.window = prog, key, on_error, window
         self.warn, self.params, self.shapes_given = warn, list(params), dict(shapes or {})
         self.checkpoint_every, self.batch_rows = checkpoint_every, batch_rows
+        self.reevaluate_above = reevaluate_above
         self._stop: list[int] = []  # a signal, or stop(): serve() ends after the batch
         self.latencies: list[float] = []  # COMMIT (the server's clock) to results committed
         self._commit_times: list[float] = []
@@ -241,6 +243,8 @@ class PostgresRun:
                                           src.BATCH_ROWS))
         for name, cols in self.catalog.items():
             self.mapper.set_columns(name, cols)
+        self.choice = BatchChoice(self.views, self.stream.eval_seconds, self.reevaluate_above)
+        self.stream.reevaluate_when, self.stream.timings = self.choice, []
         # values in binary (no text to parse) when every column read is of a type decoded
         read = {(t, c) for t, tis in self.tables.items() for c in [self.key, *(ti.column
                                                                           for ti in tis)]}
@@ -354,9 +358,13 @@ class PostgresRun:
         if end > self.applied:
             recs = collapse(changed, before, self.table_of, lambda n: self.views._views[n])
             self._commit([Record(d, w, raw=canonical(d)) for d, w in recs], end, changes)
+            rows = sum(len(tx.changes) for tx in txs)
+            changes.batch_rows = self.choice.cap(self.batch_rows, len(recs) / max(rows, 1))
 
     def _commit(self, recs: list, end: int, changes) -> None:
         self.stream.apply_batch(recs, source_batch=end)
+        if self.stream.timings:  # what the batch's update cost: the next batch's choice
+            self.choice.measured(self.stream.timings.pop()["trigger"])
         self.applied = end  # the views hold it; if the write fails, a reconnect writes it
         self.sink.write(self.views.outputs, end, self.stream.pos["batch"])
         visible = time.time()
@@ -385,6 +393,7 @@ class PostgresRun:
             self._checkpoint()
         stats = self.stream.close()
         stats["lsn"] = format_lsn(self.applied)
+        stats["reevaluated_batches"] = self.choice.reevaluated
         solvers = getattr(self.views, "solvers", None)
         if solvers:  # solve views: their certified bounds (sparse inputs may have none)
             stats["error_bound"] = {o: self.views.error_bound(o) for o in self.views.outputs
