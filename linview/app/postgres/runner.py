@@ -40,7 +40,14 @@ from linview.app.postgres.entries import EntryInput
 from linview.app.postgres.pgoutput import format_lsn
 from linview.app.postgres.schema import RESTART, SchemaChanged, check_schema, describe
 from linview.app.postgres.sink import Sink
-from linview.app.postgres.tables import BINARY_TYPES, Keys, Mapper, TableInput, collapse
+from linview.app.postgres.tables import (
+    BINARY_TYPES,
+    Keys,
+    Mapper,
+    TableInput,
+    collapse,
+    rows_of,
+)
 from linview.app.records import Record, canonical
 from linview.app.stream import Stream
 from linview.errors import InputError, StateError, UpdateError
@@ -71,11 +78,13 @@ class PostgresRun:
                  sink: str = "linview", params: list[str] = (), checkpoint=None,
                  checkpoint_every: int = 100, restart: bool = False, on_error: str = "stop",
                  window: float = 0.05, shapes: dict | None = None, warn=print,
-                 batch_rows: int | None = None, reevaluate_above: int | None = None):
+                 batch_rows: int | None = None, reevaluate_above: int | None = None,
+                 load_options: dict | None = None):
+        """``load_options``: of ``load()`` (Spark: the session, partitions, ...)."""
         self.prog, self.key, self.on_error, self.window = prog, key, on_error, window
         self.warn, self.params, self.shapes_given = warn, list(params), dict(shapes or {})
         self.checkpoint_every, self.batch_rows = checkpoint_every, batch_rows
-        self.reevaluate_above = reevaluate_above
+        self.reevaluate_above, self.load_options = reevaluate_above, load_options
         self._stop: list[int] = []  # a signal, or stop(): serve() ends after the batch
         self.latencies: list[float] = []  # COMMIT (the server's clock) to results committed
         self._commit_times: list[float] = []
@@ -159,7 +168,8 @@ class PostgresRun:
         try:
             self.stream = Stream(self.prog, inputs=self.files + self.params,
                                  checkpoint=self.ckpt, checkpoint_every=_NEVER, restart=True,
-                                 warn=self.warn, source=identity)
+                                 warn=self.warn, source=identity,
+                                 load_options=self.load_options)
         finally:  # without a checkpoint the files were only the way in
             if self._tmp is not None:
                 shutil.rmtree(self._tmp, ignore_errors=True)
@@ -186,7 +196,7 @@ class PostgresRun:
                                                         *folder.glob("*.npz")])]
         self.stream = Stream(self.prog, inputs=self.files + self.params,
                              checkpoint=self.ckpt, checkpoint_every=_NEVER, warn=self.warn,
-                             source=identity)
+                             source=identity, load_options=self.load_options)
         self.applied = self.stream.pos["source_batch"]
         if self.applied < 0:
             return  # a first start that stopped before its first checkpoint: start over
@@ -356,7 +366,8 @@ class PostgresRun:
             changed += [(d, where) for d in dicts]
             end = lsn
         if end > self.applied:
-            recs = collapse(changed, before, self.table_of, lambda n: self.views._views[n])
+            recs = collapse(changed, before, self.table_of,
+                            lambda n, idx: rows_of(self.views._views[n], idx))
             self._commit([Record(d, w, raw=canonical(d)) for d, w in recs], end, changes)
             rows = sum(len(tx.changes) for tx in txs)
             changes.batch_rows = self.choice.cap(self.batch_rows, len(recs) / max(rows, 1))

@@ -278,12 +278,13 @@ class Mapper:
 
 
 def collapse(changes: list[tuple[dict, str]], present: dict[str, set],
-             input_table: dict[str, str], current) -> list[tuple[dict, str]]:
+             input_table: dict[str, str], rows_of) -> list[tuple[dict, str]]:
     """A micro-batch's records, one per (input, row) or (input, entry): the last value in
-    the batch as ``"add": new - old`` (``current(input)``: the input before the batch, so
-    the batch costs time linear in its rows), ``"remove"`` (a row) or ``"set": 0`` (an
-    entry) for one that existed before the batch and not after it.  ``present``: the
-    rows and entries before the batch; ``changes``: (record, where) in commit order."""
+    the batch as ``"add": new - old`` (``rows_of(input, indices)``: those 0-based rows of
+    the input before the batch, read at once, so the batch costs time linear in its rows
+    and one read of a distributed input), ``"remove"`` (a row) or ``"set": 0`` (an entry)
+    for one that existed before the batch and not after it.  ``present``: the rows and
+    entries before the batch; ``changes``: (record, where) in commit order."""
     final: dict[tuple, tuple] = {}
     others = []  # edge records, in order
     for d, where in changes:
@@ -296,6 +297,14 @@ def collapse(changes: list[tuple[dict, str]], present: dict[str, set],
             final[(d["input"], tuple(d["cell"]))] = (d.get("value"), where)
         else:
             final[(d["input"], d["row"])] = (d["set"], where)
+    wanted: dict[str, set] = {}  # the old rows the "add" records need
+    for (name, at), (values, _) in final.items():
+        if values is not None:
+            wanted.setdefault(name, set()).add((at[0] if isinstance(at, tuple) else at) - 1)
+    old = {}
+    for name, idx in wanted.items():
+        idx = sorted(idx)
+        old.update({(name, i): r for i, r in zip(idx, rows_of(name, idx), strict=True)})
     out = []
     for (name, at), (values, where) in final.items():
         cell = isinstance(at, tuple)
@@ -305,9 +314,21 @@ def collapse(changes: list[tuple[dict, str]], present: dict[str, set],
                             else {"remove": at, "inputs": [name]}, where))
             continue
         if cell:
-            old = float(current(name)[at[0] - 1, at[1] - 1])
-            out.append(({"input": name, "cell": list(at), "add": values - old}, where))
+            v = values - float(old[name, at[0] - 1][at[1] - 1])
+            out.append(({"input": name, "cell": list(at), "add": v}, where))
             continue
-        old = current(name)[at - 1]
-        out.append(({"input": name, "row": at, "add": pack(values - old)}, where))
+        out.append(({"input": name, "row": at, "add": pack(values - old[name, at - 1])}, where))
     return out + others
+
+
+def rows_of(view, idx: list[int]) -> np.ndarray:
+    """Rows ``idx`` (0-based) of an input as a dense (len(idx), cols) array: a NumPy array
+    indexed, a ``scipy.sparse`` one sliced, a distributed one (Spark) multiplied by one-hot
+    columns in one job that reads only the blocks holding those rows."""
+    if isinstance(view, np.ndarray):
+        return view[idx]
+    if hasattr(view, "tocsr"):
+        return view.tocsr()[idx].toarray()
+    E = np.zeros((view.shape[0], len(idx)))
+    E[idx, np.arange(len(idx))] = 1.0
+    return np.asarray(view.dot(E, transpose=True)).T
