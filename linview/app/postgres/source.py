@@ -230,3 +230,10 @@ def copy_table(cur, schema: str, table: str, columns: list[str]) -> list[list[st
     for line in buf.getvalue().splitlines():
         rows.append([None if f == "\\N" else f for f in line.split("\t")])
     return rows
+
+
+def transient(e) -> bool:
+    """A lost connection, a server shutting down or starting, a slot still held by the
+    walsender of a connection that just died: worth connecting again."""
+    code = getattr(e, "pgcode", None)
+    return code is None or code.startswith(("08", "57P")) or code == "55006"

@@ -200,6 +200,10 @@ class Mapper:
         returns the change's records (the edges layout)."""
         self.tables, self.shapes, self.key, self.keys = tables, shapes, key, keys
         self.handlers = handlers or {}
+        #: inputs whose rows may grow past their size (:mod:`.grow`), and the rows that
+        #: accepted transactions need: {input: largest key}
+        self.growable: set[str] = set()
+        self.grow: dict[str, int] = {}
         self.columns: dict[str, dict[str, int]] = {}  # table -> column -> position
         self.types: dict[str, dict[str, int]] = {}  # table -> column -> type oid
 
@@ -227,6 +231,7 @@ class Mapper:
         """``changes``: (table, pgoutput Change) in order -> records (dicts)."""
         present = {t: set(k) for t, k in self.keys.present.items()}
         records: list[dict] = []
+        self._grow = dict(self.grow)
         for table, ch in changes:
             key = None
             try:
@@ -269,11 +274,14 @@ class Mapper:
     def commit(self) -> None:
         """The last :meth:`transaction` was accepted: its rows become linview's copy."""
         self.keys.present = self.pending
+        self.grow = self._grow
 
     def _check_range(self, table: str, key: int) -> None:
         for ti in self.tables[table]:
             rows = self.shapes[ti.input][0]
-            if not 1 <= key <= rows:
+            if key > rows and ti.input in self.growable:
+                self._grow[ti.input] = max(key, self._grow.get(ti.input, 0))
+            elif not 1 <= key <= rows:
                 raise BadRow(f"key out of range: input {ti.input} has rows 1..{rows}")
 
 
