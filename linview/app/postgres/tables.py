@@ -152,7 +152,7 @@ def parse_key(text, oid: int | None = None) -> int:
     if isinstance(text, bytes):  # binary mode: an integer key (BINARY_TYPES)
         if oid not in INT_TYPES or len(text) != np.dtype(INT_TYPES[oid]).itemsize:
             raise BadRow(f"a binary key of type oid {oid}, which linview does not read")
-        return int(np.frombuffer(text, INT_TYPES[oid])[0])
+        return int.from_bytes(text, "big", signed=True)
     try:
         k = int(text)
     except ValueError:
