@@ -35,9 +35,10 @@ class BatchChoice:
         """``above`` (``--reevaluate-above``): a fixed rule instead, a batch of rank above
         it re-evaluates (no measurement: the same choice on every machine)."""
         adaptation = getattr(views, "adaptation", None)
-        self.above = above if hasattr(views, "reevaluate_updates") else None
-        self.enabled = (above is None and reeval_s is not None
-                        and hasattr(views, "reevaluate_updates")
+        # NumPy views only (Spark's module inherits the method, not its arrays)
+        can = hasattr(views, "reevaluate_updates") and not hasattr(views, "distributed")
+        self.above = above if can else None
+        self.enabled = (can and above is None and reeval_s is not None
                         and adaptation is not None and adaptation.enabled)
         self.reeval_s, self.per_rank = reeval_s, None
         self.last: tuple[int, bool] | None = None

@@ -239,7 +239,8 @@ class PostgresRun:
         for name, cols in self.catalog.items():
             self.mapper.set_columns(name, cols)
         table_inputs = {ti.input for tis in self.tables.values() for ti in tis}
-        if not self.links and not self.cells and all(
+        on_numpy = not hasattr(self.views, "distributed")  # inputs grow on NumPy only
+        if on_numpy and not self.links and not self.cells and all(
                 isinstance(self.views._views[n], np.ndarray) for n in table_inputs):
             self.grow_groups = grow.groups(self.prog.program, table_inputs)
             self.mapper.growable = set(self.grow_groups)
