@@ -92,6 +92,37 @@ def test_inserts_past_the_size_grow_x_and_y_together(pg_server, tmp_path):
     conn.close()
 
 
+def test_a_crash_after_growing_before_the_batch_is_applied(pg_server, tmp_path):
+    """The grown checkpoint holds the rows before the batch: the batch comes again from
+    the slot and is applied to the grown views."""
+    from linview import faults
+
+    dsn = pg_server.create_db("t_grow_crash")
+    conn = pg_server.connect("t_grow_crash")
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE ax (id int PRIMARY KEY, x float8[])")
+    cur.execute("CREATE TABLE ay (id int PRIMARY KEY, y float8)")
+    rng = np.random.default_rng(5)
+    upsert(cur, rng, range(1, 7))
+    run = _run(dsn, tmp_path / "ck")
+    cur.execute("BEGIN")
+    upsert(cur, rng, [2, 9])  # 9 past the 6 rows
+    cur.execute("COMMIT")
+
+    def crash(name):
+        if name == "batch.logged":
+            raise faults.InjectedFault(name)
+
+    with faults.hooked(crash), pytest.raises(faults.InjectedFault):
+        run.serve(once=True)
+    run = _run(dsn, tmp_path / "ck")
+    assert run.stream.shapes["X"] == (12, COLS)  # the grown state, before the batch
+    stats = run.serve(once=True)
+    assert stats["applied"] > 0
+    np.testing.assert_allclose(read_results(conn, "linview", "beta"), fresh(conn), rtol=1e-9)
+    conn.close()
+
+
 def test_a_program_for_fixed_shapes_does_not_grow(pg_server, tmp_path):
     dsn = pg_server.create_db("t_nogrow")
     conn = pg_server.connect("t_nogrow")

@@ -357,7 +357,7 @@ class PostgresRun:
             changed += [(d, where) for d in dicts]
             end = lsn
         if self.mapper.grow:  # inserts past an input's rows: larger inputs first
-            self._grow()
+            self._grow(Keys(before))
         if end > self.applied:
             recs = collapse(changed, before, self.table_of,
                             lambda n, idx: rows_of(self.views._views[n], idx))
@@ -380,28 +380,30 @@ class PostgresRun:
         if self.ckpt is not None and self.stream.since_save >= self.checkpoint_every:
             self._checkpoint()
 
-    def _grow(self) -> None:
-        """Load the views again from their inputs with zero rows added (:mod:`.grow`)."""
+    def _grow(self, before: Keys) -> None:
+        """Load the views again from their inputs with zero rows added (:mod:`.grow`),
+        before the batch; its checkpoint holds ``before``, the rows before the batch."""
         new = grow.sizes(self.mapper.grow, self.grow_groups, self.stream.shapes)
         arrays = {n: grow.padded(self.views._views[n], new[n]) if n in new
                   else self.views._views[n] for n in self.table_of}
         if self.ckpt is not None:  # a crash from here on finds no state: a fresh load
             (self.ckpt / "state.npz").unlink(missing_ok=True)
-        pos = dict(self.stream.pos)
+        pos, stats = dict(self.stream.pos), self.stream.stats
         if self.stream.log is not None:
             self.stream.log.close()
         self._load(arrays)
         self.stream.pos.update({k: pos[k] for k in ("batch", "offset", "source_batch")})
+        self.stream.stats = stats
         self._start(self.mapper.keys)
-        self._checkpoint()
+        self._checkpoint(before)
         self.grown.update(new)
 
-    def _checkpoint(self) -> None:  # the keys first: a crash between leaves both files
-        if self.ckpt is None:
+    def _checkpoint(self, keys: Keys | None = None) -> None:  # the keys first: a crash
+        if self.ckpt is None:  # between leaves both files
             return
         batch = self.stream.pos["batch"]
         tmp = self.ckpt / f"keys-{batch}.json.tmp"
-        tmp.write_text(self.mapper.keys.to_json())
+        tmp.write_text((keys or self.mapper.keys).to_json())
         tmp.replace(self.ckpt / f"keys-{batch}.json")
         self.stream.checkpoint()
         for f in self.ckpt.glob("keys-*.json"):
