@@ -142,3 +142,49 @@ def test_batches_that_reevaluate_equal_a_fresh_computation(pg_server):
     np.testing.assert_allclose(read_results(conn, "linview", "beta"),
                                np.linalg.solve(X.T @ X, X.T @ Y), rtol=1e-9)
     conn.close()
+
+
+def test_the_measured_choice_and_the_cap_of_a_catching_up_batch():
+    from types import SimpleNamespace
+
+    from linview.app.postgres.choice import BatchChoice
+
+    views = SimpleNamespace(adaptation=SimpleNamespace(enabled=True),
+                            reevaluate_updates=lambda u: None)
+    c = BatchChoice(views, reeval_s=0.5)
+    assert not c(10_000)  # no per-rank cost measured yet: the triggers
+    c.measured(0.1)  # rank 10000 took 0.1 s: 1e-5 s per rank
+    assert c.per_rank == pytest.approx(1e-5)
+    assert not c(40_000) and c(60_000)  # 0.4 s < 0.5 s < 0.6 s
+    c.measured(0.3)  # the re-evaluation took 0.3 s
+    assert c.reeval_s == 0.3 and c.reevaluated == 1
+    assert c.cap(250, 2.0) == int(2 * 0.3 / 1e-5 / 2.0)  # two re-evaluations' worth
+    assert c.cap(10**9, 2.0) == 10**9
+    c(8)
+    c.measured(5.0)  # a batch below MIN_RANK does not move the per-rank cost
+    assert c.per_rank == pytest.approx(1e-5)
+    off = BatchChoice(SimpleNamespace(adaptation=SimpleNamespace(enabled=False),
+                                      reevaluate_updates=None), reeval_s=0.5)
+    off.per_rank = 1.0
+    assert not off(10**6) and off.cap(250, 2.0) == 250
+    spark = BatchChoice(SimpleNamespace(adaptation=SimpleNamespace(enabled=True),
+                                        reevaluate_updates=None, distributed=dict),
+                        reeval_s=0.5, above=0)
+    assert not spark(10**6)  # Spark runs the triggers, even with --reevaluate-above
+
+
+def test_a_refused_batch_reevaluation_changes_nothing():
+    """``views.reevaluate_updates``: X'X singular after the batch -> refused, with the
+    inputs and every view as they were."""
+    views = OLS.load(X=np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
+                     Y=np.array([[1.0], [2.0], [3.0]]))
+    before = {n: np.array(v) for n, v in views._views.items()}
+    U = np.zeros((3, 2))
+    U[1, 0] = U[2, 1] = 1.0
+    V = np.array([[0.0, -1.0], [-1.0, -1.0]])  # rows 2 and 3 become 0: X = [1 0; 0 0; 0 0]
+    with pytest.raises(linview.errors.LinviewError):
+        views.reevaluate_updates({"X": (U, V), "Y": (U[:, :1], np.array([[5.0]]))})
+    assert all(np.array_equal(views._views[n], v) for n, v in before.items())
+    views.reevaluate_updates({"Y": (U[:, :1], np.array([[5.0]]))})  # a good one applies
+    np.testing.assert_allclose(views.outputs["beta"], np.linalg.lstsq(
+        before["X"], before["Y"] + U[:, :1] * 5.0, rcond=None)[0], rtol=1e-12)
