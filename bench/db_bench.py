@@ -174,7 +174,7 @@ def summary(ms: np.ndarray) -> dict:
 def run_linview(server, dsn, args, work: Path) -> dict:
     cmd = [sys.executable, "-m", "linview.app.cli", "run", str(ROOT / "examples/ols.m"),
            "--source", dsn, "--table", "X=obs.x", "--table", "Y=obs.y", "--checkpoint",
-           str(work / "ck"), "--quiet"]
+           str(work / "ck"), "--quiet", "--window-ms", str(args.window_ms)]
     t0 = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT)
@@ -355,6 +355,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=100, help="transactions/s (paced)")
     ap.add_argument("--seconds", type=float, default=20, help="per phase")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--window-ms", type=float, default=50,
+                    help="linview's micro-batch window (run --window-ms)")
     ap.add_argument("--no-flat-out", action="store_true", help="skip phase 2")
     ap.add_argument("--no-peer", action="store_true", help="skip phase 3")
     ap.add_argument("--pagerank", action="store_true",
@@ -384,7 +386,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as work:
             result = {"machine": f"{platform.machine()}, {os.cpu_count()} cores",
                       "rows": args.rows, "cols": args.cols, "seconds": args.seconds,
-                      "load_average": os.getloadavg()[0],
+                      "load_average": os.getloadavg()[0], "window_ms": args.window_ms,
                       "linview": run_linview(server, dsn, args, Path(work))}
         if not args.no_peer:
             result["peer"] = run_peer(dsn, args)

@@ -127,19 +127,22 @@ def test_bad_values_stop_with_table_key_and_lsn(db, tmp_path, x, y, says):
 
 
 def test_key_out_of_range_and_delete_of_a_missing_row(db, tmp_path):
+    """A program compiled for 20 rows (--shapes) does not grow (tests/test_postgres_grow.py:
+    one whose rows are a size of their own does)."""
     dsn, conn, X, Y = db
     ck = str(tmp_path / "ck")
-    assert run(dsn, "--checkpoint", ck)[0] == 0
+    fixed = ("--shapes", "X=20x3,Y=20x1")
+    assert run(dsn, "--checkpoint", ck, *fixed)[0] == 0
     cur = conn.cursor()
     cur.execute("INSERT INTO obs VALUES (21, '{1,1,1}', 1)")
-    rc, _, err = run(dsn, "--checkpoint", ck)
+    rc, _, err = run(dsn, "--checkpoint", ck, *fixed)
     assert rc == 2 and "key 21" in err and "key out of range: input X has rows 1..20" in err
-    assert run(dsn, "--checkpoint", ck, "--on-error", "skip")[0] == 0
+    assert run(dsn, "--checkpoint", ck, *fixed, "--on-error", "skip")[0] == 0
     cur.execute("DELETE FROM obs WHERE id = 21")  # linview never had row 21
-    rc, _, err = run(dsn, "--checkpoint", ck)
+    rc, _, err = run(dsn, "--checkpoint", ck, *fixed)
     assert rc == 2 and "key 21" in err
     assert "key out of range" in err or "does not have" in err
-    assert run(dsn, "--checkpoint", ck, "--on-error", "skip")[0] == 0
+    assert run(dsn, "--checkpoint", ck, *fixed, "--on-error", "skip")[0] == 0
     np.testing.assert_allclose(beta(conn), ols(X, Y), rtol=1e-10)
 
 

@@ -4,6 +4,7 @@ concurrent reader that must never see a torn result.  A real server (``pg_server
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -150,19 +151,27 @@ FAULTS = ["batch.done@{}=exit", "batch.logged@{}=exit:87"]
 SMALL = ["--batch-rows", "12"]  # the backlog in several micro-batches
 
 
-def test_crashes_resume_to_the_uninterrupted_result_bit_for_bit(pg_db, tmp_path):
+@pytest.mark.parametrize("extra", [SMALL, SMALL + ["--reevaluate-above", "8"]],
+                         ids=["triggers", "some-batches-reevaluated"])
+def test_crashes_resume_to_the_uninterrupted_result_bit_for_bit(pg_db, tmp_path, extra):
+    """With ``--reevaluate-above`` the batches of more than 8 rank-1 changes re-evaluate
+    (the choice is logged with each batch, so a replay makes it again)."""
     dsn, conn, _ = pg_db
     two_tables(conn)
     for sink in ("whole", "crashed"):
         p = cli(dsn, tmp_path / sink, sink, env={})
         assert p.wait(60) == 0, p.stderr.read()
     committed_stream(conn, 16, seed=3)
-    p = cli(dsn, tmp_path / "whole", "whole", extra=SMALL)
-    assert p.wait(60) == 0, p.stderr.read()
+    p = cli(dsn, tmp_path / "whole", "whole", extra=extra)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    stats = json.loads(out.strip().splitlines()[-1])
+    if len(extra) > 2:  # batches of up to 12 row changes, rank 2 each: both kinds
+        assert 0 < stats["reevaluated_batches"] < stats["batches"], stats
     crashes = 0
     for at in range(2, 40, 2):  # die after batch `at` (applied, or logged only)
         p = cli(dsn, tmp_path / "crashed", "crashed",
-                env={"LINVIEW_TEST_FAULTS": FAULTS[at // 2 % 2].format(at)}, extra=SMALL)
+                env={"LINVIEW_TEST_FAULTS": FAULTS[at // 2 % 2].format(at)}, extra=extra)
         rc = p.wait(60)
         if rc == 0:
             break

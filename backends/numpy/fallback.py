@@ -25,7 +25,10 @@ the first.
 
 from __future__ import annotations
 
+import numpy as np
+
 from linview.backends.numpy.guards import IllConditioned, ProbeFailed
+from linview.backends.numpy.phase2 import add_outer
 from linview.errors import NumericalError
 
 
@@ -121,3 +124,31 @@ def refresh_chains(module, name: str, U, V, failed: set[str]) -> tuple[str, ...]
             prober.seed(t, val)
         prober.commit()
         return chain
+
+
+def reevaluate_updates(module, updates) -> None:
+    """Apply every ``name += U Vᵀ`` of ``updates`` ({input: (U, V)}) in place, then
+    re-evaluate every view once: a large batch of a stream, where re-running the program
+    costs less than the triggers.  On an error the inputs are restored exactly and nothing
+    else has changed."""
+    module._check_fresh()
+    checked = {}
+    for n, (U, V) in updates.items():  # float64 factors as a stream builds them: no copy
+        U, V = np.asarray(U, dtype=float), np.asarray(V, dtype=float)
+        plain = n in module.DYNAMIC and U.ndim == V.ndim == 2 and U.shape[1] == V.shape[1] \
+            and (U.shape[0], V.shape[0]) == module._views[n].shape
+        if not (plain and np.isfinite(U).all() and np.isfinite(V).all()):
+            U, V = module._validate_update(n, U, V)  # says what is wrong, or copies
+        checked[n] = (U, V)
+    saved = {n: module._views[n].copy() for n in checked}
+    try:
+        for n, (U, V) in checked.items():
+            add_outer(module._views[n], U, V)
+        module._views = module._reevaluate({n: module._views[n] for n in module.INPUTS})
+    except BaseException:
+        for n, X in saved.items():
+            module._views[n][...] = X
+        raise
+    module.updates += 1
+    module.stats["updates"] += 1
+    module.stats["refreshes"] += 1

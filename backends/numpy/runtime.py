@@ -359,6 +359,10 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
             X[where] = saved
             raise
 
+    def reevaluate_updates(self, updates: Mapping[str, tuple]) -> None:
+        """Every ``name += U Vᵀ`` of ``updates``, then every view re-evaluated once."""
+        fallback.reevaluate_updates(self, updates)
+
     def _drift_policy(self) -> None:
         if self.refresh_every and self.updates % self.refresh_every == 0:
             self.refresh()

@@ -25,6 +25,10 @@ a float or a bool); values must be finite numbers of the right count::
                                                       entry M(to, from), out-degree
                                                       renormalised
 
+A vector of values (``"add"``, ``"set"``, ``"delta"``, ``"u"``, ``"v"``) may also be written
+``{"f8": BASE64}``: the base64 of its little-endian float64 bytes, exact and compact (what
+the PostgreSQL source logs: :func:`pack`).
+
 Any record may carry ``"batch": ID``: consecutive records with the same id form one
 micro-batch.  Every change of a micro-batch to one input is one rank-k update; "set"
 records read the value the earlier records of the batch left.
@@ -32,6 +36,8 @@ records read the value the earlier records of the batch left.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import math
 import sys
@@ -158,7 +164,31 @@ def _number(x, what: str) -> float:
     return x
 
 
+def pack(values) -> dict:
+    """A vector as ``{"f8": BASE64}`` (its little-endian float64 bytes): what
+    :func:`_vector` reads back bit for bit, without printing or parsing decimals."""
+    return {"f8": base64.b64encode(np.asarray(values, dtype="<f8").tobytes()).decode()}
+
+
+def _unpack(x: dict, what: str) -> list | np.ndarray:
+    if set(x) != {"f8"} or not isinstance(x["f8"], str):
+        raise UpdateError(f"{what} must be a list of numbers or {{\"f8\": BASE64}}, not "
+                          f"{json.dumps(x)[:40]}")
+    try:
+        return np.frombuffer(base64.b64decode(x["f8"], validate=True), "<f8").astype(float)
+    except (ValueError, binascii.Error):
+        raise UpdateError(f"{what}: f8 is not the base64 of float64 values") from None
+
+
 def _vector(x, n: int, what: str) -> np.ndarray:
+    if isinstance(x, dict):
+        a = _unpack(x, what)
+        if len(a) != n:
+            raise UpdateError(f"{what} has {len(a)} values, expected {n}")
+        bad = np.flatnonzero(~np.isfinite(a))
+        if len(bad):
+            raise UpdateError(f"{what}[{bad[0] + 1}] is {a[bad[0]]}: values must be finite")
+        return a
     if not isinstance(x, list):
         raise UpdateError(f"{what} must be a list of {n} numbers, not {json.dumps(x)[:40]}")
     if len(x) != n:
@@ -266,6 +296,12 @@ def _edge(d: dict, name: str, rows: int, cols: int) -> Op:
         if w <= 0:
             raise UpdateError(f"weight {w} must be positive")
     return Op(name, "edge", op, (src, dst), w)
+
+
+def rank(checked: list[tuple[Record, list[Op]]]) -> int:
+    """The rank-1 changes of a batch's value ops (a factor op: its columns)."""
+    return sum(op.factors[0].shape[1] if op.kind == "factor" else 1
+               for _, ops in checked for op in ops if op.kind not in ("edge", "scale"))
 
 
 def edge_tuple(op: Op) -> tuple:

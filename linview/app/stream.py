@@ -43,6 +43,7 @@ from linview.app.records import (
     check,
     edge_tuple,
     parse_line,
+    rank,
     read_records,
 )
 from linview.app.stream_out import Outputs
@@ -142,6 +143,9 @@ class Stream:
                       "applied": 0, "skipped": 0, "batches": 0, "seconds": 0.0}
         #: what only one backend reports (Spark: batches skipped, read from its log, ...)
         self.backend_stats: dict = {}
+        #: ``f(rank) -> bool`` (the PostgreSQL source): whether a batch re-evaluates every
+        #: view once (``views.reevaluate_updates``), not the triggers; logged with the batch
+        self.reevaluate_when = None
         if self.out is not None:
             self._io(f"the outputs in {out}", self.out.resume, self.pos["batch"])
         self.log = None
@@ -158,7 +162,8 @@ class Stream:
         for e in entries:  # batches logged before a crash but not in the state
             self.expected[e["first"] + e["count"]] = e["chain"]
             recs = [parse_line(r, w) for r, w in zip(e["records"], e["where"], strict=True)]
-            self._apply(recs, e["count"], e["chain"], e.get("source_batch", -1), replay=True)
+            self._apply(recs, e["count"], e["chain"], e.get("source_batch", -1), replay=True,
+                        reevaluate=e.get("reevaluate", False))
 
     # -------------------------------------------------------------- identity
     def _check_identity(self, extra: dict, digests: dict, source: str | None) -> None:
@@ -233,7 +238,8 @@ class Stream:
             self.checkpoint()
 
     def _apply(self, recs: list[Record], count: int, h: str, source_batch: int,
-               replay: bool, checked: list | None = None, t_check: float | None = None) -> None:
+               replay: bool, checked: list | None = None, t_check: float | None = None,
+               reevaluate: bool = False) -> None:
         """Log (unless a ``replay`` from the log), apply and publish records as one batch,
         a critical section (a signal waits for its end); ``checked`` are their ops when the
         caller checked them already (a replay checks them here)."""
@@ -241,16 +247,19 @@ class Stream:
         checked = self.check(recs) if checked is None else checked
         batch = self.pos["batch"] + 1
         logged = not replay and self.log is not None
+        if not replay and self.reevaluate_when is not None:
+            reevaluate = bool(self.reevaluate_when(rank(checked)))
         with signals.critical():
             try:
                 if logged:
                     self._io(f"the write-ahead log {self.wal_path}", self.log.append, {
                         "batch": batch, "first": self.pos["offset"], "count": count,
                         "chain": h, "source_batch": source_batch,
-                        "records": [r.raw for r in recs], "where": [r.where for r in recs]})
+                        "records": [r.raw for r in recs], "where": [r.where for r in recs],
+                        **({"reevaluate": True} if reevaluate else {})})
                     faults.point("batch.logged", batch)
                 t0 = time.perf_counter()
-                ring = self._apply_ops(checked)
+                ring = self._apply_ops(checked, reevaluate)
                 t1 = time.perf_counter()
                 offset = self.pos["offset"] + count
                 if self.out is not None:
@@ -281,11 +290,12 @@ class Stream:
             with contextlib.suppress(OSError):
                 self.log.rollback()
 
-    def _apply_ops(self, checked: list[tuple[Record, list]]) -> int:
+    def _apply_ops(self, checked: list[tuple[Record, list]], reevaluate: bool = False) -> int:
         """Apply the ops of a batch in record order: the value changes between two other
-        kinds of record as one rank-k update per input, consecutive edge records as one
-        edge batch per input (``views.update_edges``), each scaling as a scaling of the
-        views (:mod:`linview.compiler.scaling`)."""
+        kinds of record as one rank-k update per input (``reevaluate``: the inputs changed,
+        then every view re-evaluated once), consecutive edge records as one edge batch per
+        input (``views.update_edges``), each scaling as a scaling of the views
+        (:mod:`linview.compiler.scaling`)."""
         ring = self.pos["ring"]
         builder, edges = None, {}
         for rec, ops in [*checked, (None, None)]:
@@ -299,7 +309,11 @@ class Stream:
                 continue
             if builder is not None:
                 ring = builder.ring
-                for name, (U, V) in builder.updates().items():
+                updates = builder.updates()
+                if reevaluate and updates:
+                    self.views.reevaluate_updates(updates)
+                    updates = {}
+                for name, (U, V) in updates.items():
                     self.views.update(name, U, V)
                     faults.point("batch.op")
                 builder = None

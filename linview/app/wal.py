@@ -4,7 +4,9 @@ Each entry is one line ``LLLLLLLL CCCCCCCC PAYLOAD`` + newline: the payload's le
 bytes and its CRC32, both 8 hex digits, then the payload, canonical JSON
 ``{"batch": B, "first": S, "count": C, "records": [...], "where": [...]}`` (batch number,
 sequence number of the batch's first source record, records consumed, the applied records
-as their source text and where each came from).  An entry is written with one ``write`` and
+as their source text and where each came from; ``"reevaluate": true`` when the batch
+re-evaluated every view instead of running the triggers, so that a replay does the same).
+An entry is written with one ``write`` and
 fsynced before its batch is applied: one fsync per micro-batch.
 
 Reading it back (resume):

@@ -6,6 +6,8 @@ Names are bound parameters (catalog queries) or quoted identifiers (``psycopg2.s
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from linview.app.postgres import edges, entries
@@ -57,6 +59,13 @@ def ensure_publication(conn, name: str, tables: dict[str, tuple[str, str]]) -> N
                 "CREATE PUBLICATION {} FOR TABLE "
             cur.execute(sql.SQL(verb).format(sql.Identifier(name)) + names)
     conn.commit()
+
+
+def slot_name(sink: str) -> str:
+    """The slot's (and the publication's) name: ``linview_`` + the sink schema, folded to
+    what a slot name may hold (lower-case letters, digits, ``_``)."""
+    base = re.sub(r"[^a-z0-9_]", "_", sink.lower())[:40]
+    return f"linview_{base}"
 
 
 def slot_state(conn, slot: str):

@@ -41,15 +41,13 @@ def add_source_arguments(r) -> None:
                    help="at most N row changes per micro-batch when catching up (whole "
                    "transactions; default: a quarter of the widest rows input's columns, "
                    "16 to 256)")
+    g.add_argument("--reevaluate-above", type=int, default=None, metavar="N",
+                   help="a micro-batch of more than N rank-1 changes (a row of one input "
+                   "is one) re-evaluates every view instead of running the triggers "
+                   "(default: chosen per batch from the measured costs)")
 
 
 def cmd_run_postgres(args, prog, status) -> int:
-    from linview.app.postgres.edges import parse_edges_spec
-    from linview.app.postgres.entries import parse_entries_spec
-    from linview.app.postgres.runner import PostgresRun
-    from linview.app.postgres.tables import parse_table_spec
-    from linview.specialize import parse_shapes
-
     if args.updates is not None or args.input or args.out:
         raise InputError("--source reads the inputs and updates from the database and "
                          "writes the results there",
@@ -57,10 +55,61 @@ def cmd_run_postgres(args, prog, status) -> int:
     if not args.table and not args.edges and not args.entries:
         raise InputError("--source needs at least one --table INPUT=TABLE.COLUMN, --edges "
                          "INPUT=TABLE(SRC,DST) or --entries INPUT=TABLE(I,J,VALUE)")
-    if args.window_ms < 0 or (args.batch_rows is not None and args.batch_rows < 1):
-        raise InputError("--window-ms must be at least 0 and --batch-rows at least 1")
-    if args.backend != "numpy":
-        raise InputError("--source works with --backend numpy only, so far")
+    if args.window_ms < 0 or (args.batch_rows is not None and args.batch_rows < 1) \
+            or (args.reevaluate_above is not None and args.reevaluate_above < 0):
+        raise InputError("--window-ms and --reevaluate-above must be at least 0 and "
+                         "--batch-rows at least 1")
+    if args.backend == "spark":
+        return _run_spark(args, prog, status)
+    return _serve(args, prog, status, None)
+
+
+def _run_spark(args, prog, status) -> int:
+    """On Spark: the session from start to stop (the JVM stopped and the temporary folders
+    removed on every way out); the slot is read on the driver, views are distributed
+    where large (``--spark-driver-mib``)."""
+    import contextlib
+    from pathlib import Path
+
+    from linview.app import signals
+    from linview.app.spark_stream import driver_view_elements, session
+    from linview.backends.spark.session import remove_temp_dirs
+
+    forget = signals.on_exit_now(remove_temp_dirs)
+    spark, given = None, _active_session()
+    try:
+        spark = session(args)
+        opts = {"driver_view_elements": driver_view_elements(args), "spark": spark,
+                **{k: v for k, v in (("master", args.master), ("partitions", args.partitions))
+                   if v is not None}}
+        if args.checkpoint:  # lineage cuts that survive an executor: files beside the state
+            opts["checkpoint_dir"] = str(Path(args.checkpoint) / "rdd")
+        with signals.handled():  # PySpark's context put its own SIGINT handler in place
+            return _serve(args, prog, status, opts)
+    finally:
+        if spark is not None and spark is not given:  # a session of the caller's stays
+            with contextlib.suppress(Exception):
+                spark.stop()
+            remove_temp_dirs()
+        forget()
+
+
+def _active_session():
+    """The Spark session already running in this process (a caller's), if any."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return None
+    return SparkSession.getActiveSession()
+
+
+def _serve(args, prog, status, load_options: dict | None) -> int:
+    from linview.app.postgres.edges import parse_edges_spec
+    from linview.app.postgres.entries import parse_entries_spec
+    from linview.app.postgres.runner import PostgresRun
+    from linview.app.postgres.tables import parse_table_spec
+    from linview.specialize import parse_shapes
+
     run = PostgresRun(prog, dsn=args.source, tables=[parse_table_spec(t) for t in args.table],
                       edges=[parse_edges_spec(e) for e in args.edges],
                       entries=[parse_entries_spec(e) for e in args.entries],
@@ -68,7 +117,8 @@ def cmd_run_postgres(args, prog, status) -> int:
                       checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                       restart=args.restart, on_error=args.on_error,
                       window=args.window_ms / 1000, shapes=parse_shapes(args.shapes),
-                      warn=status.warn, batch_rows=args.batch_rows)
+                      warn=status.warn, batch_rows=args.batch_rows,
+                      reevaluate_above=args.reevaluate_above, load_options=load_options)
     stats = run.serve(once=args.once, progress=status.update)
     print(json.dumps(stats))
     return 0

@@ -3,7 +3,9 @@
 The messages a slot sends for the tables of a publication (PostgreSQL's documentation,
 "Logical Replication Message Formats"): integers are big-endian, strings are NUL-terminated,
 and a row (``TupleData``) is a count of columns followed by one of ``n`` (NULL), ``u`` (an
-unchanged TOASTed value, not sent) or ``t`` + length + the value as text, per column.
+unchanged TOASTed value, not sent), ``t`` + length + the value as text, or (binary mode,
+PostgreSQL 14 or later) ``b`` + length + the value in its type's binary send format (kept
+as ``bytes``: ``tables.parse_values`` decodes the types linview reads), per column.
 
 Only what linview needs is kept: ``Begin`` (the commit's LSN and time), ``Relation`` (a
 table's id, name and columns), ``Insert``/``Update``/``Delete`` (the new row, and the old
@@ -118,6 +120,8 @@ class _Reader:
                 values.append(UNCHANGED)
             elif kind == b"t":
                 values.append(self.raw(self.take(">i")).decode())
+            elif kind == b"b":  # binary mode: the type's send format, decoded by the caller
+                values.append(self.raw(self.take(">i")))
             else:
                 raise struct.error(f"column kind {kind!r}")
         return tuple(values)

@@ -20,7 +20,6 @@ load (the slot is dropped and created again).
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import signal
 import tempfile
@@ -32,15 +31,16 @@ from pathlib import Path
 import numpy as np
 
 from linview.app import wal
-from linview.app.postgres import catalog, edges, entries
+from linview.app.postgres import catalog, edges, entries, grow
 from linview.app.postgres import source as src
+from linview.app.postgres.choice import BatchChoice
 from linview.app.postgres.edges import EdgeInput
 from linview.app.postgres.entries import EntryInput
 from linview.app.postgres.pgoutput import format_lsn
-from linview.app.postgres.schema import RESTART, SchemaChanged, check_schema, describe
+from linview.app.postgres.schema import check_columns, check_schema, static_changed
 from linview.app.postgres.sink import Sink
-from linview.app.postgres.tables import Keys, Mapper, TableInput, collapse
-from linview.app.records import Record
+from linview.app.postgres.tables import BINARY_TYPES, Keys, Mapper, TableInput, collapse, rows_of
+from linview.app.records import Record, canonical
 from linview.app.stream import Stream
 from linview.errors import InputError, StateError, UpdateError
 
@@ -51,13 +51,8 @@ RETRY_FOR = 300.0
 #: the latencies kept for the stats (the last ones)
 LATENCIES = 100_000
 _NEVER = 10**15
-
-
-def slot_name(sink: str) -> str:
-    """The slot's (and the publication's) name: ``linview_`` + the sink schema, folded to
-    what a slot name may hold (lower-case letters, digits, ``_``)."""
-    base = re.sub(r"[^a-z0-9_]", "_", sink.lower())[:40]
-    return f"linview_{base}"
+#: pgoutput's binary mode (values in their types' send format) exists since PostgreSQL 14
+BINARY_SINCE = 140000
 
 
 class PostgresRun:
@@ -68,12 +63,17 @@ class PostgresRun:
                  sink: str = "linview", params: list[str] = (), checkpoint=None,
                  checkpoint_every: int = 100, restart: bool = False, on_error: str = "stop",
                  window: float = 0.05, shapes: dict | None = None, warn=print,
-                 batch_rows: int | None = None):
+                 batch_rows: int | None = None, reevaluate_above: int | None = None,
+                 load_options: dict | None = None):
+        """``load_options``: of ``load()`` (Spark: the session, partitions, ...)."""
         self.prog, self.key, self.on_error, self.window = prog, key, on_error, window
         self.warn, self.params, self.shapes_given = warn, list(params), dict(shapes or {})
         self.checkpoint_every, self.batch_rows = checkpoint_every, batch_rows
+        self.reevaluate_above, self.load_options = reevaluate_above, load_options
         self._stop: list[int] = []  # a signal, or stop(): serve() ends after the batch
         self.latencies: list[float] = []  # COMMIT (the server's clock) to results committed
+        self.grow_groups: dict[str, list[str]] = {}  # inputs that may grow (.grow)
+        self.grown: dict[str, int] = {}
         self._commit_times: list[float] = []
         self.tables: dict[str, list[TableInput]] = {}
         for ti in tables:
@@ -88,7 +88,7 @@ class PostgresRun:
         self.table_of = {**{ti.input: ti.name for ti in tables},
                          **{ei.input: ei.name for ei in [*edges, *entries]}}
         self.conn = src.Connection(dsn)
-        self.slot = slot_name(sink)
+        self.slot = catalog.slot_name(sink)
         self.sql = self.conn.sql()
         try:
             self._setup(sink, checkpoint, restart)
@@ -118,6 +118,7 @@ class PostgresRun:
                                    "entries": {t: [ei.input, *ei.columns]
                                                for t, ei in self.cells.items()},
                                    "key": self.key}, sort_keys=True)
+            self._identity = identity
             self.ckpt = Path(checkpoint) if checkpoint else None
             resume = (self.ckpt is not None and (self.ckpt / "state.npz").exists()
                       and not restart)
@@ -145,20 +146,11 @@ class PostgresRun:
                                          self.shapes_given, self.links, self.cells)
         finally:
             repl.close()
-        self._tmp = None if self.ckpt else Path(tempfile.mkdtemp(prefix="linview-pg-"))
-        folder = self.ckpt / "snapshot" if self.ckpt else self._tmp
-        folder.mkdir(parents=True, exist_ok=True)
-        self.files = catalog.save_inputs(folder, arrays)
         if self.ckpt is not None:
+            self.ckpt.mkdir(parents=True, exist_ok=True)
             (self.ckpt / "keys-0.json").write_text(keys.to_json())
             (self.ckpt / "columns.json").write_text(json.dumps(self.catalog))
-        try:
-            self.stream = Stream(self.prog, inputs=self.files + self.params,
-                                 checkpoint=self.ckpt, checkpoint_every=_NEVER, restart=True,
-                                 warn=self.warn, source=identity)
-        finally:  # without a checkpoint the files were only the way in
-            if self._tmp is not None:
-                shutil.rmtree(self._tmp, ignore_errors=True)
+        self._load(arrays)
         self.stream.pos["source_batch"] = point
         self._start(keys)
         self._checkpoint()
@@ -166,23 +158,30 @@ class PostgresRun:
         self.sink.ensure(list(self.views.outputs))
         self.sink.write(self.views.outputs, point, 0)
 
+    def _load(self, arrays: dict) -> None:
+        """A new engine over ``arrays``, saved where a resume reads them (without a
+        checkpoint, in a temporary folder removed once they are loaded)."""
+        tmp = None if self.ckpt else Path(tempfile.mkdtemp(prefix="linview-pg-"))
+        folder = self.ckpt / "snapshot" if self.ckpt else tmp
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            self.files = catalog.save_inputs(folder, arrays)
+            self.stream = Stream(self.prog, inputs=self.files + self.params,
+                                 checkpoint=self.ckpt, checkpoint_every=_NEVER, restart=True,
+                                 warn=self.warn, source=self._identity,
+                                 load_options=self.load_options)
+        finally:
+            if tmp is not None:
+                shutil.rmtree(tmp, ignore_errors=True)
+
     def _resume(self, identity: str) -> None:
-        cf = self.ckpt / "columns.json"
-        if cf.exists():  # a table altered while linview was stopped
-            was = {t: [tuple(c) for c in cols] for t, cols in json.loads(cf.read_text()).items()}
-            for name, cols in self.catalog.items():
-                now = [tuple(c) for c in cols]
-                if was.get(name, now) != now:
-                    raise SchemaChanged(f"ALTER TABLE {name} since checkpoint {self.ckpt}: "
-                                        "its columns (name, type id) were "
-                                        f"{describe(was[name])} and are now {describe(now)}",
-                                        hint=RESTART)
+        check_columns(self.ckpt, self.catalog)  # a table altered while linview was stopped
         folder = self.ckpt / "snapshot"
         self.files = [f"{p.stem}={p}" for p in sorted([*folder.glob("*.npy"),
                                                         *folder.glob("*.npz")])]
         self.stream = Stream(self.prog, inputs=self.files + self.params,
                              checkpoint=self.ckpt, checkpoint_every=_NEVER, warn=self.warn,
-                             source=identity)
+                             source=identity, load_options=self.load_options)
         self.applied = self.stream.pos["source_batch"]
         if self.applied < 0:
             return  # a first start that stopped before its first checkpoint: start over
@@ -222,7 +221,7 @@ class PostgresRun:
                                  f"{name}' to the program")
         shapes = {ti.input: tuple(self.views._views[ti.input].shape)
                   for tis in self.tables.values() for ti in tis if ti.input not in static}
-        handlers = {t: (lambda ch, cols, present, n=n, t=t: _static_changed(n, t))
+        handlers = {t: (lambda ch, cols, present, n=n, t=t: static_changed(n, t))
                     for n, t in static.items()}
         for t, ei in self.links.items():
             n = self.views._views[ei.input].shape[0]
@@ -238,7 +237,22 @@ class PostgresRun:
             self.batch_rows = int(np.clip(max(widths, default=4 * src.BATCH_ROWS) // 4, 16,
                                           src.BATCH_ROWS))
         for name, cols in self.catalog.items():
-            self.mapper.set_columns(name, [c for c, _ in cols])
+            self.mapper.set_columns(name, cols)
+        table_inputs = {ti.input for tis in self.tables.values() for ti in tis}
+        on_numpy = not hasattr(self.views, "distributed")  # inputs grow on NumPy only
+        if on_numpy and not self.links and not self.cells and all(
+                isinstance(self.views._views[n], np.ndarray) for n in table_inputs):
+            self.grow_groups = grow.groups(self.prog.program, table_inputs)
+            self.mapper.growable = set(self.grow_groups)
+        self.choice = BatchChoice(self.views, self.stream.eval_seconds, self.reevaluate_above)
+        self.stream.reevaluate_when, self.stream.timings = self.choice, []
+        # values in binary (no text to parse) when every column read is of a type decoded
+        read = {(t, c) for t, tis in self.tables.items() for c in [self.key, *(ti.column
+                                                                          for ti in tis)]}
+        self.binary = (not self.links and not self.cells
+                       and self.sql.server_version >= BINARY_SINCE
+                       and all(oid in BINARY_TYPES for t, cols in self.catalog.items()
+                               for c, oid in cols if (t, c) in read))
 
     # -------------------------------------------------------------- the stream
     def serve(self, once: bool, progress=None) -> dict:
@@ -275,7 +289,7 @@ class PostgresRun:
                         idle_since = time.monotonic()
                     failing_since = None
                 except psycopg2.Error as e:
-                    if not _transient(e):
+                    if not src.transient(e):
                         raise
                     if changes is not None:
                         changes.close()
@@ -312,7 +326,8 @@ class PostgresRun:
             self.sql = self.conn.sql(wrap=False)
             self.sink.conn = self.sql
             self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
-        return src.ChangeStream(self.conn, self.slot, self.slot, self.batch_rows)
+        return src.ChangeStream(self.conn, self.slot, self.slot, self.batch_rows,
+                                binary=self.binary)
 
     def apply(self, txs: list, changes) -> None:
         """One micro-batch: check each transaction, apply, write, acknowledge."""
@@ -341,12 +356,19 @@ class PostgresRun:
             where = f"transaction at LSN {format_lsn(lsn)}"
             changed += [(d, where) for d in dicts]
             end = lsn
+        if self.mapper.grow:  # inserts past an input's rows: larger inputs first
+            self._grow(Keys(before))
         if end > self.applied:
-            recs = collapse(changed, before, self.table_of, lambda n: self.views._views[n])
-            self._commit([Record(d, w, raw=json.dumps(d)) for d, w in recs], end, changes)
+            recs = collapse(changed, before, self.table_of,
+                            lambda n, idx: rows_of(self.views._views[n], idx))
+            self._commit([Record(d, w, raw=canonical(d)) for d, w in recs], end, changes)
+            rows = sum(len(tx.changes) for tx in txs)
+            changes.batch_rows = self.choice.cap(self.batch_rows, len(recs) / max(rows, 1))
 
     def _commit(self, recs: list, end: int, changes) -> None:
         self.stream.apply_batch(recs, source_batch=end)
+        if self.stream.timings:  # what the batch's update cost: the next batch's choice
+            self.choice.measured(self.stream.timings.pop()["trigger"])
         self.applied = end  # the views hold it; if the write fails, a reconnect writes it
         self.sink.write(self.views.outputs, end, self.stream.pos["batch"])
         visible = time.time()
@@ -358,12 +380,30 @@ class PostgresRun:
         if self.ckpt is not None and self.stream.since_save >= self.checkpoint_every:
             self._checkpoint()
 
-    def _checkpoint(self) -> None:  # the keys first: a crash between leaves both files
-        if self.ckpt is None:
+    def _grow(self, before: Keys) -> None:
+        """Load the views again from their inputs with zero rows added (:mod:`.grow`),
+        before the batch; its checkpoint holds ``before``, the rows before the batch."""
+        new = grow.sizes(self.mapper.grow, self.grow_groups, self.stream.shapes)
+        arrays = {n: grow.padded(self.views._views[n], new[n]) if n in new
+                  else self.views._views[n] for n in self.table_of}
+        if self.ckpt is not None:  # a crash from here on finds no state: a fresh load
+            (self.ckpt / "state.npz").unlink(missing_ok=True)
+        pos, stats = dict(self.stream.pos), self.stream.stats
+        if self.stream.log is not None:
+            self.stream.log.close()
+        self._load(arrays)
+        self.stream.pos.update({k: pos[k] for k in ("batch", "offset", "source_batch")})
+        self.stream.stats = stats
+        self._start(self.mapper.keys)
+        self._checkpoint(before)
+        self.grown.update(new)
+
+    def _checkpoint(self, keys: Keys | None = None) -> None:  # the keys first: a crash
+        if self.ckpt is None:  # between leaves both files
             return
         batch = self.stream.pos["batch"]
         tmp = self.ckpt / f"keys-{batch}.json.tmp"
-        tmp.write_text(self.mapper.keys.to_json())
+        tmp.write_text((keys or self.mapper.keys).to_json())
         tmp.replace(self.ckpt / f"keys-{batch}.json")
         self.stream.checkpoint()
         for f in self.ckpt.glob("keys-*.json"):
@@ -375,6 +415,9 @@ class PostgresRun:
             self._checkpoint()
         stats = self.stream.close()
         stats["lsn"] = format_lsn(self.applied)
+        stats["reevaluated_batches"] = self.choice.reevaluated
+        if self.grown:
+            stats["grown"] = self.grown  # {input: rows} of inputs that grew
         solvers = getattr(self.views, "solvers", None)
         if solvers:  # solve views: their certified bounds (sparse inputs may have none)
             stats["error_bound"] = {o: self.views.error_bound(o) for o in self.views.outputs
@@ -386,16 +429,3 @@ class PostgresRun:
         if not self.sql.closed:
             self.sql.close()
         return stats
-
-
-def _transient(e) -> bool:
-    """A lost connection, a server shutting down or starting, a slot still held by the
-    walsender of a connection that just died: worth connecting again."""
-    code = getattr(e, "pgcode", None)
-    return code is None or code.startswith(("08", "57P")) or code == "55006"
-
-
-def _static_changed(name: str, table: str):
-    raise InputError(f"table {table} changed, but input {name} that it holds is not dynamic "
-                     "(a value the program was compiled around, e.g. a scalar)",
-                     hint=f"{RESTART}, or declare '%#linview dynamic {name}'")

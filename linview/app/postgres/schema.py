@@ -38,3 +38,26 @@ def check_schema(tx, columns: dict[str, list]) -> None:
 def describe(cols) -> str:
     """Columns (name, type oid) in words."""
     return ", ".join(f"{n} ({t})" for n, t in cols)
+
+
+def static_changed(name: str, table: str):
+    raise InputError(f"table {table} changed, but input {name} that it holds is not dynamic "
+                     "(a value the program was compiled around, e.g. a scalar)",
+                     hint=f"{RESTART}, or declare '%#linview dynamic {name}'")
+
+
+def check_columns(ckpt, catalog: dict) -> None:
+    """The mapped tables' columns (name, type id) now against those the checkpoint
+    ``ckpt`` started with (``columns.json``): an ALTER TABLE while linview was stopped."""
+    import json
+
+    cf = ckpt / "columns.json"
+    if not cf.exists():
+        return
+    was = {t: [tuple(c) for c in cols] for t, cols in json.loads(cf.read_text()).items()}
+    for name, cols in catalog.items():
+        now = [tuple(c) for c in cols]
+        if was.get(name, now) != now:
+            raise SchemaChanged(f"ALTER TABLE {name} since checkpoint {ckpt}: its columns "
+                                f"(name, type id) were {describe(was[name])} and are now "
+                                f"{describe(now)}", hint=RESTART)

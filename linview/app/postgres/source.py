@@ -92,7 +92,9 @@ class ChangeStream:
     """The slot's transactions, whole and in commit order; ``marker`` ends ``--once``."""
 
     def __init__(self, conn: Connection, slot: str, publication: str,
-                 batch_rows: int = BATCH_ROWS):
+                 batch_rows: int = BATCH_ROWS, binary: bool = False):
+        """``binary``: values in their types' binary send format (pgoutput's ``binary``
+        option, PostgreSQL 14 or later), which the caller decodes."""
         self.conn, self.slot, self.publication = conn, slot, publication
         self.batch_rows = batch_rows
         self.relations: dict[int, pgoutput.Relation] = {}
@@ -101,8 +103,11 @@ class ChangeStream:
         self.held: Transaction | None = None
         self.open: Transaction | None = None
         self.started = time.time()  # transactions committed before it are the backlog
-        self.cur.start_replication(slot_name=slot, decode=False, options={
-            "proto_version": "1", "publication_names": publication, "messages": "true"})
+        options = {"proto_version": "1", "publication_names": publication,
+                   "messages": "true"}
+        if binary:
+            options["binary"] = "true"
+        self.cur.start_replication(slot_name=slot, decode=False, options=options)
 
     def close(self) -> None:
         try:
@@ -225,3 +230,10 @@ def copy_table(cur, schema: str, table: str, columns: list[str]) -> list[list[st
     for line in buf.getvalue().splitlines():
         rows.append([None if f == "\\N" else f for f in line.split("\t")])
     return rows
+
+
+def transient(e) -> bool:
+    """A lost connection, a server shutting down or starting, a slot still held by the
+    walsender of a connection that just died: worth connecting again."""
+    code = getattr(e, "pgcode", None)
+    return code is None or code.startswith(("08", "57P")) or code == "55006"

@@ -1,0 +1,191 @@
+"""pgoutput's binary mode (values in their types' send format, no text to parse) and the
+packed vectors (``{"f8": BASE64}``) that the PostgreSQL source logs: both give the bits
+that the text path gives, and bad values get the text path's errors.  A real server."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import linview
+from linview.app.postgres import runner
+from linview.app.postgres.sink import read_results
+from linview.app.postgres.tables import TableInput
+from linview.app.records import Record, check, pack, parse_line
+from linview.errors import UpdateError
+from tests.conftest import EXAMPLES
+from tests.pg_server import floats
+
+psycopg2 = pytest.importorskip("psycopg2")
+
+OLS = linview.compile_file(EXAMPLES / "ols.m")
+
+
+def _run(dsn, **kw):
+    return runner.PostgresRun(OLS, dsn=dsn, tables=[TableInput("X", "public", "obs", "x"),
+                                                    TableInput("Y", "public", "obs", "y")],
+                              warn=lambda m: None, **kw)
+
+
+# (key type, X's column type, Y's column type, binary mode expected)
+TYPES = [("int", "float8[]", "float8", True), ("bigint", "float4[]", "real", False),
+         ("bigint", "float8[]", "bigint", True),
+         ("smallint", "float8[]", "int", True), ("int", "float8[]", "numeric", False),
+         ("int", "text", "float8", False)]
+
+
+@pytest.mark.parametrize("key,xt,yt,binary", TYPES, ids=[f"{t[1]}-{t[2]}" for t in TYPES])
+def test_binary_and_text_modes_give_the_same_results(pg_server, key, xt, yt, binary):
+    name = f"t_bin_{xt}_{yt}".replace("[]", "a")
+    dsn = pg_server.create_db(name)
+    conn = pg_server.connect(name)
+    cur = conn.cursor()
+    cur.execute(f"CREATE TABLE obs (id {key} PRIMARY KEY, x {xt}, y {yt})")
+    rng = np.random.default_rng(5)
+    for i in range(1, 13):
+        cur.execute("INSERT INTO obs VALUES (%s, %s, %s)",
+                    (i, floats(rng.standard_normal(3)), i % 5 + 0.0))
+    run = _run(dsn)
+    assert run.binary is binary
+    for i in (2, 5, 5, 11):  # updates, one row twice, and a transaction of two rows
+        cur.execute("UPDATE obs SET x = %s, y = %s WHERE id = %s",
+                    (floats(rng.standard_normal(3)), i + 2.0, i))
+    cur.execute("BEGIN; UPDATE obs SET y = 7 WHERE id = 1; UPDATE obs SET x = '{1,2,-0.25}'"
+                " WHERE id = 3; COMMIT")
+    cur.execute("DELETE FROM obs WHERE id = 4")
+    run.serve(once=True)
+    # the values as their text reads (a real's short decimal, as float64)
+    cur.execute("SELECT id, x::text::float8[], y::text::float8 FROM obs")
+    X, Y = np.zeros((12, 3)), np.zeros((12, 1))
+    for k, x, y in cur.fetchall():
+        X[k - 1], Y[k - 1] = x, y
+    np.testing.assert_allclose(read_results(conn, "linview", "beta"),
+                               np.linalg.solve(X.T @ X, X.T @ Y), rtol=1e-9)
+    conn.close()
+
+
+@pytest.mark.parametrize("x,says", [
+    ("ARRAY[[1,2,3],[4,5,6]]::float8[]", "not a one-dimensional array"),
+    ("ARRAY[1, NULL, 3]::float8[]", "NULL element"),
+    ("ARRAY[1, '-Infinity', 3]::float8[]", "non-finite value -Infinity"),
+    ("'{}'::float8[]", "0 values where the input has 3 columns"),
+])
+def test_bad_binary_values_say_what_the_text_path_says(pg_server, x, says):
+    name = f"t_bin_bad_{says.split()[0].lower().replace('-', '_')}"  # a database and
+    dsn = pg_server.create_db(name)
+    conn = pg_server.connect(name)
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE obs (id int PRIMARY KEY, x float8[], y float8)")
+    for i in range(1, 6):
+        cur.execute("INSERT INTO obs VALUES (%s, %s, %s)", (i, [1.0, i, i * i], 1.0 * i))
+    run = _run(dsn, sink=name)  # a slot each: none still held by the last case's sender
+    assert run.binary
+    cur.execute(f"UPDATE obs SET x = {x} WHERE id = 4")
+    with pytest.raises(UpdateError, match="table public.obs, key 4, transaction at LSN"
+                       ) as e:
+        run.serve(once=True)
+    assert says in e.value.message
+    run.close()
+    conn.close()
+
+
+def test_packed_vectors_read_back_bit_for_bit():
+    v = np.array([0.1, -2.5e-300, 1e300, -0.0, 3.0])
+    d = {"input": "X", "row": 2, "add": pack(v)}
+    rec = parse_line(json.dumps(d), "log:1")
+    (op,) = check(rec, {"X": (4, 5)})
+    assert op.values.tobytes() == v.tobytes()
+    assert check(Record({"input": "X", "row": 2, "add": v.tolist()}, "x"),
+                 {"X": (4, 5)})[0].values.tobytes() == v.tobytes()
+
+
+@pytest.mark.parametrize("value,says", [
+    ({"f8": "not base64!"}, "f8 is not the base64"),
+    ({"f8": pack([1.0, 2.0])["f8"]}, "has 2 values, expected 3"),
+    (pack([1.0, np.nan, 2.0]), "add[2] is nan"),
+    ({"f8": "", "x": 1}, "must be a list of numbers or"),
+])
+def test_bad_packed_vectors(value, says):
+    with pytest.raises(UpdateError, match="log:1") as e:
+        check(Record({"input": "X", "row": 1, "add": value}, "log:1"), {"X": (2, 3)})
+    assert says in e.value.message
+
+
+def test_batches_that_reevaluate_equal_a_fresh_computation(pg_server):
+    """``reevaluate_above``: the batches of more than 4 rank-1 changes (a row of X and of Y
+    in a transaction of 3 or 8 rows) re-evaluate every view from the changed inputs, the
+    others (1 row) run the triggers; the results are those of the final table either
+    way."""
+    dsn = pg_server.create_db("t_reeval")
+    conn = pg_server.connect("t_reeval")
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE obs (id int PRIMARY KEY, x float8[], y float8)")
+    rng = np.random.default_rng(9)
+    for i in range(1, 31):
+        cur.execute("INSERT INTO obs VALUES (%s, %s, %s)",
+                    (i, floats(rng.standard_normal(4)), float(rng.standard_normal())))
+    run = _run(dsn, reevaluate_above=4, window=0.0, batch_rows=3)  # a batch per transaction
+    for t in range(12):
+        k = [1, 3, 8][t % 3]
+        cur.execute("BEGIN")
+        for i in rng.choice(np.arange(1, 31), size=k, replace=False):
+            cur.execute("UPDATE obs SET x = %s, y = %s WHERE id = %s",
+                        (floats(rng.standard_normal(4)), float(rng.standard_normal()), int(i)))
+        cur.execute("COMMIT")
+    stats = run.serve(once=True)
+    assert 0 < stats["reevaluated_batches"] < stats["batches"], stats
+    cur.execute("SELECT id, x, y FROM obs")
+    X, Y = np.zeros((30, 4)), np.zeros((30, 1))
+    for k, x, y in cur.fetchall():
+        X[k - 1], Y[k - 1] = x, y
+    np.testing.assert_allclose(read_results(conn, "linview", "beta"),
+                               np.linalg.solve(X.T @ X, X.T @ Y), rtol=1e-9)
+    conn.close()
+
+
+def test_the_measured_choice_and_the_cap_of_a_catching_up_batch():
+    from types import SimpleNamespace
+
+    from linview.app.postgres.choice import BatchChoice
+
+    views = SimpleNamespace(adaptation=SimpleNamespace(enabled=True),
+                            reevaluate_updates=lambda u: None)
+    c = BatchChoice(views, reeval_s=0.5)
+    assert not c(10_000)  # no per-rank cost measured yet: the triggers
+    c.measured(0.1)  # rank 10000 took 0.1 s: 1e-5 s per rank
+    assert c.per_rank == pytest.approx(1e-5)
+    assert not c(40_000) and c(60_000)  # 0.4 s < 0.5 s < 0.6 s
+    c.measured(0.3)  # the re-evaluation took 0.3 s
+    assert c.reeval_s == 0.3 and c.reevaluated == 1
+    assert c.cap(250, 2.0) == int(2 * 0.3 / 1e-5 / 2.0)  # two re-evaluations' worth
+    assert c.cap(10**9, 2.0) == 10**9
+    c(8)
+    c.measured(5.0)  # a batch below MIN_RANK does not move the per-rank cost
+    assert c.per_rank == pytest.approx(1e-5)
+    off = BatchChoice(SimpleNamespace(adaptation=SimpleNamespace(enabled=False),
+                                      reevaluate_updates=None), reeval_s=0.5)
+    off.per_rank = 1.0
+    assert not off(10**6) and off.cap(250, 2.0) == 250
+    spark = BatchChoice(SimpleNamespace(adaptation=SimpleNamespace(enabled=True),
+                                        reevaluate_updates=None, distributed=dict),
+                        reeval_s=0.5, above=0)
+    assert not spark(10**6)  # Spark runs the triggers, even with --reevaluate-above
+
+
+def test_a_refused_batch_reevaluation_changes_nothing():
+    """``views.reevaluate_updates``: X'X singular after the batch -> refused, with the
+    inputs and every view as they were."""
+    views = OLS.load(X=np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
+                     Y=np.array([[1.0], [2.0], [3.0]]))
+    before = {n: np.array(v) for n, v in views._views.items()}
+    U = np.zeros((3, 2))
+    U[1, 0] = U[2, 1] = 1.0
+    V = np.array([[0.0, -1.0], [-1.0, -1.0]])  # rows 2 and 3 become 0: X = [1 0; 0 0; 0 0]
+    with pytest.raises(linview.errors.LinviewError):
+        views.reevaluate_updates({"X": (U, V), "Y": (U[:, :1], np.array([[5.0]]))})
+    assert all(np.array_equal(views._views[n], v) for n, v in before.items())
+    views.reevaluate_updates({"Y": (U[:, :1], np.array([[5.0]]))})  # a good one applies
+    np.testing.assert_allclose(views.outputs["beta"], np.linalg.lstsq(
+        before["X"], before["Y"] + U[:, :1] * 5.0, rcond=None)[0], rtol=1e-12)
