@@ -3,7 +3,7 @@
 ``A \\ B`` (and ``B / A``) becomes ``x := solve(A, B)``, a view of its own, when the program
 has a ``%#linview solve`` or ``tolerance`` pragma or when A reads an input declared
 ``sparse`` or ``stochastic``; A stays an expression so that its structure (``I - s·M``)
-reaches the runtime (:mod:`linview.solve.views`).  The pragmas' values are read by
+reaches the generated module (``backends/numpy/solve_codegen.py``).  The pragmas' values are read by
 :mod:`linview.frontend.pragmas`.
 """
 
