@@ -6,15 +6,18 @@ under Hypothesis)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.sparse as sps
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import linview
+from linview import statefile
 from linview.api import load_module
 from linview.app.cli import main
 from linview.backends.numpy.solve_module import SolveModule
 from linview.compiler import interp
+from linview.errors import StateError
 from linview.solve.stochastic import StochasticMatrix
 
 D = 0.85
@@ -140,3 +143,40 @@ def test_mixed_program_matches_reevaluation_under_updates_of_both_inputs(seed, s
         if views.solver("r").method == "push":  # certified: the bound holds (up to the
             # rounding of the dense reference solve, n·eps of ‖r‖₁ = 1)
             assert np.abs(views["r"] - ref["r"]).sum() <= views.error_bound("r") + 1e-13
+
+
+# ------------------------------------------------------------------ one state format
+def test_mixed_module_saves_in_the_one_state_format_and_restores(tmp_path):
+    rng = np.random.default_rng(7)
+    prog = linview.compile(MIXED, name="mixed")
+    inputs = mixed_inputs(rng)
+    views = prog.load(**inputs)
+    n, m, k = inputs["P"].shape[0], *inputs["X"].shape
+    views.update("X", rng.standard_normal(m) * 0.1, rng.standard_normal(k))
+    views.update("M", -views["M"][:, [2]].toarray().ravel(), np.eye(n)[:, 2])  # dangling
+    views.save(tmp_path / "s.npz", extra={"offset": 3})
+    meta, arrays = statefile.read(tmp_path / "s.npz")  # checksums, manifest: the one format
+    assert meta["storage"] == {"M": "sparse", "X": "dense", "y": "dense", "P": "dense",
+                               "d": "dense"} and {"r@x", "q@x", "M@data"} <= set(arrays)
+    back = linview.restore(tmp_path / "s.npz")
+    assert isinstance(back, SolveModule) and back.updates == 2
+    assert back.saved_meta["extra"] == {"offset": 3} and sps.issparse(back["M"])
+    for name in ("r", "beta", "q", "share"):
+        np.testing.assert_allclose(back[name], views[name], atol=1e-8)
+    for v in (views, back):  # both go on alike
+        v.update("X", np.ones(m) * 0.05, np.arange(k, dtype=float))
+    ref = reference(back, prog)
+    for name in ("r", "beta", "q", "share"):
+        np.testing.assert_allclose(back[name], ref[name], atol=1e-7)
+    with pytest.raises(StateError, match="different program"):
+        linview.restore(tmp_path / "s.npz", program=linview.compile_file(
+            "examples/pagerank_solve.m"))
+
+
+def test_old_solve_state_files_are_refused_clearly(tmp_path):
+    """The format solve views had before they joined the generated module is not read."""
+    meta = {"kind": "solve", "program": "p", "source": "", "updates": 0}
+    np.savez(tmp_path / "old.npz", __meta__=np.array(repr(meta)), __module__=np.array(""),
+             **{"x:r": np.zeros((3, 1))})
+    with pytest.raises(StateError, match="solve views in the format linview used before"):
+        linview.restore(tmp_path / "old.npz")
