@@ -205,7 +205,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     nnz = {k: dims.pop(k) for k in [k for k in dims if k.startswith("nnz_")]}
     module_ast, sparse = specialize.with_sparse(module_ast, sparse, nnz, backend)
     base = Options(shapes=tuple(shapes or ()), dims=tuple(sorted(dims.items())),
-                   least_squares=least_squares)
+                   least_squares=least_squares,
+                   nnz=tuple(sorted((k[4:], v) for k, v in nnz.items())))
     params = module_ast.params if hasattr(module_ast, "params") else tuple(
         s.name for p in module_ast.pragmas if p.kind == "input" for s in p.specs) + tuple(
         sorted({n for p in module_ast.pragmas if p.kind == "scalar" for n in p.names}))
@@ -220,7 +221,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
             program, options = choose_model(module_ast, source, filename, dims, rank, base)
         else:
             options = replace(parse_model(model), shapes=base.shapes, dims=base.dims,
-                              least_squares=least_squares)
+                              least_squares=least_squares, nnz=base.nnz)
             program = lower(module_ast, source, filename, options)
     except (NeedsData, ShapeError) as e:
         if shapes or not (isinstance(e, NeedsData) or compile_options.open_inputs(module_ast)):
@@ -228,6 +229,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
         reason = str(e) if isinstance(e, NeedsData) else "its sizes depend on the data"
         return specialize.DeferredProgram(name or module_ast_name(module_ast, filename),
                                           reason, kept)
+    kept_dense = {d.name for d in program.inputs if d.name in sparse and d.storage == "dense"}
+    nnz = {k: v for k, v in nnz.items() if k[4:] not in kept_dense}  # an inverse chose so
     kept["nnz"] = split_nnz(program, nnz)[1]  # non-zeros of sparse inputs, for cost
     known = {s.name for s in program.dim_symbols}
     unknown = sorted(set(dims) - known - {"k"})

@@ -180,3 +180,35 @@ def test_old_solve_state_files_are_refused_clearly(tmp_path):
              **{"x:r": np.zeros((3, 1))})
     with pytest.raises(StateError, match="solve views in the format linview used before"):
         linview.restore(tmp_path / "old.npz")
+
+
+# ------------------------------------------------------------------ solve view or inverse
+GENERAL = """function x = f(A, b)
+  x = (A + 2 * eye(size(A, 1))) \\ b;
+end
+"""
+
+
+def test_cost_model_chooses_solve_view_or_inverse_by_seconds_and_explain_says_why():
+    """Priced per update: a large sparse A is a solve view; a small, nearly full one (its
+    non-zeros counted from the data) is kept by a Woodbury inverse, the input dense."""
+    rng = np.random.default_rng(11)
+    big = sps.random(4000, 4000, density=1e-3, random_state=1, format="csr")
+    small = sps.csr_matrix(rng.random((12, 12)))  # every entry stored
+    prog = linview.compile(GENERAL, name="f")
+    views = prog.load(A=big, b=np.ones((4000, 1)))
+    assert views.solver("x").method == "krylov"
+    text = prog.specialize(A=big, b=np.ones((4000, 1))).explain()
+    assert f"A: {big.nnz:,} non-zeros): a solve view (krylov)" in text
+    views = prog.load(A=small, b=np.ones((12, 1)))
+    assert not getattr(views, "solvers", None) and "rt.inv(" in type(views).MODULE_SOURCE
+    text = prog.specialize(A=small, b=np.ones((12, 1))).explain()
+    assert "A: 144 non-zeros): a Woodbury inverse inv(A)" in text
+    assert "A kept dense for it" in text
+    A = small.toarray()
+    for _ in range(4):  # Woodbury-maintained, against a direct solve
+        u, v = rng.standard_normal(12) * 0.1, rng.standard_normal(12) * 0.1
+        views.update("A", u, v)
+        A += np.outer(u, v)
+        np.testing.assert_allclose(views["x"], np.linalg.solve(A + 2 * np.eye(12),
+                                                               np.ones((12, 1))), atol=1e-9)
