@@ -21,6 +21,7 @@ from pathlib import Path
 
 from linview import budget, compile_options, lstsq, specialize
 from linview.backends.numpy import runtime
+from linview.backends.numpy.solve_codegen import has_solve_side
 from linview.compile_options import (
     decode_source,
     module_ast_name,
@@ -29,7 +30,6 @@ from linview.compile_options import (
 )
 from linview.compiler.cost import choose_model, strategy_chooser
 from linview.compiler.delta import TriggerOptions
-from linview.compiler.ir import Op
 from linview.compiler.lower import Options, lower
 from linview.compiler.lower_language import NeedsData
 from linview.compiler.plan import Plan, make_plan, transient_views
@@ -92,7 +92,7 @@ class CompiledProgram:
             inputs, extra = reuse.split_options(self, inputs)
         if self._scalar_given(inputs):  # a 1x1 input is a scalar
             return self.specialize(**inputs).load(**inputs, memory_budget=limit, **extra)
-        self._check_budget(inputs, limit)
+        self._check_budget(inputs, limit, self.lowered if self._solve_side else None)
         try:
             return lstsq.loaded(self.module_class(**lstsq.load_options(self, inputs), **extra),
                                 inputs)
@@ -147,7 +147,17 @@ class CompiledProgram:
 
         why = self.options.get("why")  # a form load() chose instead (linview.lstsq)
         # views: its switches while running
-        return explain(self, after=after, views=views) + (f"\n\n{why}" if why else "")
+        text = explain(self, after=after, views=views) + (f"\n\n{why}" if why else "")
+        if self._solve_side:
+            from linview.solve.explain import explain_solves
+
+            text += explain_solves(self.lowered, self.options.get("sparse"))
+        return text
+
+    @property
+    def _solve_side(self) -> bool:
+        """Whether the module has solve views or sparse inputs (``sv.SolveModule``)."""
+        return self.backend == "numpy" and has_solve_side(self.program)
 
 
 def load_module(source: str, name: str) -> types.ModuleType:
@@ -195,7 +205,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     nnz = {k: dims.pop(k) for k in [k for k in dims if k.startswith("nnz_")]}
     module_ast, sparse = specialize.with_sparse(module_ast, sparse, nnz, backend)
     base = Options(shapes=tuple(shapes or ()), dims=tuple(sorted(dims.items())),
-                   least_squares=least_squares)
+                   least_squares=least_squares,
+                   nnz=tuple(sorted((k[4:], v) for k, v in nnz.items())))
     params = module_ast.params if hasattr(module_ast, "params") else tuple(
         s.name for p in module_ast.pragmas if p.kind == "input" for s in p.specs) + tuple(
         sorted({n for p in module_ast.pragmas if p.kind == "scalar" for n in p.names}))
@@ -210,7 +221,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
             program, options = choose_model(module_ast, source, filename, dims, rank, base)
         else:
             options = replace(parse_model(model), shapes=base.shapes, dims=base.dims,
-                              least_squares=least_squares)
+                              least_squares=least_squares, nnz=base.nnz)
             program = lower(module_ast, source, filename, options)
     except (NeedsData, ShapeError) as e:
         if shapes or not (isinstance(e, NeedsData) or compile_options.open_inputs(module_ast)):
@@ -218,6 +229,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
         reason = str(e) if isinstance(e, NeedsData) else "its sizes depend on the data"
         return specialize.DeferredProgram(name or module_ast_name(module_ast, filename),
                                           reason, kept)
+    kept_dense = {d.name for d in program.inputs if d.name in sparse and d.storage == "dense"}
+    nnz = {k: v for k, v in nnz.items() if k[4:] not in kept_dense}  # an inverse chose so
     kept["nnz"] = split_nnz(program, nnz)[1]  # non-zeros of sparse inputs, for cost
     known = {s.name for s in program.dim_symbols}
     unknown = sorted(set(dims) - known - {"k"})
@@ -240,17 +253,15 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     getattr(module, plan.class_name).PROGRAM_INFO = compile_options.program_info(
         source, program.name, filename, dims, model, rank, backend, strategy, shapes)
     getattr(module, plan.class_name).KEY_PROGRAM = plan.program
-    cls = SolveProgram if any(st.expr.op is Op.SOLVE for st in program.statements) or (
-        backend == "numpy" and any(d.storage != "dense" for d in program.inputs)) \
-        else CompiledProgram  # solve views, sparse inputs: linview.solve.views.SolveViews
-    return cls(program.name, plan, backend, text, module,
-               {**kept, "trigger_options": trig_opts}, lowered=program)
+    return CompiledProgram(program.name, plan, backend, text, module,
+                           {**kept, "trigger_options": trig_opts}, lowered=program)
 
 
 def _decide(plan: Plan, trig_opts: TriggerOptions, strategy, backend: str) -> Plan:
     """The plan's whole-trigger decisions and the views the module need not keep."""
-    if trig_opts.choose is not None:
-        # cost-based: whole triggers may re-evaluate (the seconds model is NumPy's)
+    if trig_opts.choose is not None and not has_solve_side(plan.program):
+        # cost-based: whole triggers may re-evaluate (the seconds model is NumPy's; it
+        # prices a solve view as a dense solve, so a module with solve views maintains)
         decided = decide_triggers(plan, trig_opts)
         if backend == "numpy":
             plan = decided
@@ -267,43 +278,15 @@ def _decide(plan: Plan, trig_opts: TriggerOptions, strategy, backend: str) -> Pl
 
 def _emit(plan: Plan, backend: str, name: str) -> tuple[str, types.ModuleType]:
     """The backend's module text for ``plan``, and the module imported from it."""
-    gen = importlib.import_module(f"linview.backends.{backend}.codegen")
+    solve = backend == "numpy" and has_solve_side(plan.program)  # solve views, sparse inputs
+    gen = importlib.import_module(f"linview.backends.{backend}."
+                                  f"{'solve_codegen' if solve else 'codegen'}")
     text = gen.generate(plan)
     try:
         pyast.parse(text)
     except SyntaxError as e:  # a bug in a backend, not the user's fault
         raise CompileError(f"internal error: generated code does not parse: {e}") from None
     return text, load_module(text, name)
-
-
-@dataclass
-class SolveProgram(CompiledProgram):
-    """A program with solve views: ``load`` returns :class:`linview.solve.views.SolveViews`
-    (residuals, push/Krylov/Cholesky maintenance) instead of the generated module."""
-
-    def load(self, /, **inputs):
-        from linview.solve.views import SolveViews
-
-        if (special := specialize.follow_sparse(self, inputs)) is not None:
-            return special.load(**inputs)  # scipy.sparse inputs stay sparse
-        if self._scalar_given(inputs):
-            return self.specialize(**inputs).load(**inputs)
-        if {"reuse", "store"} & set(inputs) - {d.name for d in self.program.inputs}:
-            raise InputError("reuse= and store= are not supported for programs with solve "
-                             "views yet", hint="load without them (every view is computed)")
-        limit = self._pop_budget(inputs)
-        self._check_budget(inputs, limit, self.lowered)
-        try:
-            return SolveViews(self.lowered, dict(self.options.get("dims") or {}), **inputs)
-        except MemoryError as e:
-            raise budget.out_of_memory(e, self.name) from None
-
-    def explain(self, after: str | None = None) -> str:
-        from linview.solve.explain import explain_solves
-
-        given = self.options.get("sparse")
-        return super().explain(after) + explain_solves(self.lowered, given)
-
 
 
 def compile_file(path, **kwargs) -> CompiledProgram:
@@ -324,18 +307,8 @@ def restore(path, program: CompiledProgram | None = None, **options):
     ``program``, that program is used instead and a state written by a different program
     (or different compile options) is refused.  Failures are :class:`StateError`."""
     from linview import statefile
-    from linview.solve.state import solve_state_meta
 
     options.pop("memory_budget", None)  # a state is as large as the file that holds it
-    solve_meta = solve_state_meta(path)
-    if solve_meta is not None:  # a program with solve views (linview/solve/state.py)
-        from linview.solve.state import restore_state
-        from linview.solve.views import SolveViews
-
-        if program is None:
-            program = compile(solve_meta["source"], name=solve_meta["program"],
-                              filename=solve_meta["filename"])
-        return restore_state(path, program, SolveViews, **options)
     meta, views = statefile.read(path)
     if program is None:
         if "source" not in meta:
@@ -352,6 +325,8 @@ def restore(path, program: CompiledProgram | None = None, **options):
         except (LinviewError, TypeError, ValueError, AttributeError) as e:
             raise StateError(f"the program stored in {path} does not compile with this "
                              f"linview: {e}") from None
+    if "storage" in meta:  # a module with solve views (backends/numpy/solve_state.py)
+        return _restore_solve(path, meta, views, program, options)
     cls = program.module_class
     if meta.get("hash") != cls.SOURCE_HASH and program.backend == "numpy" \
             and "keys" in meta and set(cls.INPUTS) <= set(views):
@@ -365,6 +340,23 @@ def restore(path, program: CompiledProgram | None = None, **options):
         return out
     options.pop("store", None)  # the same program: every view comes from the file
     return program.module_class._from_saved(meta, views, **options)
+
+
+def _restore_solve(path, meta: dict, views: dict, program: CompiledProgram, options: dict):
+    """Views with solve views restored: the inputs loaded again in their storage, every
+    solve view warm-started from its saved solution (its bound certified again)."""
+    from linview.backends.numpy import solve_state
+
+    if program.options.get("text") != meta.get("source"):
+        raise StateError(f"the saved state {path} was written by a different program than "
+                         f"{program.name!r}", hint="restore it with the program that saved it")
+    inputs = solve_state.inputs_of(meta, views)
+    opts = {k: v for k, v in (meta.get("solve_options") or {}).items() if v is not None}
+    out = program.load(**inputs, **{**opts, **options},
+                       _warm=solve_state.solutions_of(views))
+    out.saved_meta, out.updates = meta, int(meta["updates"])
+    out.stats["updates"] = out.updates
+    return out
 
 
 __all__ = ["compile", "compile_file", "restore", "CompiledProgram", "LinviewError"]

@@ -99,6 +99,7 @@ def specialize(text: str, options: dict, inputs: dict) -> Any:  # a linview.api.
     kwargs = {k: options[k] for k in ("name", "filename", "dims", "backend", "model",
                                       "strategy", "rank")}
     kwargs["sparse"] = {**(options.get("sparse") or {}), **given_sparse(inputs)}
+    kwargs["dims"] = {**(kwargs["dims"] or {}), **counted_nnz(text, options, inputs)}
     key = (text, repr(sorted(kwargs.items(), key=str)), shapes)
     hit = _SPECIALISED.get(key)
     if hit is None:
@@ -140,6 +141,19 @@ def with_sparse(module_ast, sparse: dict | None, nnz: dict, backend: str):
     return replace(module_ast, pragmas=(*module_ast.pragmas, pragma)), added
 
 
+def counted_nnz(text: str, options: dict, inputs: dict) -> dict[str, int]:
+    """``{nnz_X: non-zeros}`` of the inputs given as ``scipy.sparse`` that no pragma
+    declares: what the cost model prices a solve view by (``compiler/solve_choice.py``)."""
+    from linview.frontend.parser import parse
+
+    given = given_sparse(inputs)
+    if not given:
+        return {}
+    declared = {n for p in parse(text, options["filename"]).pragmas
+                if p.kind in ("sparse", "stochastic") for n in p.names}
+    return {f"nnz_{n}": int(inputs[n].nnz) for n in sorted(given) if n not in declared}
+
+
 def follow_sparse(compiled, inputs: dict):
     """``compiled`` again with its ``scipy.sparse`` inputs kept sparse (as if declared
     ``%#linview sparse``), or None when every such input is already sparse or stochastic
@@ -147,14 +161,22 @@ def follow_sparse(compiled, inputs: dict):
     options = compiled.options
     if compiled.backend != "numpy":
         return None
+    asked = options.get("sparse") or {}  # already compiled for it (maybe kept dense)
     new = {d.name: GIVEN_SPARSE for d in compiled.program.inputs
-           if d.storage == "dense" and not d.scalar and d.name in given_sparse(inputs)}
+           if d.storage == "dense" and not d.scalar and d.name in given_sparse(inputs)
+           and d.name not in asked}
     if not new:
         return None
     kwargs = {k: options[k] for k in ("name", "filename", "dims", "backend", "model",
                                       "strategy", "rank")}
     kwargs["sparse"] = {**(options.get("sparse") or {}), **new}
+    # their non-zeros, counted from the data: what a solve view is priced by
+    kwargs["dims"] = {**(kwargs["dims"] or {}),
+                      **{f"nnz_{n}": int(inputs[n].nnz) for n in sorted(new)}}
     shapes = options.get("shapes")
+    if not shapes and all(has_shape(inputs.get(n)) for n in options["inputs"]):
+        # the data's shapes: the cost model prices solve views at the sizes loaded
+        shapes = tuple((n, *shape_of(inputs[n])) for n in options["inputs"])
     key = (options["text"], repr(sorted(kwargs.items(), key=str)), shapes, "sparse")
     hit = _SPECIALISED.get(key)
     if hit is None:

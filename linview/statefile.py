@@ -104,6 +104,12 @@ def read(path) -> tuple[dict, dict[str, np.ndarray]]:
         with np.load(path, allow_pickle=False) as z:
             files = set(z.files)
             if "__manifest__" not in files:
+                if "__meta__" in files and "'kind': 'solve'" in str(z["__meta__"]):
+                    raise StateError(
+                        f"{path} holds solve views in the format linview used before they "
+                        "became part of the generated module; it cannot be restored",
+                        hint="load the inputs again (solve views are solved warm from "
+                        "scratch) and save with this version")
                 if "__meta__" in files:
                     raise StateError(
                         f"{path} was written by an older linview (state format 1, which "

@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - depends on how pytest set sys.path
     from octave_runner import octave_available, run_octave
 
 import linview
-from linview.solve.views import SolveViews
+from linview.backends.numpy.solve_module import SolveModule
 
 FORMS = {
     "backslash": "beta = X \\ y;",
@@ -49,7 +49,7 @@ def test_ill_conditioned_least_squares_stays_as_accurate_as_lstsq(form):
     X, beta = ill_conditioned(rng)
     y = X @ beta  # consistent: the exact solution is beta
     views = program(form).load(X=X, y=y)
-    assert isinstance(views, SolveViews)  # the normal equations were refused
+    assert isinstance(views, SolveModule)  # the normal equations were refused
     for rank in (1, 2, 1, 2):
         rows = rng.choice(X.shape[0], rank, replace=False)
         U = np.zeros((X.shape[0], rank))
@@ -68,7 +68,7 @@ def test_well_conditioned_data_keep_the_normal_equations():
     X, y = rng.standard_normal((60, 8)), rng.standard_normal((60, 1))
     for form in FORMS:
         views = program(form).load(X=X, y=y)
-        assert not isinstance(views, SolveViews)
+        assert not isinstance(views, SolveModule)
         want = np.linalg.lstsq(X, y, rcond=None)[0]
         assert error(views["beta"], want) < 1e-12
 
@@ -93,7 +93,7 @@ def test_explain_says_which_form_and_why():
     rng = np.random.default_rng(28)
     X, beta = ill_conditioned(rng, 60, 40)
     views = program("normal").load(X=X, y=X @ beta)
-    assert isinstance(views, SolveViews)
+    assert isinstance(views, SolveModule)
     assert views.least_squares.startswith("least squares by QR updates of the factor "
                                           "(the normal equations were refused: cannot invert")
 

@@ -66,9 +66,9 @@ def view_kinds() -> set[str]:
 def observed_kinds(views) -> set[str]:
     """The kinds a views object holds right now."""
     out = set()
-    if hasattr(views, "solvers"):  # linview.solve.views.SolveViews
+    if hasattr(views, "solvers"):  # a module with solve views (backends/numpy/solve_module.py)
         out |= {type(s).__name__ for s in views.solvers.values()}
-        out |= {d.storage for d in views.program.inputs} - {"dense"}
+        out |= set(views.STORAGE.values())
         return out
     if hasattr(views, "distributed") and views.distributed():
         out.add("spark")

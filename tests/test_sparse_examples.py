@@ -14,7 +14,7 @@ try:
 except ImportError:  # pragma: no cover - run from inside tests/
     from test_examples import BY_NAME, NAMES, program, rel_err, scenario
 
-from linview.solve.views import SolveViews
+from linview.backends.numpy.solve_module import SolveModule
 
 
 def as_sparse(inputs: dict) -> dict:
@@ -34,7 +34,7 @@ def test_example_with_sparse_inputs_matches_its_reference(name):
     if not any(sps.issparse(v) for v in given.values()):
         pytest.skip(f"{name} has no matrix input")
     views = program(name).load(**given)
-    assert isinstance(views, SolveViews)
+    assert isinstance(views, SolveModule)
     tol = 1e-6
 
     def check(inputs):

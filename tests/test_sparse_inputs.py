@@ -16,7 +16,7 @@ import scipy.sparse.linalg as spla
 
 import linview
 from linview.backends.numpy.runtime import TriggerModule
-from linview.solve.views import SolveViews
+from linview.backends.numpy.solve_module import SolveModule
 
 try:
     from tests.octave_runner import octave_available, run_octave
@@ -75,7 +75,7 @@ def test_readme_program_with_sparse_input_matches_networkx_and_spsolve():
     prog = linview.compile(README, name="pr")
     views = prog.load(M=M, d=D)
     # M is non-negative with column sums 1: push, with its certified L1 bound
-    assert isinstance(views, SolveViews) and views.solver("r").method == "push"
+    assert isinstance(views, SolveModule) and views.solver("r").method == "push"
     assert sps.issparse(views["M"])
     G = nx.DiGraph()
     G.add_nodes_from(range(n))
@@ -95,7 +95,7 @@ def test_no_pragma_at_all_a_number_for_d_is_a_scalar():
     M, _, _ = link_matrix(rng, 80, 300)
     plain = README.replace("  %#linview scalar d\n", "")
     views = linview.compile(plain, name="pr").load(M=M, d=D)
-    assert isinstance(views, SolveViews) and sps.issparse(views["M"])
+    assert isinstance(views, SolveModule) and sps.issparse(views["M"])
     np.testing.assert_allclose(views["r"], spsolve_pagerank(M), atol=1e-8)
 
 
@@ -235,7 +235,7 @@ def test_save_and_restore_keep_a_given_sparse_input_sparse(tmp_path):
     views = linview.compile(src, name="pr").load(M=M, d=D)
     views.save(tmp_path / "s.npz")
     back = linview.restore(tmp_path / "s.npz")
-    assert isinstance(back, SolveViews) and sps.issparse(back["M"])
+    assert isinstance(back, SolveModule) and sps.issparse(back["M"])
     np.testing.assert_allclose(back["r"], spsolve_pagerank(M), atol=1e-8)
     u = np.zeros(30)
     u[[0, 1]] = [0.1, -0.1]
@@ -305,9 +305,8 @@ def test_run_reads_a_sparse_file_and_keeps_it_sparse(tmp_path, capsys, suffix):
 
 def test_mixed_program_solve_view_and_inverse_under_updates_of_both():
     """One solve view on a sparse M and an inverse of a dense X in one program, updated
-    through both inputs: every output against a direct re-evaluation.  (The inverse is
-    re-evaluated here, not kept by Woodbury: SolveViews re-evaluates what is not a solve
-    view.)"""
+    through both inputs: every output against a direct re-evaluation (the inverse is kept
+    by Woodbury; tests/test_solve_module.py has the same under Hypothesis)."""
     rng = np.random.default_rng(9)
     n, m, k = 30, 20, 4
     M, _, _ = link_matrix(rng, n, 90, dangling=True)

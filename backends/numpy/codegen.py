@@ -181,9 +181,10 @@ class NumpyGenerator(Reevaluation):
         doc = self._trigger_doc(trig)
         if trig.reevaluate:
             return doc + [f"{ind}self._reevaluate_trigger({x!r}, U, V)"]
+        trig, side = self.split_side(trig)
         roots = [e for vd in trig.deltas[1:] for e in emitted_exprs(vd)]
         used_views = {n.attr for r in roots for n in r.walk() if n.op in (Op.VIEW, Op.INPUT)}
-        used_views |= {vd.name for vd in trig.deltas}
+        used_views |= {vd.name for vd in trig.deltas} | self.side_reads(trig, side)
         used_views -= self.transient
         lines = [f"{ind}d = self.dims", f"{ind}k = U.shape[1]"]
         bound = [(nm, names("view", nm)) for nm in
@@ -196,13 +197,28 @@ class NumpyGenerator(Reevaluation):
         ex.fuse_products(roots)
         body.append(f"{ind}# phase 1: every delta from the old views")
         self._phase1(trig, names, ex, body)
+        body += self.side_phase1(trig, side, names)
         body += self._phase2(trig, names)
+        body += self.side_phase2(trig, side)
         for nm, var in bound:  # a view only multiplied and updated may keep pending terms
             how = "_lazy" if only_multiplied(var, body) else "_view"
             lines.append(f"{ind}{var} = self.{how}({nm!r})")
         lines += body
         _drop_unused_sizes(lines, ind)
         return doc + lines
+
+    # the solve side of a trigger (views a solver keeps: backends/numpy/solve_codegen.py)
+    def split_side(self, trig: Trigger) -> tuple[Trigger, list[str]]:
+        return trig, []
+
+    def side_reads(self, trig: Trigger, side: list[str]) -> set[str]:
+        return set()
+
+    def side_phase1(self, trig: Trigger, side: list[str], names: Namer) -> list[str]:
+        return []
+
+    def side_phase2(self, trig: Trigger, side: list[str]) -> list[str]:
+        return []
 
     def _trigger_doc(self, trig: Trigger) -> list[str]:
         x = trig.input

@@ -14,6 +14,7 @@ from linview.compiler.ir import Node, Op
 from linview.compiler.plan import size_code
 
 _ATOM, _UNARY, _MUL, _ADD = 10, 8, 7, 6  # Python's precedence levels, as far as used
+ATOM, MUL = _ATOM, _MUL  # for printers built on this one (solve_codegen.py)
 
 
 class ExprPrinter:

@@ -93,9 +93,9 @@ def cmd_cost(args) -> int:
 
     prog = _compile(args)
     report = cost_report(prog, formulas=args.formulas)
-    from linview.solve.views import has_solve
+    from linview.backends.numpy.solve_codegen import has_solve_side
 
-    if has_solve(prog.program):
+    if has_solve_side(prog.program):
         from linview.solve.cost import solve_cost_report  # solve views: their own pricing
 
         report["solve"] = solve_cost_report(prog)

@@ -107,7 +107,7 @@ def choose_model(module_ast, source, filename, dims, rank,
     for opts in MODEL_CANDIDATES:
         if base is not None:  # the data's shapes and dims= (linview.specialize)
             opts = replace(opts, shapes=base.shapes, dims=base.dims,
-                           least_squares=base.least_squares)
+                           least_squares=base.least_squares, nnz=base.nnz)
         try:
             candidates.append((opts, lower(module_ast, source, filename, opts)))
         except TooLarge:
@@ -116,7 +116,7 @@ def choose_model(module_ast, source, filename, dims, rank,
         first = Options("exp")
         lower(module_ast, source, filename, first if base is None else
               replace(first, shapes=base.shapes, dims=base.dims,
-                      least_squares=base.least_squares))
+                      least_squares=base.least_squares, nnz=base.nnz))
     smallest = min(len(p.statements) for _, p in candidates)
     best, written = None, None
     seen: set[tuple] = set()

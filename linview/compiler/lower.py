@@ -22,6 +22,7 @@ What happens here:
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 
 import sympy as sp
 
@@ -193,6 +194,9 @@ class _Lowerer(ExpressionLowering, SolveLowering):
             outputs.append((o, self.env[o]))
         if not outputs:
             raise self.parse_error("the program has no outputs", m.pos)
+        # an input kept dense after all (the cost model chose an inverse: solve_lowering.py)
+        decls = [d if d.storage == self.storage.get(d.name, "dense") else
+                 replace(d, storage=self.storage.get(d.name, "dense")) for d in decls]
         prog = ir.Program(name=name, inputs=tuple(decls), statements=tuple(self.statements),
                           outputs=tuple(outputs), filename=self.filename, source=self.source,
                           not_one=tuple(self.not_one), notes=tuple(self.notes))

@@ -132,7 +132,7 @@ class ExpressionLowering:
             if self.squareness(b, e) != "square":  # B / A = (Aᵀ \ Bᵀ)ᵀ
                 return ir.transpose(self.least_squares(ir.transpose(b), ir.transpose(a), e,
                                                        hint))
-            if self.solve_view(b):  # B / A = (Aᵀ \ Bᵀ)ᵀ
+            if self.solve_view(b, ir.transpose(a), e.pos):  # B / A = (Aᵀ \ Bᵀ)ᵀ
                 return ir.transpose(self.solve_statement(ir.transpose(b), ir.transpose(a), e,
                                                          hint))
             return self.build(Op.MUL, a, self.inverse(b, e, hint), pos=e.pos)
@@ -146,7 +146,7 @@ class ExpressionLowering:
             gram = self.gram_solve(a, b, hint, e)  # (F'*F) \ (F'*Y)
             if gram is not None:
                 return gram
-            if self.solve_view(a):
+            if self.solve_view(a, b, e.pos):
                 return self.solve_statement(a, b, e, hint)
             return self.build(Op.MUL, self.inverse(a, e, hint), b, pos=e.pos)
         raise self.parse_error(f"operator '{op}' is not supported", e.pos)

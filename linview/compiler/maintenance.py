@@ -9,9 +9,11 @@ the new operands, with the reason), or untouched by an update of that input.
 from __future__ import annotations
 
 from linview.compiler.delta import Strategy
+from linview.compiler.ir import Op
 
 MAINTAINED = "maintained"
 REEVALUATED = "re-evaluated"
+SOLVED = "kept by its solver"
 
 
 def table(plan) -> dict[str, dict[str, str]]:
@@ -40,6 +42,8 @@ def listing(plan) -> list[str]:
             if got is None:
                 continue
             why = reasons.get((x, st.name))
+            if st.expr.op is Op.SOLVE:  # the module's solve side (backends/numpy/solve_*)
+                got, why = SOLVED, "the changes of A and B update its residual"
             parts.append(f"{got} on {x}" + (f" ({why})" if why else ""))
         where = f"line {st.line}" if st.line else "auxiliary"
         lines.append(f"  {st.name:<{width}}  {where:<9} " + ("; ".join(parts) or

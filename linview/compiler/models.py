@@ -44,11 +44,16 @@ class Options:
     #: (a solve view keeping the triangular factor of F by QR updates); ``pinv``: a
     #: non-square ``A \\ B`` is ``pinv(A) * B`` (minimum norm, for a rank-deficient A)
     least_squares: str = "normal"
+    #: non-zeros of sparse inputs ``((input, nnz), ...)`` (``nnz_X`` of ``dims``, counted
+    #: from the data at load): what the choice of a solve view is priced by
+    nnz: tuple = ()
 
     def __repr__(self) -> str:  # as before the data's shapes existed: hashes stay stable
         extra = f", shapes={self.shapes!r}, dims={self.dims!r}" if self.shapes else ""
         if self.least_squares != "normal":
             extra += f", least_squares={self.least_squares!r}"
+        if self.nnz:
+            extra += f", nnz={self.nnz!r}"
         return f"Options(model={self.model!r}, skip={self.skip!r}{extra})"
 
 

@@ -51,9 +51,10 @@ def make_plan(program: ir.Program, *, bindings: dict[str, int] | None = None,
                                            program, ctx)
                 for x in program.dynamic}
     notes = tuple(program.notes)  # the lowering's, e.g. how least squares is kept
+    solves = {st.name for st in program.statements if st.expr.op is Op.SOLVE}
     notes += tuple(f"on update of {x}: {vd.name} is re-evaluated ({vd.reason})"
                    for x, t in triggers.items() for vd in t.deltas
-                   if vd.strategy is Strategy.REEVAL)
+                   if vd.strategy is Strategy.REEVAL and vd.name not in solves)
     return Plan(program, triggers, passes.evaluation_order(program, sizes), symmetric, sizes,
                 source_hash, notes)
 

@@ -22,9 +22,8 @@ def explain_solves(program: ir.Program, given: dict | None = None) -> str:
     by ``compile(sparse=...)``, with their reasons)."""
     from linview.compiler.printer import fmt
 
-    lines = ["", "solve views and sparse values (prog.load() keeps these with "
-             "linview.solve; the trigger above is the generated module's dense "
-             "re-evaluation):"]
+    lines = ["", "solve views and sparse values (kept by the module's solve side, through "
+             "the solvers of linview/solve/):"]
     for st in program.statements:
         if st.expr.op is Op.SOLVE:
             method, tol = st.expr.attr

@@ -3,7 +3,7 @@
 An input stored ``sparse`` or ``stochastic`` (a pragma, or given as ``scipy.sparse`` at
 ``load()``: :func:`linview.specialize.follow_sparse`) stays sparse through the operations
 where GNU Octave keeps a sparse matrix sparse; :data:`KEEPS_SPARSE` is that table, read by
-the evaluator (:func:`linview.solve.evaluate.sparse_eval`), by ``explain`` and by ``cost``,
+the module's printer (``backends/numpy/solve_codegen.py``), by ``explain`` and by ``cost``,
 so the three agree.  Everything else of a sparse operand is computed densely: a product
 with a dense operand gives a dense result without densifying the sparse one; the other
 operations (``inv``, elementwise functions, ...) densify it, which the program asked for
