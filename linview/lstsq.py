@@ -1,16 +1,18 @@
 """Least squares whose normal equations ``load()`` refused (issue 25).
 
-The lowering reads ``F \\ Y`` (tall F), ``(F'*F) \\ (F'*Y)`` and ``inv(F'*F) * (F'*Y)`` as one
-least-squares problem and, by default, keeps the normal equations (``inv(FᵀF)`` by
-Woodbury), loaded with the condition limit :data:`NORMAL_CONDITION_LIMIT` (1e8, where
-their answer has lost about 8 digits).  When ``load()`` refuses that inverse (its condition
-estimate is over the limit, or it is singular to working precision), :func:`load_instead`
-compiles the program again:
+The lowering reads ``F \\ Y`` (tall F), ``(F'*F) \\ (F'*Y)``, ``inv(F'*F) * (F'*Y)`` and
+``pinv(F) * Y`` (tall F) as one least-squares problem, F an input or an intercept design
+``[ones(m,1) X]`` (:mod:`linview.compiler.designs`), and, by default, keeps the normal
+equations (``inv(FᵀF)`` by Woodbury), loaded with the condition limit
+:data:`NORMAL_CONDITION_LIMIT` (1e8, where their answer has lost about 8 digits).  When
+``load()`` refuses that inverse (its condition estimate is over the limit, or it is
+singular to working precision), :func:`load_instead` compiles the program again:
 
 1. ``least_squares="qr"``: the problem is a solve view kept by QR updates of F
    (:class:`linview.solve.solvers.CholeskySolver`), as accurate as ``lstsq``;
 2. when F is rank-deficient (its triangular factor is singular to working precision) and
-   the program wrote ``F \\ Y`` or ``A \\ B`` with a non-square A, ``least_squares="pinv"``:
+   the program wrote ``F \\ Y``, ``pinv(F) * Y`` or ``A \\ B`` with a non-square A,
+   ``least_squares="pinv"``:
    ``pinv(A) * B``, re-evaluated, which is Octave's answer for such a system (the
    minimum-norm least-squares solution, given without a warning).  The normal-equation
    forms are refused then, with a hint to add a ridge term, as Octave calls them singular.
@@ -22,6 +24,7 @@ attribute ``least_squares``.
 from __future__ import annotations
 
 from linview.backends.numpy.guards import INV_CONDITION_LIMIT
+from linview.compiler.designs import design_of
 from linview.compiler.ir import Op
 from linview.errors import LinviewError, NumericalError
 
@@ -99,8 +102,9 @@ def compiled_as(prog, form: str):
 
 
 def _refused_gram(prog, refused: NumericalError) -> bool:
-    """Whether the inverse ``refused`` names is that of a Gram matrix ``FᵀF`` of an input
-    (the normal equations), not some other inverse of the program."""
+    """Whether the inverse ``refused`` names is that of a Gram matrix ``FᵀF`` (the normal
+    equations) of a design F: an input, or a view ``[ones(m,c) X ...]`` of inputs
+    (:func:`linview.compiler.designs.design_of`), not some other inverse of the program."""
     views = {st.name: st.expr for st in prog.lowered.statements}
     for name, expr in views.items():
         if expr.op is not Op.INV or f"cannot invert {name}:" not in refused.message:
@@ -109,5 +113,7 @@ def _refused_gram(prog, refused: NumericalError) -> bool:
         arg = views.get(arg.attr, arg) if arg.op is Op.VIEW else arg
         if arg.op is Op.MUL:
             ft, f = arg.children
-            return ft.op is Op.T and ft.children[0] is f and f.op is Op.INPUT
+            if not (ft.op is Op.T and ft.children[0] is f):
+                return False
+            return design_of(views.get(f.attr, f) if f.op is Op.VIEW else f) is not None
     return False

@@ -29,6 +29,7 @@ import scipy.sparse as sps
 from linview.backends.numpy import numeric
 from linview.compiler import ir
 from linview.compiler.delta import Strategy, ViewDelta, derive
+from linview.compiler.designs import design_change, design_value, gram_design, inputs_of
 from linview.compiler.interp import eval_node
 from linview.compiler.ir import Op
 from linview.compiler.shapes import RANK
@@ -37,7 +38,6 @@ from linview.solve.evaluate import (
     change_factors,
     check_factor,
     evaluate_factor,
-    gram_form,
     pagerank_form,
     read_inputs,
     scalar_value,
@@ -135,12 +135,12 @@ class SolveViews:
         if method == "auto":
             method = "push" if form and 0 <= s < 1 else "krylov"
         if method == "cholesky":
-            gram = gram_form(a, b)
+            gram = gram_design(a, b)  # F: an input or [ones(m,1) X] (compiler/designs.py)
             if gram is None:
                 raise InputError(f"solve view {st.name}: cholesky mode needs the normal "
                                  "equations (F'*F) \\ (F'*Y) of inputs F and Y",
                                  hint="use '%#linview solve krylov' for other systems")
-            return CholeskySolver(self.env[gram[0]], self.env[gram[1]], tol)
+            return CholeskySolver(design_value(gram[0], self.env), self.env[gram[1]], tol)
         if method == "push":
             if not form:
                 raise InputError(f"solve view {st.name}: push needs A = I - s*M with M "
@@ -326,9 +326,10 @@ class SolveViews:
                 continue
             ta, ev, eb = job
             if isinstance(solver, CholeskySolver):  # F or Y changed by U Vᵀ
-                gram = gram_form(*st.expr.children)
-                if name == gram[0]:
-                    solver.change_matrix(U, V)
+                gram = gram_design(*st.expr.children)
+                if name in inputs_of(gram[0]):  # F += U Wᵀ, W: V padded (designs.py)
+                    widths = {n: self.env[n].shape[1] for n in inputs_of(gram[0])}
+                    solver.change_matrix(U, design_change(gram[0], name, V, widths))
                 if name == gram[1]:
                     solver.change_rhs(U, V)
                 continue
