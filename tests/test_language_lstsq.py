@@ -10,6 +10,8 @@ a Gram matrix singular to working precision is refused, with a hint to add a rid
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -81,7 +83,7 @@ def test_ill_conditioned_intercept_design_stays_as_accurate_as_lstsq(form):
     y = with_ones(X) @ beta
     views = program(form, intercept=True).load(X=X, y=y)
     assert isinstance(views, SolveViews), form
-    assert "least squares by QR updates" in views.least_squares
+    assert views.least_squares.startswith("least squares of Z by QR updates")
     for rank in (1, 2, 2, 1):
         rows = rng.choice(X.shape[0], rank, replace=False)
         U = np.zeros((X.shape[0], rank))
@@ -137,12 +139,40 @@ def test_explain_says_which_form_and_why():
     stable = program("backslash", shapes=(("X", 50, 30), ("y", 50, 1)),
                      least_squares="qr")
     assert "kept by rank-1 QR updates" in stable.explain()
+
+
+def estimate(text: str, F: str = "X") -> float:
+    found = re.search(rf"the condition estimate of {F}ᵀ{F} is (\S+), (under|over) the "
+                      r"limit 1e\+08", text)
+    assert found, text
+    return float(found.group(1))
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_loaded_views_say_which_form_and_why(form):
+    """Which form load() chose, and the condition estimate and limit that decided it,
+    in ``views.least_squares`` and ``explain(views=...)``: the estimate is held to
+    numpy's 1-norm condition number of the Gram matrix (an estimate: within 3×)."""
     rng = np.random.default_rng(28)
-    X, beta = ill_conditioned(rng, 60, 40)
-    views = program("normal").load(X=X, y=X @ beta)
-    assert isinstance(views, SolveViews)
-    assert views.least_squares.startswith("least squares by QR updates of the factor "
-                                          "(the normal equations were refused: cannot invert")
+    well = rng.standard_normal((60, 8))
+    ill, beta = ill_conditioned(rng, 60, 40)
+    for X, kept in ((well, "by the normal equations (explicit inverse inv(XᵀX) maintained "
+                           "by Woodbury)"), (ill, "by QR updates of the factor")):
+        prog = program(form).specialize(X=X, y=X @ beta[:X.shape[1]])
+        views = prog.load(X=X, y=X @ beta[:X.shape[1]])
+        assert views.least_squares.startswith(f"least squares of X {kept}")
+        cond = estimate(views.least_squares)
+        assert ("under" in views.least_squares) == (X is well)
+        truth = np.linalg.cond(X.T @ X, 1)
+        assert truth / 3 <= cond <= truth * 3 or (X is ill and cond > 1e10), (cond, truth)
+        assert views.least_squares in prog.explain(views=views)
+    deficient = well.copy()
+    deficient[:, 7] = deficient[:, 0] + deficient[:, 1]
+    y = np.ones((60, 1))
+    if form in ("backslash", "pinv"):
+        why = program(form).load(X=deficient, y=y).least_squares
+        assert why.startswith("minimum-norm least squares of X by pinv")
+        assert "XᵀX is singular to working precision" in why
 
 
 def test_rank_deficient_backslash_gives_octaves_minimum_norm_answer():
@@ -152,7 +182,7 @@ def test_rank_deficient_backslash_gives_octaves_minimum_norm_answer():
     X, y = rng.standard_normal((30, 5)), rng.standard_normal((30, 1))
     X[:, 4] = X[:, 0] - X[:, 2]
     views = program("backslash").load(X=X, y=y)
-    assert "minimum-norm least squares by pinv" in views.least_squares
+    assert views.least_squares.startswith("minimum-norm least squares of X by pinv")
     assert error(views["beta"], np.linalg.pinv(X) @ y) < 1e-10
     u, v = rng.standard_normal((30, 1)), rng.standard_normal((5, 1))
     views.update("y", u, np.ones((1, 1)))
