@@ -69,14 +69,18 @@ def loaded(views, inputs: dict, prog=None):
 def _kept_normal(views, inverse: str, F: str) -> str:
     """Why the normal equations of ``F`` were kept: the 1-norm condition estimate of FᵀF
     (``‖FᵀF‖₁`` estimated by products with F, ``‖inv(FᵀF)‖₁`` read from the view)."""
-    f = np.asarray(views[F], dtype=float)
+    what = (f"least squares of {F} by the normal equations (explicit inverse inv({F}ᵀ{F}) "
+            f"maintained by Woodbury)")
+    try:
+        f, w = np.asarray(views[F], dtype=float), np.asarray(views[inverse])
+    except KeyError:  # a view the module need not keep (the inverse is re-evaluated)
+        return (f"{what}: the condition estimate of {F}ᵀ{F} at load() was under the limit "
+                f"{NORMAL_CONDITION_LIMIT:.3g}")
     gram = spla.LinearOperator((f.shape[1],) * 2, matvec=lambda x: f.T @ (f @ x),
                                rmatvec=lambda x: f.T @ (f @ x), dtype=float)
-    cond = spla.onenormest(gram) * float(np.abs(np.asarray(views[inverse])).sum(axis=0).max())
-    return (f"least squares of {F} by the normal equations (explicit inverse inv({F}ᵀ{F}) "
-            f"maintained by Woodbury): the condition estimate of {F}ᵀ{F} is {cond:.3g}, "
-            f"under the limit {NORMAL_CONDITION_LIMIT:.3g} past which load() keeps it by "
-            f"QR updates of {F}")
+    cond = spla.onenormest(gram) * float(np.abs(w).sum(axis=0).max())
+    return (f"{what}: the condition estimate of {F}ᵀ{F} is {cond:.3g}, under the limit "
+            f"{NORMAL_CONDITION_LIMIT:.3g} past which load() keeps it by QR updates of {F}")
 
 
 def load_instead(prog, refused: NumericalError, inputs: dict):
