@@ -264,8 +264,10 @@ class ExpressionLowering:
                               f"Woodbury; load() keeps it by QR updates of {F} instead "
                               f"when the condition estimate of {F}ᵀ{F} is over the limit")
             return None
-        self.notes.append(f"{what}: the triangular factor of {F} = QR kept by rank-1 QR "
-                          "updates, no inverse")
+        self.notes.append(f"{what}: the triangular factor R of {F} = QR (the Cholesky "
+                          f"factor of {F}ᵀ{F}) kept by rank-1 updates and downdates, solved "
+                          "by corrected seminormal equations (O(n²) + O(mn) per row change), "
+                          "no inverse")
         dt = ir.transpose(design)
         node_ = self.build(Op.SOLVE, self.build(Op.MUL, dt, design),
                            self.build(Op.MUL, dt, y), attr=("cholesky", 1e-8))
