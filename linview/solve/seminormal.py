@@ -40,33 +40,44 @@ MAX_STEPS = 4
 @numba.njit(cache=True, nogil=True, boundscheck=False)
 def _update_downdate(L, p, q):  # pragma: no cover - compiled by numba
     """``L Lᵀ + p pᵀ - q qᵀ`` in place (L lower, Fortran order: column k is contiguous);
-    p and q are overwritten.  Column by column the update by p, then the downdate by q
-    (the same result as two passes, in one pass over L).  False when the downdate finds
-    a non-positive pivot (L is then partly changed)."""
+    p and q are overwritten.  Column by column the update by p, then the downdate by q,
+    fused in one loop over the column (the same result as two passes over L, in one).
+    False when the downdate finds a non-positive pivot (L is then partly changed)."""
     n = L.shape[0]
     for k in range(n):
         lkk = L[k, k]
-        r = math.sqrt(lkk * lkk + p[k] * p[k])
-        c = r / lkk
-        s = p[k] / lkk
-        L[k, k] = r
-        for i in range(k + 1, n):
-            lik = (L[i, k] + s * p[i]) / c
-            L[i, k] = lik
-            p[i] = c * p[i] - s * lik
-        lkk = r
-        t = lkk * lkk - q[k] * q[k]
+        r1 = math.sqrt(lkk * lkk + p[k] * p[k])
+        c1 = r1 / lkk
+        s1 = p[k] / lkk
+        t = r1 * r1 - q[k] * q[k]
         if not t > 0.0:
             return False
-        r = math.sqrt(t)
-        c = r / lkk
-        s = q[k] / lkk
-        L[k, k] = r
-        for i in range(k + 1, n):
-            lik = (L[i, k] - s * q[i]) / c
-            L[i, k] = lik
-            q[i] = c * q[i] - s * lik
+        r2 = math.sqrt(t)
+        c2 = r2 / r1
+        s2 = q[k] / r1
+        L[k, k] = r2
+        i1, i2 = 1.0 / c1, 1.0 / c2
+        col, pp, qq = L[k + 1:, k], p[k + 1:], q[k + 1:]  # 1-D views: the loop vectorizes
+        for i in range(col.shape[0]):
+            lik = (col[i] + s1 * pp[i]) * i1  # the update's rotation
+            pp[i] = c1 * pp[i] - s1 * lik
+            lik2 = (lik - s2 * qq[i]) * i2  # the downdate's hyperbolic rotation
+            qq[i] = c2 * qq[i] - s2 * lik2
+            col[i] = lik2
     return True
+
+
+def add_low_rank(A: np.ndarray, U, V) -> np.ndarray:
+    """``A += U Vᵀ`` in place: only the rows U touches when they are few (a row change),
+    else one BLAS rank-1 update per column; never an m×n temporary."""
+    U, V = _dense_2d(U), _dense_2d(V)
+    rows = np.flatnonzero(np.any(U != 0, axis=1))
+    if rows.size < 0.25 * A.shape[0]:
+        A[rows] += U[rows] @ V.T
+        return A
+    for k in range(U.shape[1]):
+        A = scipy.linalg.blas.dger(1.0, U[:, k], V[:, k], a=A, overwrite_a=True)
+    return A
 
 
 def _dense_2d(x) -> np.ndarray:

@@ -44,6 +44,7 @@ from linview.solve.evaluate import (
     sparse_eval,
 )
 from linview.solve.links import SparseLinks, substochastic
+from linview.solve.seminormal import add_low_rank
 from linview.solve.solvers import CholeskySolver, KrylovSolver, PushSolver, direct_solve
 from linview.solve.state import save_state
 from linview.solve.stochastic import ColumnChange, StochasticMatrix
@@ -96,6 +97,7 @@ class SolveViews:
         self.solvers: dict[str, PushSolver | KrylovSolver] = {}
         self._evaluate(_warm)
         self.saved_meta: dict = {}
+        self.owned: set[str] = set()  # dense inputs changed in place (_cholesky_only)
 
     # -------------------------------------------------------------- evaluation
     def _evaluate(self, warm: dict | None = None) -> None:
@@ -306,6 +308,11 @@ class SolveViews:
         x = self.env[name]
         if sps.issparse(x):  # the product of the factors' non-zeros only, never n×n dense
             self.env[name] = (x + sps.csr_matrix(U) @ sps.csr_matrix(V).T).tocsr()
+        elif not isinstance(x, StochasticMatrix) and self._cholesky_only(name):
+            if name not in self.owned:  # copied once (it may be the caller's array) ...
+                self.env[name] = np.array(x, dtype=float, order="F")
+                self.owned.add(name)
+            self.env[name] = add_low_rank(self.env[name], U, V)  # ... then in place
         elif not isinstance(x, StochasticMatrix):
             D = U @ V.T
             self.env[name] = x + (D.toarray() if sps.issparse(D) else D)
@@ -351,6 +358,15 @@ class SolveViews:
                     solver.change_matrix(P, Q)
             for P, Q in eb:
                 solver.change_rhs(P, Q)
+
+    def _cholesky_only(self, name: str) -> bool:
+        """Whether only Cholesky solvers (which keep copies of F and Y) read input
+        ``name`` among the solve views, so that it may change in place."""
+        readers = [self.solvers.get(st.name) for st in self.program.statements
+                   if st.expr.op is Op.SOLVE and name in {
+                       leaf.attr for leaf in ir.leaves(st.expr, Op.INPUT, Op.VIEW)}]
+        return bool(readers) and all(isinstance(s, CholeskySolver) for s in readers) \
+            and not sps.issparse(self.env[name])
 
     # -------------------------------------------------------------- checking
     def reference(self) -> dict[str, np.ndarray]:
