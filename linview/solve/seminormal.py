@@ -38,11 +38,13 @@ MAX_STEPS = 4
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False)
-def _update_downdate(L, p, q):  # pragma: no cover - compiled by numba
+def _update_downdate(L, p, q, b, solve):  # pragma: no cover - compiled by numba
     """``L Lᵀ + p pᵀ - q qᵀ`` in place (L lower, Fortran order: column k is contiguous);
     p and q are overwritten.  Column by column the update by p, then the downdate by q,
     fused in one loop over the column (the same result as two passes over L, in one).
-    False when the downdate finds a non-positive pivot (L is then partly changed)."""
+    With ``solve``, b becomes ``L⁻¹ b`` for the new L in the same pass (forward
+    substitution by columns).  False when the downdate finds a non-positive pivot (L is
+    then partly changed)."""
     n = L.shape[0]
     for k in range(n):
         lkk = L[k, k]
@@ -58,6 +60,18 @@ def _update_downdate(L, p, q):  # pragma: no cover - compiled by numba
         L[k, k] = r2
         i1, i2 = 1.0 / c1, 1.0 / c2
         col, pp, qq = L[k + 1:, k], p[k + 1:], q[k + 1:]  # 1-D views: the loop vectorizes
+        if solve:
+            zk = b[k] / r2
+            b[k] = zk
+            bb = b[k + 1:]
+            for i in range(col.shape[0]):
+                lik = (col[i] + s1 * pp[i]) * i1
+                pp[i] = c1 * pp[i] - s1 * lik
+                lik2 = (lik - s2 * qq[i]) * i2
+                qq[i] = c2 * qq[i] - s2 * lik2
+                col[i] = lik2
+                bb[i] -= zk * lik2
+            continue
         for i in range(col.shape[0]):
             lik = (col[i] + s1 * pp[i]) * i1  # the update's rotation
             pp[i] = c1 * pp[i] - s1 * lik
@@ -129,13 +143,17 @@ class CholeskySolver:
         return scipy.linalg.cho_solve((self.L, True), b, check_finite=False)
 
     # ------------------------------------------------------------------ solving
-    def _refine(self, fresh: bool = False, again: bool = True) -> None:
-        """Corrected seminormal steps from the current X (from zero when ``fresh``)."""
+    def _refine(self, fresh: bool = False, again: bool = True, first=None) -> None:
+        """Corrected seminormal steps from the current X (from zero when ``fresh``;
+        ``first``: the first step's correction, computed with the factor's update)."""
         if fresh:
             self.X[:] = self._cho(self.F.T @ self.Y)
         last = None
         for _ in range(MAX_STEPS):
-            dx = self._cho(self.F.T @ (self.Y - self.F @ self.X))
+            if first is not None:
+                dx, first = first, None
+            else:
+                dx = self._cho(self.F.T @ (self.Y - self.F @ self.X))
             self.X += dx
             self.stats["refinement_steps"] += 1
             size, scale = float(np.abs(dx).max()), float(np.abs(self.X).max()) or 1.0
@@ -159,6 +177,7 @@ class CholeskySolver:
         """``F += U Vᵀ``: per column, one update and one downdate of L, then the rows of
         F (only the rows u touches)."""
         U, V = _dense_2d(U), _dense_2d(V)
+        first, b = None, np.zeros(0)
         for k in range(U.shape[1]):
             u, v = U[:, k], np.ascontiguousarray(V[:, k], dtype=float)
             rows = np.flatnonzero(u)
@@ -173,11 +192,18 @@ class CholeskySolver:
             else:  # F += u vᵀ in place (no m×n temporary)
                 self.F = scipy.linalg.blas.dger(1.0, u, v, a=self.F, overwrite_a=True)
             self.stats["factor_updates"] += 1
-            if not _update_downdate(self.L, p, q):  # not positive definite: from F again
+            solve = k == U.shape[1] - 1 and self.Y.shape[1] == 1  # the first step, fused
+            if solve:  # the residual's normal equations with the new F: L⁻¹ in the pass
+                b = (self.F.T @ (self.Y - self.F @ self.X))[:, 0].copy()
+            if not _update_downdate(self.L, p, q, b, solve):  # not positive definite
                 self.stats["refactorizations"] += 1
-                self._factor()
+                self._factor()  # from F again
+                solve = False
+            if solve:
+                first = scipy.linalg.solve_triangular(self.L, b, lower=True, trans="T",
+                                                      check_finite=False)[:, None]
         self._check()
-        self._refine()
+        self._refine(first=first)
 
     def change_rhs(self, U, V) -> None:
         """``Y += U Vᵀ``."""
