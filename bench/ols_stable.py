@@ -1,6 +1,16 @@
 """Stable mode against the inverse path: accuracy in the near-singular scenario and speed.
 
     python bench/ols_stable.py [--m 4000 --n 400 --updates 30]
+    python bench/ols_stable.py --target 4000 [--target-updates 1000] [--updates 30]
+
+``--target N`` runs issue 25's targets instead: (1) OLS (``examples/ols.m``, as written)
+on an N×N Gaussian X, Y = X·beta: ``load()`` refuses the normal equations (condition
+estimate of XᵀX about 2e10 at N = 4000) and keeps the problem by updates of the Cholesky
+factor; ``--target-updates`` updates of one row of X and the matching entry of Y follow,
+then the relative error of beta against the exact one, for linview and for
+``numpy.linalg.lstsq`` on the current data; (2) the time per row update of X of the stable
+form (``least_squares="qr"``) against the Woodbury trigger (``examples/ols.m``) on
+well-conditioned data (X = randn + 2·sqrt(N)·I), both in this process, ``--updates`` each.
 
 Accuracy: X is 40×10, column 1 is driven towards column 0 (ε = 1e-9, 1e-5, 1e-1), then
 separated again and replaced by a fresh random column; after each change the relative
@@ -93,12 +103,80 @@ def speed(rng, m: int, n: int, updates: int) -> dict:
     return out
 
 
+def row_change(r, m: int, n: int):
+    u = np.zeros((m, 1))
+    u[r.integers(m)] = 1.0
+    return u, 0.1 * r.standard_normal((n, 1))
+
+
+def target(n: int, updates: int, speed_updates: int) -> dict:
+    rng = np.random.default_rng(25)
+    X = rng.standard_normal((n, n))
+    beta = rng.standard_normal((n, 1))
+    Y = X @ beta
+    t = time.perf_counter()
+    views = linview.compile_file(HERE.parent / "examples" / "ols.m").load(X=X, Y=Y)
+    out = {"n": n, "load_s": time.perf_counter() - t, "form": type(views).__name__,
+           "why": getattr(views, "least_squares", "")}
+    print(f"n = {n}: loaded in {out['load_s']:.1f} s as {out['form']}: {out['why']}",
+          flush=True)
+    ts = []
+    for k in range(updates):
+        u, v = row_change(rng, n, n)
+        t = time.perf_counter()
+        views.update("X", u, v)
+        views.update("Y", u, v.T @ beta)
+        ts.append(time.perf_counter() - t)
+        X += u @ v.T
+        Y += u @ (v.T @ beta)
+        if (k + 1) % 100 == 0:
+            print(f"  {k + 1} updates, median {np.median(ts) * 1e3:.0f} ms", flush=True)
+    ours = float(np.linalg.norm(views["beta"] - beta) / np.linalg.norm(beta))
+    lstsq = float(np.linalg.norm(np.linalg.lstsq(X, Y, rcond=None)[0] - beta)
+                  / np.linalg.norm(beta))
+    stats = next(iter(getattr(views, "solvers", {}).values()), None)
+    out.update(updates=updates, error=ours, lstsq_error=lstsq, ratio=ours / lstsq,
+               update_median_s=float(np.median(ts)) if ts else None,
+               solver_stats=dict(stats.stats) if stats is not None else None)
+    print(f"after {updates} updates: error {ours:.2e}, lstsq {lstsq:.2e} (ratio "
+          f"{ours / lstsq:.2f}); X+Y update median {np.median(ts) * 1e3:.0f} ms", flush=True)
+    del views, X, Y
+    W = np.random.default_rng(7).standard_normal((n, n)) + 2 * np.sqrt(n) * np.eye(n)
+    Yw = np.random.default_rng(8).standard_normal((n, 1))
+    for name, form in (("stable", "qr"), ("woodbury", "normal")):
+        prog = linview.compile_file(HERE.parent / "examples" / "ols.m", least_squares=form)
+        views = prog.load(X=W, Y=Yw)
+        r2, ts = np.random.default_rng(1), []
+        for _ in range(speed_updates):
+            u, v = row_change(r2, n, n)
+            t = time.perf_counter()
+            views.update("X", u, v)
+            ts.append(time.perf_counter() - t)
+        out[name] = {"form": type(views).__name__, "median": float(np.median(ts)),
+                     "p10": float(np.percentile(ts, 10)), "p90": float(np.percentile(ts, 90))}
+        print(f"well-conditioned, {name} ({out[name]['form']}): "
+              f"{out[name]['median'] * 1e3:.1f} ms per row update of X (p10 "
+              f"{out[name]['p10'] * 1e3:.1f}, p90 {out[name]['p90'] * 1e3:.1f})", flush=True)
+        del views
+    out["speed_ratio"] = out["stable"]["median"] / out["woodbury"]["median"]
+    print(f"ratio stable/woodbury: {out['speed_ratio']:.2f}")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", type=int, default=4000)
     ap.add_argument("--n", type=int, default=400)
     ap.add_argument("--updates", type=int, default=30)
+    ap.add_argument("--target", type=int, default=0, help="issue 25's targets at N×N")
+    ap.add_argument("--target-updates", type=int, default=1000)
     args = ap.parse_args(argv)
+    if args.target:
+        res = target(args.target, args.target_updates, args.updates)
+        out = HERE / "results" / f"ols_target_n{args.target}.json"
+        out.write_text(json.dumps(res, indent=2) + "\n")
+        print(f"written {out}")
+        return 0
     rng = np.random.default_rng(11)
     acc = accuracy(rng)
     print(f"{'step':14} {'cond(X)':>9} {'cholesky':>10} {'inverse':>10} {'lstsq':>10}")

@@ -95,7 +95,7 @@ class CompiledProgram:
         self._check_budget(inputs, limit, self.lowered if self._solve_side else None)
         try:
             return lstsq.loaded(self.module_class(**lstsq.load_options(self, inputs), **extra),
-                                inputs)
+                                inputs, self)
         except NumericalError as refused:  # least squares: QR, or pinv (linview.lstsq)
             return lstsq.load_instead(self, refused, inputs)
         except MemoryError as e:
@@ -145,7 +145,8 @@ class CompiledProgram:
     def explain(self, after: str | None = None, views=None) -> str:
         from linview.compiler.explain import explain
 
-        why = self.options.get("why")  # a form load() chose instead (linview.lstsq)
+        # a form load() chose instead, or why it kept the normal equations (linview.lstsq)
+        why = self.options.get("why") or getattr(views, "least_squares", None)
         # views: its switches while running
         text = explain(self, after=after, views=views) + (f"\n\n{why}" if why else "")
         if self._solve_side:

@@ -1,16 +1,18 @@
 """Least squares whose normal equations ``load()`` refused (issue 25).
 
-The lowering reads ``F \\ Y`` (tall F), ``(F'*F) \\ (F'*Y)`` and ``inv(F'*F) * (F'*Y)`` as one
-least-squares problem and, by default, keeps the normal equations (``inv(FᵀF)`` by
-Woodbury), loaded with the condition limit :data:`NORMAL_CONDITION_LIMIT` (1e8, where
-their answer has lost about 8 digits).  When ``load()`` refuses that inverse (its condition
-estimate is over the limit, or it is singular to working precision), :func:`load_instead`
-compiles the program again:
+The lowering reads ``F \\ Y`` (tall F), ``(F'*F) \\ (F'*Y)``, ``inv(F'*F) * (F'*Y)`` and
+``pinv(F) * Y`` (tall F) as one least-squares problem, F an input or an intercept design
+``[ones(m,1) X]`` (:mod:`linview.compiler.designs`), and, by default, keeps the normal
+equations (``inv(FᵀF)`` by Woodbury), loaded with the condition limit
+:data:`NORMAL_CONDITION_LIMIT` (1e8, where their answer has lost about 8 digits).  When
+``load()`` refuses that inverse (its condition estimate is over the limit, or it is
+singular to working precision), :func:`load_instead` compiles the program again:
 
 1. ``least_squares="qr"``: the problem is a solve view kept by QR updates of F
    (:class:`linview.solve.solvers.CholeskySolver`), as accurate as ``lstsq``;
 2. when F is rank-deficient (its triangular factor is singular to working precision) and
-   the program wrote ``F \\ Y`` or ``A \\ B`` with a non-square A, ``least_squares="pinv"``:
+   the program wrote ``F \\ Y``, ``pinv(F) * Y`` or ``A \\ B`` with a non-square A,
+   ``least_squares="pinv"``:
    ``pinv(A) * B``, re-evaluated, which is Octave's answer for such a system (the
    minimum-norm least-squares solution, given without a warning).  The normal-equation
    forms are refused then, with a hint to add a ridge term, as Octave calls them singular.
@@ -21,7 +23,14 @@ attribute ``least_squares``.
 
 from __future__ import annotations
 
+import re
+
+import numpy as np
+import scipy.sparse as sps
+import scipy.sparse.linalg as spla
+
 from linview.backends.numpy.guards import INV_CONDITION_LIMIT
+from linview.compiler.designs import design_of
 from linview.compiler.ir import Op
 from linview.errors import LinviewError, NumericalError
 
@@ -45,26 +54,61 @@ def load_options(prog, inputs: dict) -> dict:
     return {**inputs, "condition_limit": NORMAL_CONDITION_LIMIT}
 
 
-def loaded(views, inputs: dict):
-    """``views`` loaded with :func:`load_options`: its updates use the usual limit."""
+def loaded(views, inputs: dict, prog=None):
+    """``views`` loaded with :func:`load_options`: its updates use the usual limit, and
+    ``views.least_squares`` says why the normal equations were kept (the condition
+    estimate of each least-squares problem's Gram matrix, and the limit)."""
     if "condition_limit" not in inputs and hasattr(views, "condition_limit"):
         views.condition_limit = INV_CONDITION_LIMIT
+        reasons = [_kept_normal(views, name, F) for name, F in _grams(prog)] \
+            if prog is not None else []
+        if reasons:
+            views.least_squares = "; ".join(reasons)
     return views
 
 
+def _kept_normal(views, inverse: str, F: str) -> str:
+    """Why the normal equations of ``F`` were kept: the 1-norm condition estimate of FᵀF
+    (``‖FᵀF‖₁`` estimated by products with F, ``‖inv(FᵀF)‖₁`` read from the view)."""
+    what = (f"least squares of {F} by the normal equations (explicit inverse inv({F}ᵀ{F}) "
+            f"maintained by Woodbury)")
+    try:
+        f, w = views[F], np.asarray(views[inverse])
+        f = f if sps.issparse(f) else np.asarray(f, dtype=float)  # products only
+    except KeyError:  # a view the module need not keep (the inverse is re-evaluated)
+        return (f"{what}: the condition estimate of {F}ᵀ{F} at load() was under the limit "
+                f"{NORMAL_CONDITION_LIMIT:.3g}")
+    gram = spla.LinearOperator((f.shape[1],) * 2, matvec=lambda x: f.T @ (f @ x),
+                               rmatvec=lambda x: f.T @ (f @ x), dtype=float)
+    cond = spla.onenormest(gram) * float(np.abs(w).sum(axis=0).max())
+    return (f"{what}: the condition estimate of {F}ᵀ{F} is {cond:.3g}, under the limit "
+            f"{NORMAL_CONDITION_LIMIT:.3g} past which load() keeps it by QR updates of {F}")
+
+
 def load_instead(prog, refused: NumericalError, inputs: dict):
-    """The live views of ``prog``'s data by the first form that loads, or ``refused``."""
+    """The live views of ``prog``'s data by the first form that loads, or ``refused``;
+    ``views.least_squares`` (and ``explain()`` of the program compiled again) say which
+    form and why."""
     opts = prog.options
+    F = _refused_gram(prog, refused)
     if opts.get("least_squares", "normal") != "normal" or opts.get("backend") != "numpy" \
-            or not _refused_gram(prog, refused) or getattr(refused, "floating_point", None):
+            or F is None or getattr(refused, "floating_point", None):
         raise refused  # (values past float64's range: no other form mends that)
+    reason = _refusal(refused, F)
     error = refused
-    for form, why in (("qr", "least squares by QR updates of the factor"),
-                      ("pinv", "minimum-norm least squares by pinv, re-evaluated")):
+    for form in ("qr", "pinv"):
         other = compiled_as(prog, form)
         if other is None:
             continue
-        why = f"{why} (the normal equations were refused: {refused.message})"
+        if form == "qr":
+            why = (f"least squares of {F} by QR updates of the factor (the normal equations "
+                   f"were refused: {reason})")
+        else:
+            why = (f"minimum-norm least squares of {F} by pinv, re-evaluated on every update "
+                   f"(the normal equations were refused: {reason}"
+                   + (f"; the triangular factor of {F}: {error.message}"
+                      if error is not refused else "")
+                   + f"; Octave answers {F} \\ Y with the minimum-norm solution)")
         other.options["why"] = why
         try:
             views = other.load(**inputs)
@@ -74,6 +118,19 @@ def load_instead(prog, refused: NumericalError, inputs: dict):
         views.least_squares = why
         return views
     raise error
+
+
+def _refusal(refused: NumericalError, F: str) -> str:
+    """The refusal of ``inv(FᵀF)`` in words: the condition estimate and the limit."""
+    found = re.search(r"condition estimate is (\S+), over the limit (\S+)", refused.message)
+    if found:
+        cond, limit = found.groups()
+        return (f"the condition estimate of {F}ᵀ{F} is {cond}, over the limit {limit} "
+                f"(the normal equations' answer would lose about cond·eps of relative "
+                f"accuracy, QR updates about sqrt(cond)·eps)")
+    if "singular to working precision" in refused.message:
+        return f"{F}ᵀ{F} is singular to working precision"
+    return refused.message
 
 
 def compiled_as(prog, form: str):
@@ -98,16 +155,29 @@ def compiled_as(prog, form: str):
     return other if count > before else None
 
 
-def _refused_gram(prog, refused: NumericalError) -> bool:
-    """Whether the inverse ``refused`` names is that of a Gram matrix ``FᵀF`` of an input
-    (the normal equations), not some other inverse of the program."""
+def _grams(prog) -> list[tuple[str, str]]:
+    """``(inverse view, F)`` for each ``inv(FᵀF)`` of a design F in ``prog``."""
     views = {st.name: st.expr for st in prog.lowered.statements}
+    out = []
     for name, expr in views.items():
-        if expr.op is not Op.INV or f"cannot invert {name}:" not in refused.message:
+        if expr.op is not Op.INV:
             continue
         arg = expr.children[0]
         arg = views.get(arg.attr, arg) if arg.op is Op.VIEW else arg
         if arg.op is Op.MUL:
             ft, f = arg.children
-            return ft.op is Op.T and ft.children[0] is f and f.op is Op.INPUT
-    return False
+            if ft.op is Op.T and ft.children[0] is f and f.op in (Op.INPUT, Op.VIEW) and \
+                    design_of(views.get(f.attr, f) if f.op is Op.VIEW else f) is not None:
+                out.append((name, f.attr))
+    return out
+
+
+def _refused_gram(prog, refused: NumericalError) -> str | None:
+    """F when the inverse ``refused`` names is that of a Gram matrix ``FᵀF`` (the normal
+    equations) of a design F: an input, or a view ``[ones(m,c) X ...]`` of inputs
+    (:func:`linview.compiler.designs.design_of`), not some other inverse of the program;
+    else None."""
+    for name, F in _grams(prog):
+        if f"cannot invert {name}:" in refused.message:
+            return F
+    return None

@@ -10,6 +10,8 @@ a Gram matrix singular to working precision is refused, with a hint to add a rid
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -25,11 +27,15 @@ FORMS = {
     "backslash": "beta = X \\ y;",
     "normal": "beta = (X' * X) \\ (X' * y);",
     "inverse": "beta = inv(X' * X) * (X' * y);",
+    "pinv": "beta = pinv(X) * y;",
 }
+#: the same four forms over an intercept design Z = [ones(m,1) X]
+DESIGN = {form: "Z = [ones(rows(X), 1) X];\n  " + text.replace("X", "Z")
+          for form, text in FORMS.items()}
 
 
-def program(form: str, **kw):
-    src = f"function beta = f(X, y)\n  {FORMS[form]}\nend\n"
+def program(form: str, intercept: bool = False, **kw):
+    src = f"function beta = f(X, y)\n  {(DESIGN if intercept else FORMS)[form]}\nend\n"
     return linview.compile(src, name="f", filename="f.m", **kw)
 
 
@@ -63,14 +69,83 @@ def test_ill_conditioned_least_squares_stays_as_accurate_as_lstsq(form):
         assert ours <= 10 * max(theirs, 1e-14), (ours, theirs)
 
 
-def test_well_conditioned_data_keep_the_normal_equations():
+def with_ones(X):
+    return np.hstack([np.ones((X.shape[0], 1)), X])
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_ill_conditioned_intercept_design_stays_as_accurate_as_lstsq(form):
+    """``Z = [ones(m,1) X]`` is kept by factor updates of Z as plain X is: an update of
+    X is a rank-k change of Z (V padded with a zero row for the ones column)."""
+    rng = np.random.default_rng(32)
+    X, _ = ill_conditioned(rng, 100, 50, decades=5)
+    beta = rng.standard_normal((51, 1))
+    y = with_ones(X) @ beta
+    views = program(form, intercept=True).load(X=X, y=y)
+    assert isinstance(views, SolveModule), form
+    assert views.least_squares.startswith("least squares of Z by QR updates")
+    for rank in (1, 2, 2, 1):
+        rows = rng.choice(X.shape[0], rank, replace=False)
+        U = np.zeros((X.shape[0], rank))
+        U[rows, range(rank)] = 1.0
+        V = 1e-2 * rng.standard_normal((X.shape[1], rank))
+        views.update("X", U, V)
+        views.update("y", U, (V.T @ beta[1:]).T)
+        X, y = X + U @ V.T, y + U @ (V.T @ beta[1:])
+        ours = error(views["beta"], beta)
+        theirs = error(np.linalg.lstsq(with_ones(X), y, rcond=None)[0], beta)
+        assert ours <= 10 * max(theirs, 1e-14), (form, ours, theirs)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_dense_changes_and_near_dependence_stay_as_accurate_as_lstsq(seed):
+    """Changes of every row at once (``F += U Vᵀ`` with dense U: a rank-2 change of the
+    Gram matrix per column, one update and one downdate of its Cholesky factor) and a
+    column driven towards another and back (the downdate meets a near-singular factor),
+    held to lstsq of the current data after each change."""
+    rng = np.random.default_rng(100 + seed)
+    X, _ = ill_conditioned(rng, 90, 30, decades=4)
+    beta = rng.standard_normal((30, 1))
+    views = program("backslash", least_squares="qr",
+                    shapes=(("X", 90, 30), ("y", 90, 1))).load(X=X, y=X @ beta)
+    for step in range(8):
+        if step in (3, 4):  # column 1 towards column 0 (1e-7 apart), then back
+            new = X[:, 0] + (1e-7 if step == 3 else 1.0) * rng.standard_normal(90)
+            U, V = (new - X[:, 1])[:, None], np.eye(30)[:, 1:2]
+        else:
+            rank = 1 + step % 2
+            U, V = rng.standard_normal((90, rank)), 1e-2 * rng.standard_normal((30, rank))
+        views.update("X", U, V)
+        views.update("y", U, (V.T @ beta).T)
+        X = X + U @ V.T
+        ours = error(views["beta"], beta)
+        theirs = error(np.linalg.lstsq(X, X @ beta, rcond=None)[0], beta)
+        assert ours <= 10 * max(theirs, 1e-14), (step, ours, theirs)
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+def test_well_conditioned_data_keep_the_normal_equations(intercept):
     rng = np.random.default_rng(26)
     X, y = rng.standard_normal((60, 8)), rng.standard_normal((60, 1))
+    F = with_ones(X) if intercept else X
     for form in FORMS:
-        views = program(form).load(X=X, y=y)
+        views = program(form, intercept).load(X=X, y=y)
         assert not isinstance(views, SolveModule)
-        want = np.linalg.lstsq(X, y, rcond=None)[0]
-        assert error(views["beta"], want) < 1e-12
+        assert error(views["beta"], np.linalg.lstsq(F, y, rcond=None)[0]) < 1e-12
+        u, v = rng.standard_normal((60, 2)), rng.standard_normal((8, 2))
+        views.update("X", u, v)  # differential: against lstsq of the updated data
+        want = np.linalg.lstsq(F + u @ np.vstack([np.zeros((1, 2)), v] if intercept
+                                                   else [v]).T, y, rcond=None)[0]
+        assert error(views["beta"], want) < 1e-10, form
+
+
+def test_pinv_of_a_square_or_wide_matrix_stays_pinv():
+    for shape in ((6, 6), (4, 9)):
+        X = np.random.default_rng(33).standard_normal(shape)
+        y = np.ones((shape[0], 1))
+        prog = program("pinv", shapes=(("X", *shape), ("y", shape[0], 1)))
+        assert "least squares of X" not in prog.explain()
+        assert error(prog.load(X=X, y=y)["beta"], np.linalg.pinv(X) @ y) < 1e-12
 
 
 def test_singular_to_working_precision_is_refused_with_a_ridge_hint():
@@ -89,13 +164,42 @@ def test_explain_says_which_form_and_why():
     assert "QR updates of X instead when the condition estimate" in text
     stable = program("backslash", shapes=(("X", 50, 30), ("y", 50, 1)),
                      least_squares="qr")
-    assert "kept by rank-1 QR updates" in stable.explain()
+    assert "kept by rank-1 updates and downdates, solved by corrected seminormal" in \
+        stable.explain()
+
+
+def estimate(text: str, F: str = "X") -> float:
+    found = re.search(rf"the condition estimate of {F}ᵀ{F} is (\S+), (under|over) the "
+                      r"limit 1e\+08", text)
+    assert found, text
+    return float(found.group(1))
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_loaded_views_say_which_form_and_why(form):
+    """Which form load() chose, and the condition estimate and limit that decided it,
+    in ``views.least_squares`` and ``explain(views=...)``: the estimate is held to
+    numpy's 1-norm condition number of the Gram matrix (an estimate: within 3×)."""
     rng = np.random.default_rng(28)
-    X, beta = ill_conditioned(rng, 60, 40)
-    views = program("normal").load(X=X, y=X @ beta)
-    assert isinstance(views, SolveModule)
-    assert views.least_squares.startswith("least squares by QR updates of the factor "
-                                          "(the normal equations were refused: cannot invert")
+    well = rng.standard_normal((60, 8))
+    ill, beta = ill_conditioned(rng, 60, 40)
+    for X, kept in ((well, "by the normal equations (explicit inverse inv(XᵀX) maintained "
+                           "by Woodbury)"), (ill, "by QR updates of the factor")):
+        prog = program(form).specialize(X=X, y=X @ beta[:X.shape[1]])
+        views = prog.load(X=X, y=X @ beta[:X.shape[1]])
+        assert views.least_squares.startswith(f"least squares of X {kept}")
+        cond = estimate(views.least_squares)
+        assert ("under" in views.least_squares) == (X is well)
+        truth = np.linalg.cond(X.T @ X, 1)
+        assert truth / 3 <= cond <= truth * 3 or (X is ill and cond > 1e10), (cond, truth)
+        assert views.least_squares in prog.explain(views=views)
+    deficient = well.copy()
+    deficient[:, 7] = deficient[:, 0] + deficient[:, 1]
+    y = np.ones((60, 1))
+    if form in ("backslash", "pinv"):
+        why = program(form).load(X=deficient, y=y).least_squares
+        assert why.startswith("minimum-norm least squares of X by pinv")
+        assert "XᵀX is singular to working precision" in why
 
 
 def test_rank_deficient_backslash_gives_octaves_minimum_norm_answer():
@@ -105,7 +209,7 @@ def test_rank_deficient_backslash_gives_octaves_minimum_norm_answer():
     X, y = rng.standard_normal((30, 5)), rng.standard_normal((30, 1))
     X[:, 4] = X[:, 0] - X[:, 2]
     views = program("backslash").load(X=X, y=y)
-    assert "minimum-norm least squares by pinv" in views.least_squares
+    assert views.least_squares.startswith("minimum-norm least squares of X by pinv")
     assert error(views["beta"], np.linalg.pinv(X) @ y) < 1e-10
     u, v = rng.standard_normal((30, 1)), rng.standard_normal((5, 1))
     views.update("y", u, np.ones((1, 1)))
@@ -137,16 +241,26 @@ def test_rank_deficient_and_ill_conditioned_answers_match_octave(tmp_path):
     deficient[:, 4] = deficient[:, 0] - deficient[:, 2]
     ill, _ = ill_conditioned(rng, 60, 40, decades=5)
     path = tmp_path / "f.m"
-    path.write_text(f"function beta = f(X, y)\n  {FORMS['backslash']}\nend\n")
-    for X in (deficient, ill):
-        y = rng.standard_normal((X.shape[0], 1))
-        ours = linview.compile_file(path).load(X=X, y=y)["beta"]
-        theirs = run_octave(path, {"X": X, "y": y}, ["beta"])["beta"]
-        if X is ill:
-            assert error(ours, theirs) < 1e-8
+    for form in ("backslash", "pinv"):
+        path.write_text(f"function beta = f(X, y)\n  {FORMS[form]}\nend\n")
+        y = rng.standard_normal((30, 1))
+        ours = linview.compile_file(path).load(X=deficient, y=y)["beta"]
+        theirs = run_octave(path, {"X": deficient, "y": y}, ["beta"])["beta"]
+        assert error(ours, np.linalg.pinv(deficient) @ y) < 1e-10
+        if form == "pinv":  # Octave's pinv: the minimum-norm solution too
+            assert error(ours, theirs) < 1e-10
         else:  # Octave's QR does not see the rank drop hidden by rounding: its answer
             # has entries near 1e14 (and a residual a few % larger) where linview's is
             # the minimum-norm least-squares solution: never a worse fit than Octave's
-            res = [np.linalg.norm(X @ b - y) for b in (ours, theirs)]
+            res = [np.linalg.norm(deficient @ b - y) for b in (ours, theirs)]
             assert res[0] <= res[1] * (1 + 1e-8)
-            assert error(ours, np.linalg.pinv(X) @ y) < 1e-10
+    y = rng.standard_normal((ill.shape[0], 1))
+    answers = {}
+    for form in FORMS:  # Octave's answer for each form as written, and linview's
+        path.write_text(f"function beta = f(X, y)\n  {FORMS[form]}\nend\n")
+        answers[form] = (linview.compile_file(path).load(X=ill, y=y)["beta"],
+                         run_octave(path, {"X": ill, "y": y}, ["beta"])["beta"])
+    qr = answers["backslash"][1]  # Octave's X \ y: QR, backward stable
+    for form, (ours, theirs) in answers.items():
+        assert error(ours, qr) < 1e-8, form  # each form: the least-squares answer
+        assert error(ours, qr) <= max(error(theirs, qr), 1e-12), form  # never worse

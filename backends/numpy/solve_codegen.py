@@ -28,10 +28,11 @@ from linview.backends.numpy.codegen import NumpyGenerator
 from linview.backends.numpy.render import ATOM, MUL, ExprPrinter
 from linview.compiler import ir, printer
 from linview.compiler.delta import NotMaintainable, Strategy, Trigger, ViewDelta, derive
+from linview.compiler.designs import design_blocks, gram_design
 from linview.compiler.ir import Node, Op
 from linview.compiler.plan import Plan, size_code
 from linview.compiler.shapes import RANK
-from linview.solve.evaluate import gram_form, pagerank_form
+from linview.solve.evaluate import pagerank_form
 from linview.solve.sparsity import SPARSE_OPERAND, sparse_nodes, sparse_views
 
 
@@ -180,15 +181,19 @@ class SolveGenerator(NumpyGenerator):
         a, b = expr.children
         args = [repr(name), f"B={ex.code(b)}", f"A=lambda: {ex.code(a)}"]
         form = pagerank_form(a, self.prog, ("stochastic", "sparse"))
-        gram = gram_form(a, b)
+        # (F, Y): F an input or [ones(m,1) X] (compiler/designs.py), as the statement wrote it
+        gram = gram_design(*st.expr.children)
         if form:
             args += [f"M={self.names('view', form[0])}", f"s={ex.code(form[1])}"]
             why = f"push on {form[0]} where it is column-substochastic and 0 ≤ s < 1"
         else:
             why = "Krylov (GMRES), warm-started"
         if gram:
-            args.append("gram={" + ", ".join(f"{g!r}: {self.names('view', g)}"
-                                             for g in gram) + "}")
+            f, y = gram
+            args.append(f"gram=({ex.code(f)}, {self.names('view', y)})")
+            blocks = [repr(b) if isinstance(b, int) else
+                      f"({b!r}, {self.names('view', b)}.shape[1])" for b in design_blocks(f)]
+            args.append(f"design=({', '.join(blocks)},), rhs={y!r}")
         lines.append(f"{ind}# a solve view, auto: {why}")
         lines.append(f"{ind}{var} = self._solve_view(" + ", ".join(args) + ")")
         ex.side = False

@@ -135,7 +135,8 @@ class SolveModule(TriggerModule):
         kept.update({k: v.tocsr() if sps.issparse(v) else v for k, v in own.items()})
         return kept, transient
 
-    def _solve_view(self, name: str, B, A, M=None, s=None, gram=None) -> np.ndarray:
+    def _solve_view(self, name: str, B, A, M=None, s=None, gram=None, design=(),
+                    rhs=None) -> np.ndarray:
         """The solution of solve view ``name`` (``_evaluate``'s call): a new
         :class:`SolveView`, warm-started from the current (or restored) solution."""
         if self._direct:  # the reference of verify()
@@ -145,7 +146,7 @@ class SolveModule(TriggerModule):
         x0 = self._warm.pop(name, None)
         x0 = old.X if x0 is None and old is not None and old.method != "cholesky" else x0
         view = SolveView(name, self.method or method, float(self.solve_tolerance or tol),
-                         B, A, M=M, s=s, gram=gram, x0=x0)
+                         B, A, M=M, s=s, gram=gram, design=design, rhs=rhs, x0=x0)
         self._solves[name] = view
         return view.X
 

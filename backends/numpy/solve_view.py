@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from linview.compiler.designs import layout_change
 from linview.errors import InputError
 from linview.solve.links import SparseLinks, substochastic
 from linview.solve.solvers import CholeskySolver, KrylovSolver, PushSolver
@@ -36,11 +37,13 @@ class SolveView:
 
     ``B`` is the right-hand side's value; ``A`` a function returning A (sparse where A is,
     called only when the solver needs A itself); ``M``/``s`` are given when A is written
-    ``I - s·M`` with M a sparse or stochastic input, ``gram`` ``{F: value, Y: value}`` when
-    the statement is ``(Fᵀ F) \\ (Fᵀ Y)`` of inputs F and Y."""
+    ``I - s·M`` with M a sparse or stochastic input, ``gram`` ``(F, Y)`` (values) when the
+    statement is ``(Fᵀ F) \\ (Fᵀ Y)`` of a design F and an input ``rhs`` = Y, ``design``
+    F's blocks with their widths (``(1, ('X', 30))`` for ``[ones(m,1) X]``,
+    :func:`linview.compiler.designs.layout_change`)."""
 
     def __init__(self, name: str, method: str, tol: float, B, A, M=None, s=None,
-                 gram=None, x0=None):
+                 gram=None, design=(), rhs=None, x0=None):
         if method not in METHODS:
             raise InputError(f"unknown solve method {method!r}",
                              hint="methods: auto, push, krylov, cholesky")
@@ -56,8 +59,8 @@ class SolveView:
                 raise InputError(f"solve view {name}: cholesky mode needs the normal "
                                  "equations (F'*F) \\ (F'*Y) of inputs F and Y",
                                  hint="use '%#linview solve krylov' for other systems")
-            self.gram_inputs = tuple(gram)
-            self.solver = CholeskySolver(*gram.values(), tol)
+            self.design, self.rhs = design, rhs
+            self.solver = CholeskySolver(*gram, tol)
         elif method == "push":
             if links is None:
                 raise InputError(f"solve view {name}: push needs A = I - s*M with M "
@@ -86,9 +89,9 @@ class SolveView:
         solver = self.solver
         if isinstance(solver, CholeskySolver):
             name, U, V = what
-            if name == self.gram_inputs[0]:
-                solver.change_matrix(U, V)
-            if name == self.gram_inputs[1]:
+            if any(not isinstance(b, int) and b[0] == name for b in self.design):
+                solver.change_matrix(U, layout_change(self.design, name, V))  # F += U Wᵀ
+            elif name == self.rhs:
                 solver.change_rhs(U, V)
             return
         if isinstance(solver, PushSolver) and dA:
@@ -106,7 +109,8 @@ class SolveView:
         for P, Q in dB:
             solver.change_rhs(P, Q)
 
-    gram_inputs: tuple[str, str] = ("", "")
+    design: tuple = ()
+    rhs: str | None = None
 
     def error_bound(self) -> float:
         return self.solver.error_bound()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from linview.compiler import ir, lower_functions, lower_language, models
+from linview.compiler import designs, ir, lower_functions, lower_language, models
 from linview.compiler.ir import Node, Op
 from linview.compiler.shapes import Conflict
 from linview.frontend import syntax
@@ -196,38 +196,81 @@ class ExpressionLowering:
         return self.build(Op.MUL, at, solved, pos=e.pos)
 
     def stable_product(self, e: syntax.Binary, hint: str) -> Node | None:
-        """``inv(F'*F) * (F'*Y)`` as one least-squares problem: a note, and the stable form
-        when the options ask for it (else None: the inverse is maintained)."""
+        """``inv(F'*F) * (F'*Y)`` and ``pinv(F) * Y`` (tall F) as one least-squares problem:
+        a note, and the stable form when the options ask for it (else None: the inverse,
+        or ``pinv`` of a square or wide F, is kept as written)."""
         left = e.left
-        if not (e.op == "*" and isinstance(left, syntax.Call) and left.func == "inv"
+        if not (e.op == "*" and isinstance(left, syntax.Call) and left.func in ("inv", "pinv")
                 and left.func not in self.env and len(left.args) == 1
                 and _plain_product(left.args[0]) and _plain_product(e.right)):
             return None
+        if left.func == "pinv":
+            return self.pinv_product(left.args[0], e, hint)
         gram, rhs = self.expr(left.args[0], hint), self.expr(e.right, hint)
         return self.gram_solve(gram, rhs, hint, e)
 
+    def pinv_product(self, arg: syntax.Expr, e: syntax.Binary, hint: str) -> Node | None:
+        """``pinv(F) * Y`` for a tall F (an input or a design ``[ones(m,1) X]``) and an
+        input Y is ``F \\ Y``: least squares, kept as ``F \\ Y`` is (a rank-deficient F
+        comes back to ``pinv`` at ``load()``, :mod:`linview.lstsq`)."""
+        if not (isinstance(arg, syntax.Name) and isinstance(e.right, syntax.Name)):
+            return None
+        f, y = self.expr(arg, hint), self.expr(e.right, hint)
+        if y.op is not Op.INPUT or self.design(f) is None:
+            return None
+        r, c = self.uni.resolve(f.rows), self.uni.resolve(f.cols)
+        if not (r.is_Number and c.is_Number):
+            if r == c:
+                return None
+            raise lower_language.NeedsData(
+                f"'{syntax.show(e)}' of line {e.pos[0]} is a least-squares problem when "
+                f"{arg.id} is tall, as the data's sizes say")
+        if r <= c:  # square or wide: pinv as written
+            return None
+        self.unify(f.rows, y.rows, e.pos, "inner dimensions of '*' must agree",
+                   (f.cols, f.rows), y.shape)
+        return self.least_squares(f, y, e, hint)
+
+    def design(self, f: Node) -> Node | None:
+        """The design matrix a least-squares problem may keep by factor updates: an input,
+        or a view ``[ones(m,c) X ...]`` (one block row of ones and distinct inputs, e.g.
+        an intercept column), returned as its defining expression; else None."""
+        if f.op is not Op.VIEW:
+            return designs.design_of(f)
+        expr = next((st.expr for st in self.statements if st.name == f.attr), None)
+        return None if expr is None else designs.design_of(expr)
+
     def gram_solve(self, gram: Node, rhs: Node, hint: str, e) -> Node | None:
-        """``(FᵀF) \\ (FᵀY)`` for inputs F and Y is a least-squares problem: with the
-        ``qr`` option, ``x := solve(FᵀF, FᵀY)`` kept by QR updates of F (the ``cholesky``
-        solve view); else None, and the normal equations are maintained.  A note says
-        which, for ``explain``."""
+        """``(FᵀF) \\ (FᵀY)`` for an input Y and a design F (:meth:`design`) is a
+        least-squares problem: with the ``qr`` option, ``x := solve(FᵀF, FᵀY)`` kept by
+        updates of F's triangular factor (the ``cholesky`` solve view, F's definition
+        inline); else None, and the normal equations are maintained.  A note says which,
+        for ``explain``."""
         if gram.op is not Op.MUL or rhs.op is not Op.MUL:
             return None
         gram, rhs = self.fresh(gram), self.fresh(rhs)  # sizes unified since gram was built
         (ft, f), (gt, y) = gram.children, rhs.children
-        if not (ft.op is Op.T and ft.children[0] is f and gt is ft
-                and f.op is Op.INPUT and y.op is Op.INPUT):
+        if not (ft.op is Op.T and ft.children[0] is f and gt is ft and y.op is Op.INPUT):
+            return None
+        design = self.design(f)
+        if design is None:
             return None
         F, Y, line = f.attr, y.attr, e.pos[0] if e.pos else 0
         what = f"line {line}: least squares of {F} and {Y}"
+        if design is not f:
+            what += f" ({F} = {_show_design(design)})"
         if self.options.least_squares != "qr":
             self.notes.append(f"{what}: normal equations, inv({F}ᵀ{F}) maintained by "
                               f"Woodbury; load() keeps it by QR updates of {F} instead "
                               f"when the condition estimate of {F}ᵀ{F} is over the limit")
             return None
-        self.notes.append(f"{what}: the triangular factor of {F} = QR kept by rank-1 QR "
-                          "updates (O(n²) per row change), no inverse")
-        node_ = self.build(Op.SOLVE, gram, rhs, attr=("cholesky", 1e-8))
+        self.notes.append(f"{what}: the triangular factor R of {F} = QR (the Cholesky "
+                          f"factor of {F}ᵀ{F}) kept by rank-1 updates and downdates, solved "
+                          "by corrected seminormal equations (O(n²) + O(mn) per row change), "
+                          "no inverse")
+        dt = ir.transpose(design)
+        node_ = self.build(Op.SOLVE, self.build(Op.MUL, dt, design),
+                           self.build(Op.MUL, dt, y), attr=("cholesky", 1e-8))
         return self.materialize(node_, hint)
 
     def inverse(self, a: Node, e, hint: str) -> Node:
@@ -384,6 +427,11 @@ def _constant_syntax(e: syntax.Expr, loop_vars: set[str], env: dict) -> bool:
         return e.func in ("size", "length", "numel", "rows", "columns", "factorial") \
             and e.func not in env
     return False
+
+
+def _show_design(design: Node) -> str:
+    parts = [c.attr if c.op is Op.INPUT else f"ones({c.rows},{c.cols})" for c in design.children]
+    return "[" + " ".join(parts) + "]"
 
 
 def _plain_product(e: syntax.Expr) -> bool:

@@ -22,17 +22,6 @@ def pagerank_form(a: Node, program: ir.Program, storage: tuple = ("stochastic",)
     return None
 
 
-def gram_form(a: Node, b: Node):
-    """``(F, Y)`` when ``a \\ b`` is ``(Fᵀ F) \\ (Fᵀ Y)`` with inputs F and Y, else None."""
-    if a.op is Op.MUL and b.op is Op.MUL:
-        f1, f2 = a.children
-        g, y = b.children
-        if (f1.op is Op.T and f1.children[0] is f2 and f2.op is Op.INPUT and g is f1
-                and y.op is Op.INPUT):
-            return f2.attr, y.attr
-    return None
-
-
 def change_factors(changes: list[ColumnChange], n: int):
     """``ΔM = P Qᵀ`` of a list of column changes: sparse P (a uniform column for a node that
     becomes or stops being dangling), one-hot Q."""

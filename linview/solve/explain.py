@@ -14,7 +14,8 @@ METHODS = {"auto": "push when A = I - s·M with 0 ≤ s < 1 and M stochastic, or
            "push": "Gauss–Southwell push, certified L1 bound",
            "krylov": "warm-started GMRES, certified 2-norm bound where A's conditioning is "
                      "certified (see docs/solve_views.md)",
-           "cholesky": "triangular factor of F = QR by rank-1 QR updates"}
+           "cholesky": "Cholesky factor of FᵀF by rank-1 updates and downdates, corrected "
+                        "seminormal equations"}
 
 
 def explain_solves(program: ir.Program, given: dict | None = None) -> str:

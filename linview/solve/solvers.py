@@ -14,7 +14,8 @@ residual below a target that certifies the error bound the user asked for:
             by a dense SVD): :mod:`linview.solve.bounds`; none is claimed otherwise.
 
 ``cholesky`` regression ``(Fᵀ F) \\ (Fᵀ Y)``: the triangular factor of ``F = Q R`` kept by
-            rank-1 QR updates (:class:`CholeskySolver`), stable for near-singular F.
+            rank-1 updates and downdates, corrected seminormal equations
+            (:class:`linview.solve.seminormal.CholeskySolver`), stable for near-singular F.
 
 ``tol`` is the bound kept on the error of every column (L1 for push, 2-norm for krylov).
 Dangling columns and the uniform part of a residual are kept as rank-1 terms (an offset
@@ -24,13 +25,13 @@ Dangling columns and the uniform part of a residual are kept as rank-1 terms (an
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse as sps
 import scipy.sparse.linalg as spla
 
 from linview.compiler.ops_solve import direct_solve, solve_shape  # noqa: F401 - interface
 from linview.errors import InputError, NumericalError
 from linview.solve.bounds import Conditioning
+from linview.solve.seminormal import CholeskySolver  # noqa: F401 - the cholesky method
 from linview.solve.stochastic import ColumnChange, StochasticMatrix
 
 #: the residual target of push is this fraction of ``tol·(1 - s)`` (the rest is margin)
@@ -344,70 +345,3 @@ class KrylovSolver:
     def memory_bytes(self) -> int:
         a = self.A.data.nbytes + self.A.indices.nbytes if self.sparse else self.A.nbytes
         return int(a + self.X.nbytes + self.R.nbytes + self.B.nbytes)
-
-
-class CholeskySolver:
-    """``X = (Fᵀ F) \\ (Fᵀ Y)`` (regression's normal equations) kept through the triangular
-    factor R of ``F = Q R`` (R is the Cholesky factor of the Gram matrix ``Fᵀ F``), never
-    through ``inv(Fᵀ F)`` nor by forming the Gram matrix: ``F += u vᵀ`` is a rank-1 QR
-    update (:func:`scipy.linalg.qr_update`, Givens rotations on the economic factors), and
-    the solution is ``R \\ (Qᵀ Y)``.  Backward stable like ``lstsq``: a near-singular F
-    (two columns ε apart) gives the least-squares fit of a QR solve, where the inverse
-    path loses ``cond(F)²·eps``.  The bound is ``‖Fᵀ(Y - F X)‖₂ / σ_min(R)²``."""
-
-    method = "cholesky"
-
-    def __init__(self, F, Y, tol: float):
-        self.F = np.array(_as_dense_2d(F), order="F")
-        self.Y = _as_dense_2d(Y)
-        m, n = self.F.shape
-        if m < n:
-            raise InputError(f"cholesky mode needs at least as many rows as columns in F "
-                             f"(got {m}x{n})", hint="use '%#linview solve krylov'")
-        self.tol = float(tol)
-        self.Q, self.R = scipy.linalg.qr(self.F, mode="economic")
-        self.X = np.zeros((n, self.Y.shape[1]), order="F")
-        self.stats = {"qr_updates": 0}
-        self._solve()
-
-    def _solve(self) -> None:
-        d = np.abs(np.diag(self.R))
-        if d.size and (d.min() <= d.max() * np.finfo(float).eps * d.size
-                       or not np.all(np.isfinite(self.R))):
-            raise NumericalError("the regression's Gram matrix F'*F is singular to working "
-                                 "precision (a column of F is a combination of the others)",
-                                 hint="add a ridge term: (F'*F + lambda*eye(n)) \\ (F'*Y) "
-                                 "with a small lambda > 0, or drop the dependent columns")
-        self.X[:] = scipy.linalg.solve_triangular(self.R, self.Q.T @ self.Y)
-
-    def change_matrix(self, U, V) -> None:
-        """``F += U Vᵀ``, one rank-1 QR update per column of U."""
-        U, V = _as_dense_2d(U), _as_dense_2d(V)
-        for k in range(U.shape[1]):
-            self.Q, self.R = scipy.linalg.qr_update(self.Q, self.R, U[:, k], V[:, k],
-                                                    check_finite=False)
-            self.stats["qr_updates"] += 1
-            # F += u vᵀ in place (no m×n temporary)
-            self.F = scipy.linalg.blas.dger(1.0, U[:, k], V[:, k], a=self.F, overwrite_a=True)
-        self._solve()
-
-    def change_rhs(self, U, V) -> None:
-        """``Y += U Vᵀ``."""
-        self.Y += _as_dense_2d(U) @ _as_dense_2d(V).T
-        self._solve()
-
-    def residual_bound(self) -> np.ndarray:
-        return np.linalg.norm(self.F.T @ (self.Y - self.F @ self.X), axis=0)
-
-    def error_bound(self) -> float:
-        s = scipy.linalg.svdvals(self.R)
-        smin = float(s.min()) if s.size else 0.0
-        return float("inf") if smin == 0 else float(self.residual_bound().max() / smin ** 2)
-
-    def refresh(self) -> None:
-        self.Q, self.R = scipy.linalg.qr(self.F, mode="economic")
-        self._solve()
-
-    def memory_bytes(self) -> int:
-        return int(self.F.nbytes + self.Y.nbytes + self.Q.nbytes + self.R.nbytes
-                   + self.X.nbytes)
