@@ -45,7 +45,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from linview.backends.numpy import threads
+from linview.backends.numpy import aswritten, threads
 
 #: updates of one input per window (a decision at the end of each)
 WINDOW = 8
@@ -58,11 +58,13 @@ class Adaptation:
 
     Per input, ``mode`` is "maintain" (as compiled), "threads" (maintaining on the other
     BLAS thread setting: one thread for a trigger compiled for every idle core, and the
-    other way round) or "reeval"; a trigger compiled to re-evaluate "reeval" or
-    "reeval_threads" (on the other setting); ``measured`` holds the last window's median of each
-    mode tried and ``reeval_s`` re-evaluation's (measured at load, then as it runs).
+    other way round), "reeval" (re-running the program as written, on
+    ``written_threads``) or "reeval_threads" (that on the other setting); a trigger
+    compiled to re-evaluate only the last two.  ``measured`` holds per input the last
+    window's median of each mode tried (or its trial at load, :meth:`seed`); ``reeval_s``
+    the re-evaluation at load, the alternative of a mode never measured.
     ``injected``: when set (tests), a function ``(input, mode) -> seconds`` that
-    replaces the measured time of each update."""
+    replaces the measured time of each update and of each trial at load."""
 
     def __init__(self, inputs, reeval_s: float | None, threads: dict | None = None,
                  reevaluated=frozenset()):
@@ -73,6 +75,9 @@ class Adaptation:
         self.reeval_s = reeval_s
         #: {input: compiled BLAS threads} of the triggers whose threads may switch
         self.threads = {x: t for x, t in threads.items() if x in self.inputs}
+        #: {input: BLAS threads of its re-evaluation} (measured at load: the faster)
+        self.written_threads = {x: self.threads[x] if x in self.reevaluated else None
+                                for x in self.threads}
         self.measured: dict[str, dict[str, float]] = {x: {} for x in self.inputs}
         self.mode: dict[str, str] = {x: "reeval" if x in self.reevaluated else "maintain"
                                      for x in self.inputs}
@@ -83,13 +88,44 @@ class Adaptation:
 
     def reevaluates(self, name: str) -> bool:
         """Whether a trigger compiled to maintain re-evaluates after a switch."""
-        return self.mode.get(name) == "reeval" and name not in self.reevaluated
+        return self.mode.get(name, "").startswith("reeval") and name not in self.reevaluated
 
     def threads_of(self, name: str, compiled):
         """The BLAS threads the trigger of ``name`` runs on now (``compiled``: its own)."""
-        if self.mode.get(name) not in ("threads", "reeval_threads"):
+        mode = self.mode.get(name, "maintain")
+        if name not in self.threads:  # the user's threads, or none managed: as compiled
             return compiled
-        return 1 if compiled is None or compiled > 1 else None
+        own = self.written_threads.get(name) if mode.startswith("reeval") else compiled
+        return own if mode in ("maintain", "reeval") else _other(own)
+
+    def modes(self, name: str) -> list[str]:
+        """The modes the trigger of ``name`` may run in (the thread switches only under
+        the automatic thread policy)."""
+        out = ["reeval"] if name in self.reevaluated else ["maintain", "reeval"]
+        if name in self.threads:
+            out += ["reeval_threads"] if name in self.reevaluated else ["threads",
+                                                                        "reeval_threads"]
+        return out
+
+    def seed(self, name: str, trials: dict[str, float], written_threads=None,
+             margin: float = 1.0) -> dict | None:
+        """Record the trials at load (``{mode: seconds}``; the re-evaluation's on
+        ``written_threads``) and start in the fastest mode when it is ``margin`` times
+        faster than the compiled one; returns that switch, or None."""
+        if name not in self.inputs or not self.enabled:
+            return None
+        if name in self.threads and any(m.startswith("reeval") for m in trials):
+            self.written_threads[name] = written_threads
+        if self.injected is not None:
+            trials = {m: self.injected(name, m) for m in trials}
+        seen = self.measured[name]
+        seen.update({m: t for m, t in trials.items() if t is not None and m in self.modes(name)})
+        mode = self.mode[name]
+        best = min(seen, key=seen.get, default=mode)
+        if best == mode or seen[best] * margin >= seen.get(mode, float("inf")):
+            return None
+        self.mode[name] = best
+        return self._switch(name, mode, best, seen.get(mode), seen[best], "trial at load")
 
     def observe(self, name: str, seconds: float) -> dict | None:
         """Record one update of ``name`` that took ``seconds``; at the end of a window,
@@ -109,46 +145,58 @@ class Adaptation:
         if to == mode:
             return None
         self.mode[name] = to
-        return {"input": name, "from": mode, "to": to, "measured_s": median,
+        return self._switch(name, mode, to, median, other, f"median of {WINDOW}")
+
+    def _switch(self, name, mode, to, measured, other, how) -> dict:
+        return {"input": name, "from": mode, "to": to, "measured_s": measured,
                 "other_s": other, "threads": self.threads_of(name, self.threads.get(name)),
-                "because": f"{_NAMES[mode]} measured {median * 1e3:.3g} ms per update "
-                           f"(median of {WINDOW}), {_NAMES[to]} "
-                           + (f"{other * 1e3:.3g} ms" if other is not None else "untried")}
+                "because": f"{_NAMES[mode]} " + (f"measured {measured * 1e3:.3g} ms per "
+                                                  f"update ({how}), " if measured is not None
+                                                  else "not measured, ")
+                + f"{_NAMES[to]} " + (f"{other * 1e3:.3g} ms" if other is not None
+                                      else "untried")}
 
     def _decide(self, name: str, mode: str, median: float) -> tuple[str, float | None]:
-        """The mode for the next window and the measurement it was compared with."""
+        """The mode for the next window and the measurement it was compared with: the
+        fastest other mode measured when this one is :data:`SLOWER` times slower than it
+        (maintenance first tries its other threads when they were never measured; a
+        trigger compiled to re-evaluate tries its other threads once); else back to the
+        compiled threads when the other ones are not :data:`SLOWER` times faster."""
         seen = self.measured[name]
         seen[mode] = median
-        if name in self.reevaluated:  # compiled to re-evaluate: try the other threads once
-            if mode == "reeval":
-                return ("reeval_threads", None) if "reeval_threads" not in seen else (mode, None)
-            return (mode, None) if median * SLOWER < seen["reeval"] else ("reeval", seen["reeval"])
-        if mode == "reeval":
-            self.reeval_s = median
-            best = min((m for m in ("maintain", "threads") if m in seen), key=seen.get)
-            return (best, seen[best]) if median > SLOWER * seen[best] else (mode, None)
-        if self.reeval_s is None:
-            return mode, None
-        if median <= SLOWER * self.reeval_s:  # maintaining pays
-            if mode == "threads" and seen["threads"] * SLOWER > seen.get("maintain", 0.0):
-                return "maintain", seen["maintain"]  # the compiled threads were not worse
-            return mode, None
-        if mode == "maintain" and name in self.threads and "threads" not in seen:
-            return "threads", None  # slower than re-evaluation: first the other threads
-        return "reeval", self.reeval_s
+        known = dict(seen)
+        if self.reeval_s is not None and name not in self.reevaluated:
+            known.setdefault("reeval", self.reeval_s)  # timed at load, all threads
+        modes = self.modes(name)
+        if name in self.reevaluated and "reeval_threads" in modes and "reeval_threads" not in known:
+            return "reeval_threads", None
+        best = min((m for m in modes if m != mode and m in known), key=known.get, default=None)
+        if best is not None and median > SLOWER * known[best]:
+            if mode == "maintain" and "threads" in modes and "threads" not in known:
+                return "threads", None  # slower: first the other threads, for a window
+            return best, known[best]
+        base = {"threads": "maintain", "reeval_threads": "reeval"}.get(mode)
+        if base in known and median * SLOWER >= known[base]:
+            return base, known[base]  # the compiled threads were not worse
+        return mode, None
+
+
+def _other(threads):
+    """The other BLAS thread setting: one thread for every thread, and the other way round."""
+    return 1 if threads is None or threads > 1 else None
 
 
 _NAMES = {"maintain": "maintenance", "threads": "maintenance on the other BLAS threads",
           "reeval": "re-evaluation", "reeval_threads": "re-evaluation on the other BLAS threads"}
 
 
-class Adaptive:
+class Adaptive(aswritten.AsWrittenRuns):
     """What the runtime's ``TriggerModule`` calls (a mixin): :meth:`_adapt_start` at load,
     :meth:`_run_trigger` for each update, :meth:`_observe` after it."""
 
     def _adapt_start(self, reeval_s: float | None) -> None:
         """Start measuring; ``reeval_s``: the seconds the evaluation at load took (None
-        when nothing was evaluated)."""
+        when nothing was evaluated: then nothing is tried at load either)."""
         candidates = [x for x in self.DYNAMIC if x not in self.REEVALUATED]
         # the threads switch only under the automatic policy (not the user's choice)
         self.adaptation = Adaptation(candidates, reeval_s, self._threads if self._wide else {},
@@ -156,17 +204,23 @@ class Adaptive:
         self.stats["switches"] = []
         if self._wide:  # memory passes on several threads, from the calibrated rates
             threads.set_stream_gain(_stream_gain())
+        if self.adaptation.enabled and reeval_s is not None and self.AS_WRITTEN:
+            self._load_trials()  # NumPy modules planned with numeric sizes (not Spark)
 
     def _run_trigger(self, name: str, U, V) -> None:
-        """The trigger of ``name``: as compiled, or re-evaluation after a switch."""
-        if self.adaptation.reevaluates(name):
-            self._reevaluate_trigger(name, U, V)
+        """The trigger of ``name``: as compiled, or the program as written (compiled to
+        re-evaluate, or after a switch: :mod:`.aswritten`)."""
+        if self._reevaluating(name):
+            self._run_written(name, U, V)
         else:
+            if self._behind:  # views left behind by the program as written: fresh first
+                self._catch_up()
             getattr(self, f"on_update_{name}")(U, V)
 
-    def _switched(self, name: str) -> bool:
-        """Whether a maintaining trigger re-evaluates now (then on every thread)."""
-        return self.adaptation.reevaluates(name)
+    def _reevaluating(self, name: str) -> bool:
+        """Whether the trigger of ``name`` re-runs the program now (compiled so, or
+        switched)."""
+        return name in self.REEVALUATED or self.adaptation.reevaluates(name)
 
     def _trigger_threads(self, name: str):
         """The BLAS threads of the trigger of ``name`` now (compiled, or switched)."""
