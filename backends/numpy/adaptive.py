@@ -1,28 +1,20 @@
 """Correction while running: a trigger module that measures its own updates and switches
-strategy when the measurements contradict the cost model.
+strategy or BLAS threads when the measurements contradict the cost model (``docs/auto.md``).
 
-The seconds model chose, at compile time, to maintain each trigger's views because it
-predicted maintenance faster than re-evaluating the program.  That is a prior.  The module
-knows the measured cost of the alternative, re-evaluation: the evaluation of every view at
-``load()`` (or the last :meth:`~.runtime.TriggerModule.refresh`) is timed.  It times each
-update of a maintaining trigger, and at the end of every window of :data:`WINDOW`
-updates of one input compares the window's median with it:
-
-* maintaining, and the median is more than :data:`SLOWER` times the measured
-  re-evaluation: the trigger first maintains on the other BLAS thread setting for a
-  window (one thread for a trigger compiled for every idle core, and the other way
-  round: the calibrated rates may be wrong about threads), when the runtime manages its
-  threads; when that does not pay either, it re-evaluates from the next update on (on
-  every BLAS thread, as it was measured);
-* maintaining on the other threads and not :data:`SLOWER` times faster than on the
-  compiled ones: back to those;
-* re-evaluating after such a switch, and the median is more than :data:`SLOWER` times the
-  best maintenance measured before it: the trigger maintains again that way (the views
-  are fresh, every one re-evaluated by the last update).
-
-A trigger compiled to re-evaluate tries the other BLAS thread setting for one window after
-its first and keeps it when it measured :data:`SLOWER` times faster (the calibration that
-chose its threads may have been taken on a machine busier or quieter than now).
+The seconds model chose, at compile time, to maintain each trigger's views or to
+re-evaluate; that is a prior.  Per trigger there are up to four modes: "maintain" (as
+compiled), "threads" (maintaining on the other BLAS thread setting: one thread for a
+trigger compiled for every idle core, and the other way round), "reeval" (the program *as
+written* re-run after the input's update, on the thread setting measured faster: see
+:mod:`.aswritten`) and "reeval_threads" (that on the other setting); a trigger compiled
+to re-evaluate has only the last two.  At ``load()`` the modes are timed
+(:meth:`.aswritten.AsWrittenRuns._load_trials`) and each trigger starts in the fastest;
+then every update is timed and, at the end of every window of :data:`WINDOW` updates of
+one input, the window's median is compared with the other modes' measurements: more than
+:data:`SLOWER` times slower than the fastest of them switches to it (maintenance first
+tries its other threads when they were never measured; leaving the program as written
+for maintenance pays one re-evaluation of every view, counted over a window); on the
+other threads and not :data:`SLOWER` times faster than the compiled ones, back.
 
 Hysteresis: a decision is taken only at the end of a window and the window then starts
 anew, so there is at most one switch per window, and each mode is measured over a whole
@@ -31,13 +23,12 @@ where nothing switches.  The median, not the mean: one slow update (another proc
 of pending low-rank terms, a page fault) does not switch.  Each switch is recorded in
 ``views.stats["switches"]`` and shown by ``linview.compiler.explain.switch_listing``.
 
-A trigger compiled to re-evaluate never maintains, and a module whose re-evaluation was
-never timed (restored from a state file) never switches strategy.  Threads switch only
-under the automatic thread policy (``blas_threads="auto"``, no thread variable set).
-Nor does anything switch where decisions must not depend on the machine: under
-``LINVIEW_CALIBRATION=off`` (the reference rates: the test suite) or ``LINVIEW_ADAPT=off``;
-``views.adaptation.enabled`` turns it on or off for one module.  The Spark backend does
-not switch (not done yet).
+A module whose re-evaluation was never timed (restored from a state file) never switches
+strategy.  Threads switch only under the automatic thread policy (``blas_threads="auto"``,
+no thread variable set).  Nor does anything switch where decisions must not depend on the
+machine: under ``LINVIEW_CALIBRATION=off`` (the reference rates: the test suite) or
+``LINVIEW_ADAPT=off``; ``views.adaptation.enabled`` turns it on or off for one module.
+The Spark backend does not switch (not done yet).
 """
 
 from __future__ import annotations
@@ -82,6 +73,9 @@ class Adaptation:
         self.mode: dict[str, str] = {x: "reeval" if x in self.reevaluated else "maintain"
                                      for x in self.inputs}
         self.window: dict[str, list[float]] = {x: [] for x in self.inputs}
+        #: seconds of re-evaluating every view (the program as compiled), what leaving the
+        #: program as written for maintenance costs once (0: no view is left behind)
+        self.catch_up_s = 0.0
         self.injected: Callable[[str, str], float] | None = None
         self.enabled = all(os.environ.get(v, "").lower() not in ("off", "0", "no")
                            for v in ("LINVIEW_ADAPT", "LINVIEW_CALIBRATION"))
@@ -160,13 +154,19 @@ class Adaptation:
         """The mode for the next window and the measurement it was compared with: the
         fastest other mode measured when this one is :data:`SLOWER` times slower than it
         (maintenance first tries its other threads when they were never measured; a
-        trigger compiled to re-evaluate tries its other threads once); else back to the
-        compiled threads when the other ones are not :data:`SLOWER` times faster."""
+        trigger compiled to re-evaluate tries its other threads once; maintenance after
+        the program as written pays :attr:`catch_up_s` once, counted over a window);
+        else back to the compiled threads when the other ones are not :data:`SLOWER`
+        times faster."""
         seen = self.measured[name]
         seen[mode] = median
         known = dict(seen)
         if self.reeval_s is not None and name not in self.reevaluated:
             known.setdefault("reeval", self.reeval_s)  # timed at load, all threads
+        if mode.startswith("reeval") and self.catch_up_s:  # views behind: maintaining
+            for m in ("maintain", "threads"):  # again first re-evaluates them, paid back
+                if m in known:  # within a window or not worth it
+                    known[m] += self.catch_up_s / WINDOW
         modes = self.modes(name)
         if name in self.reevaluated and "reeval_threads" in modes and "reeval_threads" not in known:
             return "reeval_threads", None
@@ -202,6 +202,8 @@ class Adaptive(aswritten.AsWrittenRuns):
         self.adaptation = Adaptation(candidates, reeval_s, self._threads if self._wide else {},
                                      self.REEVALUATED)
         self.stats["switches"] = []
+        if hasattr(self, "_evaluate_written") and reeval_s is not None:
+            self.adaptation.catch_up_s = reeval_s  # the evaluation at load: every view
         if self._wide:  # memory passes on several threads, from the calibrated rates
             threads.set_stream_gain(_stream_gain())
         if self.adaptation.enabled and reeval_s is not None and self.AS_WRITTEN:
