@@ -319,3 +319,22 @@ def test_a_switch_with_pending_low_rank_terms_on_large_views():
     for _ in range(3):  # maintained again: new terms pending on fresh views
         update(views, "X", rng, "dense")
     assert views._pending and views.verify() < 1e-8
+
+
+def test_the_other_threads_are_tried_again_when_the_load_changed():
+    """A thread setting measured while another number of cores was idle is stale: tried
+    again for a window (and kept only if it pays); under the same load, nothing moves."""
+    idle = {"now": 1}
+    a = adaptation(["X"], 10.0, {"X": 1})
+    a.idle = lambda: idle["now"]
+    modes = {"maintain": 1.0, "threads": 2.0}
+    a.seed("X", {"maintain": 1.0, "threads": 2.0})  # both measured with one idle core
+    for _ in range(2 * WINDOW):
+        assert a.observe("X", modes[a.mode["X"]]) is None
+    idle["now"] = 2  # the other process stopped
+    switched = [a.observe("X", modes[a.mode["X"]]) for _ in range(WINDOW)]
+    assert switched[-1]["to"] == "threads" and "tried again" in switched[-1]["because"]
+    modes["threads"] = 0.5  # and it pays now: kept
+    for _ in range(2 * WINDOW):
+        assert a.observe("X", modes[a.mode["X"]]) is None
+    assert a.mode["X"] == "threads"

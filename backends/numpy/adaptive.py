@@ -14,7 +14,10 @@ one input, the window's median is compared with the other modes' measurements: m
 :data:`SLOWER` times slower than the fastest of them switches to it (maintenance first
 tries its other threads when they were never measured; leaving the program as written
 for maintenance pays one re-evaluation of every view, counted over a window); on the
-other threads and not :data:`SLOWER` times faster than the compiled ones, back.
+other threads and not :data:`SLOWER` times faster than the compiled ones, back; and the
+other thread setting is tried again for a window when it was measured while another
+number of cores was idle (a thread count measured on a busy machine is stale on a quiet
+one, and the other way round).
 
 Hysteresis: a decision is taken only at the end of a window and the window then starts
 anew, so there is at most one switch per window, and each mode is measured over a whole
@@ -77,6 +80,10 @@ class Adaptation:
         #: program as written for maintenance costs once (0: no view is left behind)
         self.catch_up_s = 0.0
         self.injected: Callable[[str, str], float] | None = None
+        #: idle cores now (tests inject a function; None: ``threads.idle_cores`` unless
+        #: timings are injected) and {input: {mode: idle cores when it was measured}}
+        self.idle: Callable[[], int] | None = None
+        self.idle_at: dict[str, dict[str, int | None]] = {x: {} for x in self.inputs}
         self.enabled = all(os.environ.get(v, "").lower() not in ("off", "0", "no")
                            for v in ("LINVIEW_ADAPT", "LINVIEW_CALIBRATION"))
 
@@ -114,6 +121,7 @@ class Adaptation:
             trials = {m: self.injected(name, m) for m in trials}
         seen = self.measured[name]
         seen.update({m: t for m, t in trials.items() if t is not None and m in self.modes(name)})
+        self.idle_at[name].update(dict.fromkeys(seen, self._idle_now()))
         mode = self.mode[name]
         best = min(seen, key=seen.get, default=mode)
         if best == mode or seen[best] * margin >= seen.get(mode, float("inf")):
@@ -147,8 +155,9 @@ class Adaptation:
                 "because": f"{_NAMES[mode]} " + (f"measured {measured * 1e3:.3g} ms per "
                                                   f"update ({how}), " if measured is not None
                                                   else "not measured, ")
-                + f"{_NAMES[to]} " + (f"{other * 1e3:.3g} ms" if other is not None
-                                      else "untried")}
+                + f"{_NAMES[to]} " + (f"{other * 1e3:.3g} ms" if other is not None else
+                                      "measured under another load, tried again"
+                                      if to in self.measured[name] else "untried")}
 
     def _decide(self, name: str, mode: str, median: float) -> tuple[str, float | None]:
         """The mode for the next window and the measurement it was compared with: the
@@ -157,9 +166,11 @@ class Adaptation:
         trigger compiled to re-evaluate tries its other threads once; maintenance after
         the program as written pays :attr:`catch_up_s` once, counted over a window);
         else back to the compiled threads when the other ones are not :data:`SLOWER`
-        times faster."""
+        times faster; else the other thread setting for a window when it was measured
+        while another number of cores was idle (the machine's load changed since)."""
         seen = self.measured[name]
         seen[mode] = median
+        idle = self.idle_at[name][mode] = self._idle_now()
         known = dict(seen)
         if self.reeval_s is not None and name not in self.reevaluated:
             known.setdefault("reeval", self.reeval_s)  # timed at load, all threads
@@ -178,7 +189,17 @@ class Adaptation:
         base = {"threads": "maintain", "reeval_threads": "reeval"}.get(mode)
         if base in known and median * SLOWER >= known[base]:
             return base, known[base]  # the compiled threads were not worse
+        other = base or {"maintain": "threads", "reeval": "reeval_threads"}[mode]
+        if other in modes and other in seen and idle is not None \
+                and self.idle_at[name].get(other, idle) != idle:
+            return other, None  # measured under another load: tried again, for a window
         return mode, None
+
+    def _idle_now(self) -> int | None:
+        """Idle cores now (None where timings are injected and the idle cores not)."""
+        if self.idle is not None:
+            return self.idle()
+        return None if self.injected is not None else threads.idle_cores()
 
 
 def _other(threads):
