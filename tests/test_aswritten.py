@@ -11,6 +11,7 @@ from pathlib import Path
 from unittest import mock
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -171,3 +172,34 @@ def test_a_module_running_as_written_saves_fresh_views(tmp_path):
     assert back.verify() < 1e-9  # every view saved was caught up, not a stale power
     np.testing.assert_allclose(back["p"], reevaluated_outputs("markov30", views)["p"],
                                rtol=1e-10, atol=1e-12)
+
+
+CORPUS = ["markov_steps", "pagerank_uniform", "powers_sum", "ppr", "gradient_descent_ls",
+          "jacobi"]
+
+
+@pytest.mark.parametrize("model", ["exp", "auto"])
+@pytest.mark.parametrize("name", CORPUS)
+def test_corpus_iterates_run_as_written_and_answer_as_reevaluation(name, model):
+    """The thin iterates of tests/programs/ (sizes from the data: the program as written
+    may name a size otherwise, read from the input's shape), started as written at load,
+    after the corpus' updates: outputs and views equal a fresh evaluation."""
+    import test_programs as corpus
+
+    path = corpus.PROGRAMS[corpus.NAMES.index(name)]
+    given, spd = corpus.spec(path)
+    prog = linview.compile_file(path, model=model)
+    views = prog.load(**given)
+    views.adaptation.enabled = True
+    views.adaptation.injected = lambda _name, mode: 1.0 if mode.startswith("reeval") else 5.0
+    views._load_trials()
+    assert all(s["to"] == "reeval" for s in views.stats["switches"])
+    current = {k: np.array(v, dtype=float) for k, v in given.items() if not np.isscalar(v)}
+    current.update({k: v for k, v in given.items() if np.isscalar(v)})
+    for x, u, v in corpus.updates(path, given, spd, type(views).DYNAMIC):
+        views.update(x, u, v)
+        current[x] = current[x] + u @ v.T
+    fresh = prog.load(**current)
+    for out, want in fresh.outputs.items():
+        assert corpus.rel_err(views[out], want) <= 1e-8, out
+    assert views.verify() <= 1e-8

@@ -51,6 +51,12 @@ def method_lines(gen) -> list[str]:
              'step): the',
              "        outputs, by the views that hold them (see "
              'backends/numpy/written_code.py)."""']
+    sizes = _sizes_from_shapes(prog, gen.prog)
+    if sizes is None:
+        return []
+    if sizes:  # sizes the compiled program names otherwise (n = rows(A) unified another way)
+        lines.append(f"{ind}d = dict(d, " + ", ".join(f"{k}={v}" for k, v in sizes.items())
+                     + ")")
     for dcl in prog.inputs:
         lines.append(f"{ind}{names('view', dcl.name)} = inputs[{dcl.name!r}]")
     order = passes.evaluation_order(prog, gen.plan.sizes)
@@ -80,3 +86,20 @@ def method_lines(gen) -> list[str]:
             lines.append(f"{ind}    {view.attr!r}: {names('view', node.attr)},")
     lines.append(f"{ind}}}")
     return lines
+
+
+def _sizes_from_shapes(written, compiled) -> dict[str, str] | None:
+    """``{size: code}`` reading from an input's shape each size of the program as
+    written that the compiled program does not bind (None when one is no input's rows or
+    columns: then no as-written evaluation is emitted)."""
+    known = {s.name for s in compiled.dim_symbols}
+    out = {}
+    for sym in sorted(written.dim_symbols, key=lambda s: s.name):
+        if sym.name in known:
+            continue
+        where = next((f"inputs[{d.name!r}].shape[{i}]" for d in written.inputs
+                      for i, e in enumerate(d.shape) if e == sym), None)
+        if where is None or not sym.name.isidentifier():
+            return None
+        out[sym.name] = where
+    return out
