@@ -338,3 +338,22 @@ def test_the_other_threads_are_tried_again_when_the_load_changed():
     for _ in range(2 * WINDOW):
         assert a.observe("X", modes[a.mode["X"]]) is None
     assert a.mode["X"] == "threads"
+
+
+def test_a_mode_faster_in_its_trial_at_load_gets_one_window_inside_the_dead_band():
+    """A few runs at load are not a window: an alternative they measured faster, but not
+    SLOWER times faster, is run for one window once, then judged on that window."""
+    a = adaptation(["X"], None)
+    a.idle = lambda: 1
+    a.seed("X", {"maintain": 1.0, "reeval": 0.97}, None, 1.05)  # not 5% apart: compiled
+    assert a.mode["X"] == "maintain"
+    modes = {"maintain": 1.0, "reeval": 1.1}  # running, the program as written is slower
+    switched = [a.observe("X", modes[a.mode["X"]]) for _ in range(WINDOW)]
+    assert switched[-1]["to"] == "reeval"
+    switched = [a.observe("X", modes[a.mode["X"]]) for _ in range(3 * WINDOW)]
+    assert a.mode["X"] == "reeval" and not any(switched)  # inside the dead band: stays
+    b = adaptation(["X"], None)
+    b.idle = lambda: 1
+    b.seed("X", {"maintain": 1.0, "reeval": 0.97}, None, 1.05)
+    modes = {"maintain": 0.9, "reeval": 1.0}  # maintenance faster than that trial: stays
+    assert not any(b.observe("X", modes[b.mode["X"]]) for _ in range(3 * WINDOW))

@@ -15,9 +15,10 @@ one input, the window's median is compared with the other modes' measurements: m
 tries its other threads when they were never measured; leaving the program as written
 for maintenance pays one re-evaluation of every view, counted over a window); on the
 other threads and not :data:`SLOWER` times faster than the compiled ones, back; and the
-other thread setting is tried again for a window when it was measured while another
-number of cores was idle (a thread count measured on a busy machine is stale on a quiet
-one, and the other way round).
+mode that only its trial at load (a few runs) measured faster, inside the dead band, is
+run for one window, once; the other thread setting is tried again for a window when it was
+measured while another number of cores was idle (a thread count measured on a busy
+machine is stale on a quiet one, and the other way round).
 
 Hysteresis: a decision is taken only at the end of a window and the window then starts
 anew, so there is at most one switch per window, and each mode is measured over a whole
@@ -84,6 +85,8 @@ class Adaptation:
         #: timings are injected) and {input: {mode: idle cores when it was measured}}
         self.idle: Callable[[], int] | None = None
         self.idle_at: dict[str, dict[str, int | None]] = {x: {} for x in self.inputs}
+        #: {input: modes measured only by their trial at load (a few runs, not a window)}
+        self.trialed: dict[str, set[str]] = {x: set() for x in self.inputs}
         self.enabled = all(os.environ.get(v, "").lower() not in ("off", "0", "no")
                            for v in ("LINVIEW_ADAPT", "LINVIEW_CALIBRATION"))
 
@@ -122,6 +125,7 @@ class Adaptation:
         seen = self.measured[name]
         seen.update({m: t for m, t in trials.items() if t is not None and m in self.modes(name)})
         self.idle_at[name].update(dict.fromkeys(seen, self._idle_now()))
+        self.trialed[name] = set(seen)
         mode = self.mode[name]
         best = min(seen, key=seen.get, default=mode)
         if best == mode or seen[best] * margin >= seen.get(mode, float("inf")):
@@ -166,10 +170,13 @@ class Adaptation:
         trigger compiled to re-evaluate tries its other threads once; maintenance after
         the program as written pays :attr:`catch_up_s` once, counted over a window);
         else back to the compiled threads when the other ones are not :data:`SLOWER`
-        times faster; else the other thread setting for a window when it was measured
-        while another number of cores was idle (the machine's load changed since)."""
+        times faster; else a mode measured faster only by its trial at load (inside the
+        dead band) for a window, once; else the other thread setting for a window when it
+        was measured while another number of cores was idle (the machine's load changed
+        since)."""
         seen = self.measured[name]
         seen[mode] = median
+        self.trialed[name].discard(mode)
         idle = self.idle_at[name][mode] = self._idle_now()
         known = dict(seen)
         if self.reeval_s is not None and name not in self.reevaluated:
@@ -189,6 +196,10 @@ class Adaptation:
         base = {"threads": "maintain", "reeval_threads": "reeval"}.get(mode)
         if base in known and median * SLOWER >= known[base]:
             return base, known[base]  # the compiled threads were not worse
+        tried = [m for m in modes if m in self.trialed[name] and known[m] < median]
+        if tried:  # faster in its trial at load, inside the dead band: a window of it
+            best = min(tried, key=known.get)
+            return best, known[best]
         other = base or {"maintain": "threads", "reeval": "reeval_threads"}[mode]
         if other in modes and other in seen and idle is not None \
                 and self.idle_at[name].get(other, idle) != idle:
