@@ -357,3 +357,13 @@ def test_a_mode_faster_in_its_trial_at_load_gets_one_window_inside_the_dead_band
     b.seed("X", {"maintain": 1.0, "reeval": 0.97}, None, 1.05)
     modes = {"maintain": 0.9, "reeval": 1.0}  # maintenance faster than that trial: stays
     assert not any(b.observe("X", modes[b.mode["X"]]) for _ in range(3 * WINDOW))
+
+
+def test_one_thread_is_not_re_tried_because_the_machine_got_busier():
+    idle = {"now": 2}
+    a = adaptation(["X"], 10.0, {"X": None})  # compiled for every core
+    a.idle = lambda: idle["now"]
+    a.seed("X", {"maintain": 1.0, "threads": 1.1})  # one thread measured, two cores idle
+    idle["now"] = 1
+    assert not any(a.observe("X", 1.0) for _ in range(3 * WINDOW))
+    assert a.mode["X"] == "maintain"

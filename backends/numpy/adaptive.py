@@ -16,9 +16,9 @@ tries its other threads when they were never measured; leaving the program as wr
 for maintenance pays one re-evaluation of every view, counted over a window); on the
 other threads and not :data:`SLOWER` times faster than the compiled ones, back; and the
 mode that only its trial at load (a few runs) measured faster, inside the dead band, is
-run for one window, once; the other thread setting is tried again for a window when it was
-measured while another number of cores was idle (a thread count measured on a busy
-machine is stale on a quiet one, and the other way round).
+run for one window, once; several threads are tried again for a window when more cores
+are idle now than when they were measured (a thread count measured on a busy machine is
+stale on a quiet one).
 
 Hysteresis: a decision is taken only at the end of a window and the window then starts
 anew, so there is at most one switch per window, and each mode is measured over a whole
@@ -102,6 +102,12 @@ class Adaptation:
         own = self.written_threads.get(name) if mode.startswith("reeval") else compiled
         return own if mode in ("maintain", "reeval") else _other(own)
 
+    def _mode_threads(self, name: str, mode: str):
+        """The BLAS threads of ``mode`` for the trigger of ``name`` (as :meth:`threads_of`)."""
+        own = self.written_threads.get(name) if mode.startswith("reeval") \
+            else self.threads.get(name)
+        return own if mode in ("maintain", "reeval") else _other(own)
+
     def modes(self, name: str) -> list[str]:
         """The modes the trigger of ``name`` may run in (the thread switches only under
         the automatic thread policy)."""
@@ -171,9 +177,9 @@ class Adaptation:
         the program as written pays :attr:`catch_up_s` once, counted over a window);
         else back to the compiled threads when the other ones are not :data:`SLOWER`
         times faster; else a mode measured faster only by its trial at load (inside the
-        dead band) for a window, once; else the other thread setting for a window when it
-        was measured while another number of cores was idle (the machine's load changed
-        since)."""
+        dead band) for a window, once; else the other thread setting, when it is several
+        threads, for a window when more cores are idle now than when it was measured (the
+        machine quietened since)."""
         seen = self.measured[name]
         seen[mode] = median
         self.trialed[name].discard(mode)
@@ -202,8 +208,9 @@ class Adaptation:
             return best, known[best]
         other = base or {"maintain": "threads", "reeval": "reeval_threads"}[mode]
         if other in modes and other in seen and idle is not None \
-                and self.idle_at[name].get(other, idle) != idle:
-            return other, None  # measured under another load: tried again, for a window
+                and idle > (self.idle_at[name].get(other) or idle) \
+                and self._mode_threads(name, other) != 1:
+            return other, None  # more cores idle than when it was measured: tried again
         return mode, None
 
     def _idle_now(self) -> int | None:
