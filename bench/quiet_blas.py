@@ -57,8 +57,10 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             call()
             alone[k].append(time.perf_counter() - t0)
+    mode = views.adaptation.mode.get(x, "as compiled")
     print(f"{prog.name} {args.dims}, trigger threads {views._threads.get(x, 'unset')}, "
-          f"park {args.park}, load {os.getloadavg()[0]:.1f}")
+          f"mode {mode} (now on {views._trigger_threads(x) if x in views._threads else '-'}"
+          f" threads), park {args.park}, load {os.getloadavg()[0]:.1f}")
     for k in calls:
         a, b = float(np.median(after[k])), float(np.median(alone[k]))
         print(f"  {k:<10} right after an update {a * 1e3:7.3f} ms, in isolation "

@@ -6,7 +6,8 @@ protocol; the as-written program on every BLAS thread and on one, the faster com
     python bench/thin_iterate.py [--updates 20] [--json out.json] [--only markov30,...]
 
 Writes one line per program: as-written on all threads and on one, AUTO, and
-AUTO's ratio to the faster baseline (>= 1 means AUTO is as fast or faster).
+AUTO's ratio to the faster baseline (>= 1 means AUTO is as fast or faster), then AUTO's
+switches (at load and while running: ``docs/auto.md``), and how the rates came about.
 """
 
 from __future__ import annotations
@@ -44,10 +45,18 @@ def main(argv=None) -> int:
         out[name] = {"dims": PROGRAMS[name], **both, "auto_s": auto["mean_s"],
                      "ratio": ratio, "auto_threads": auto["blas_threads"],
                      "whole_trigger": auto["whole_trigger"], "load": os.getloadavg()[0],
-                     "switches": auto.get("switches", [])}
+                     "switches": auto.get("switches", []),
+                     "calibration": r["machine"]["calibration"],
+                     "rates": r["machine"]["rates"]}
         print(f"{name:<20} {both['all_threads_s'] * 1e3:10.2f} ms {both['one_thread_s'] * 1e3:8.2f}"
               f" ms {auto['mean_s'] * 1e3:6.2f} ms {ratio:8.2f}x  {auto['blas_threads']!s:>7}"
               f"  {os.getloadavg()[0]:.1f}  ({auto['whole_trigger']})")
+        for s in auto.get("switches", []):
+            when = "at load" if s.get("at") == "load" else f"after update {s['update'] + 1}"
+            print(f"    {when}: {s['from']} -> {s['to']} ({s['because']})")
+    from linview.compiler.calibrate import status
+
+    print("calibration:", ", ".join(f"{k} {v}" for k, v in status().items()))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
     return 0

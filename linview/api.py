@@ -28,7 +28,7 @@ from linview.compile_options import (
     parse_model,
     parse_strategy,
 )
-from linview.compiler.cost import choose_model, strategy_chooser
+from linview.compiler.cost import as_written, choose_model, strategy_chooser
 from linview.compiler.delta import TriggerOptions
 from linview.compiler.lower import Options, lower
 from linview.compiler.lower_language import NeedsData
@@ -250,6 +250,9 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     plan = make_plan(program, bindings=dims, rank=rank, trigger_options=trig_opts,
                      source_hash=runtime.source_hash(key))
     plan = _decide(plan, trig_opts, strategy, backend)
+    if backend == "numpy" and strategy != "reeval":  # what the module may switch to
+        plan = replace(plan, written=as_written(module_ast, source, filename, options, plan,
+                                                trig_opts))
     text, module = _emit(plan, backend, program.name)
     getattr(module, plan.class_name).PROGRAM_INFO = compile_options.program_info(
         source, program.name, filename, dims, model, rank, backend, strategy, shapes)

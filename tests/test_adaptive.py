@@ -319,3 +319,51 @@ def test_a_switch_with_pending_low_rank_terms_on_large_views():
     for _ in range(3):  # maintained again: new terms pending on fresh views
         update(views, "X", rng, "dense")
     assert views._pending and views.verify() < 1e-8
+
+
+def test_the_other_threads_are_tried_again_when_the_load_changed():
+    """A thread setting measured while another number of cores was idle is stale: tried
+    again for a window (and kept only if it pays); under the same load, nothing moves."""
+    idle = {"now": 1}
+    a = adaptation(["X"], 10.0, {"X": 1})
+    a.idle = lambda: idle["now"]
+    modes = {"maintain": 1.0, "threads": 2.0}
+    a.seed("X", {"maintain": 1.0, "threads": 2.0})  # both measured with one idle core
+    for _ in range(2 * WINDOW):
+        assert a.observe("X", modes[a.mode["X"]]) is None
+    idle["now"] = 2  # the other process stopped
+    switched = [a.observe("X", modes[a.mode["X"]]) for _ in range(WINDOW)]
+    assert switched[-1]["to"] == "threads" and "tried again" in switched[-1]["because"]
+    modes["threads"] = 0.5  # and it pays now: kept
+    for _ in range(2 * WINDOW):
+        assert a.observe("X", modes[a.mode["X"]]) is None
+    assert a.mode["X"] == "threads"
+
+
+def test_a_mode_faster_in_its_trial_at_load_gets_one_window_inside_the_dead_band():
+    """A few runs at load are not a window: an alternative they measured faster, but not
+    SLOWER times faster, is run for one window once, then judged on that window."""
+    a = adaptation(["X"], None)
+    a.idle = lambda: 1
+    a.seed("X", {"maintain": 1.0, "reeval": 0.97}, None, 1.05)  # not 5% apart: compiled
+    assert a.mode["X"] == "maintain"
+    modes = {"maintain": 1.0, "reeval": 1.1}  # running, the program as written is slower
+    switched = [a.observe("X", modes[a.mode["X"]]) for _ in range(WINDOW)]
+    assert switched[-1]["to"] == "reeval"
+    switched = [a.observe("X", modes[a.mode["X"]]) for _ in range(3 * WINDOW)]
+    assert a.mode["X"] == "reeval" and not any(switched)  # inside the dead band: stays
+    b = adaptation(["X"], None)
+    b.idle = lambda: 1
+    b.seed("X", {"maintain": 1.0, "reeval": 0.97}, None, 1.05)
+    modes = {"maintain": 0.9, "reeval": 1.0}  # maintenance faster than that trial: stays
+    assert not any(b.observe("X", modes[b.mode["X"]]) for _ in range(3 * WINDOW))
+
+
+def test_one_thread_is_not_re_tried_because_the_machine_got_busier():
+    idle = {"now": 2}
+    a = adaptation(["X"], 10.0, {"X": None})  # compiled for every core
+    a.idle = lambda: idle["now"]
+    a.seed("X", {"maintain": 1.0, "threads": 1.1})  # one thread measured, two cores idle
+    idle["now"] = 1
+    assert not any(a.observe("X", 1.0) for _ in range(3 * WINDOW))
+    assert a.mode["X"] == "maintain"

@@ -16,6 +16,7 @@ import re
 
 from linview.backends.common import Namer, shared_nodes
 from linview.backends.layout import wrap_module
+from linview.backends.numpy import written_code
 from linview.backends.numpy.reevaluation import Reevaluation
 from linview.backends.numpy.render import ExprPrinter, owned_code
 from linview.compiler import printer
@@ -106,8 +107,9 @@ class NumpyGenerator(Reevaluation):
                 '"""']
 
     def class_attributes(self) -> list[str]:
-        """Extra class-level lines after ``OUTPUTS`` (none for NumPy)."""
-        return []
+        """Extra class-level lines after ``OUTPUTS`` (NumPy: the predicted seconds of the
+        program as written, ``written_code.py``)."""
+        return written_code.attribute_lines(self.plan)
 
     def generate(self) -> str:
         p, prog = self.plan, self.prog
@@ -156,6 +158,7 @@ class NumpyGenerator(Reevaluation):
         out += self.class_attributes()
         w("")
         out += self.evaluate_method()
+        out += written_code.method_lines(self)  # what adaptive.py may switch to
         some = self.evaluate_some_method()
         if some:
             w("")

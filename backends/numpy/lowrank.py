@@ -144,9 +144,15 @@ class PendingViews:
     pending terms: ``_store`` holds every view's array, ``_pending`` the :class:`Pending`
     of those that have one."""
 
+    #: views the program as written left behind (``aswritten.py`` sets it, and catches up)
+    _behind: frozenset = frozenset()
+
     @property
     def _views(self) -> dict[str, np.ndarray]:
-        """Every view and input as an array (pending low-rank terms added first)."""
+        """Every view and input as an array (pending low-rank terms added first; views
+        the program as written left behind re-evaluated first, see ``aswritten.py``)."""
+        if self._behind:
+            self._catch_up()
         self.flush()
         return self._store
 
@@ -174,6 +180,8 @@ class PendingViews:
 
     def _view(self, name: str) -> np.ndarray:
         """A view as an array, its pending terms added first (generated code)."""
+        if name in self._behind:
+            self._catch_up()
         p = self._pending.get(name)
         if p is not None:
             p.fold()

@@ -266,9 +266,9 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
 
     def _blas(self, name: str):
         """The BLAS threads of the trigger of ``name`` (:func:`.threads.trigger_limit`)."""
-        if name not in self._threads or self._switched(name):  # the user chose, or None
+        if name not in self._threads:  # the user's environment chose
             return contextlib.nullcontext()
-        return trigger_limit(self._trigger_threads(name), name in self.REEVALUATED)
+        return trigger_limit(self._trigger_threads(name), self._reevaluating(name))
 
     def _probe(self, W: str, A: str, dA, dW, Wa=None) -> None:
         """Phase-1 probe of the maintained inverse ``W = inv(A)`` (see

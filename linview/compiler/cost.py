@@ -12,7 +12,7 @@ The per-view strategy chooser (:func:`strategy_chooser`) is greedy in program or
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import sympy as sp
 
@@ -255,6 +255,64 @@ def written_program(compiled) -> ir.Program:
     module_ast = parse(prog.source, prog.filename)
     return passes.run_program(lower(module_ast, prog.source, prog.filename, Options("written")),
                               compiled.plan.sizes)
+
+
+#: an as-written evaluation is emitted only for a program as written of at most this many
+#: statements (the generated module stays readable; a longer one is never the faster)
+WRITTEN_MAX_STATEMENTS = 400
+
+
+@dataclass(frozen=True)
+class AsWritten:
+    """What a NumPy module needs to re-run the program as written (``Plan.written``):
+    ``program``, the program lowered as written (loops step by step), or None when the
+    compiled program is that one; ``predicted``, per dynamic input ``(maintain_s,
+    written_s, threads)``: the predicted seconds of its maintaining trigger and of the
+    input's update followed by the program as written, on the faster thread setting
+    (``threads``: 1 or None for every thread), from the calibrated rates.  The runtime
+    (``backends/numpy/adaptive.py``) measures both at load and switches while running."""
+
+    program: ir.Program | None
+    predicted: dict
+
+
+def as_written(module_ast, source: str, filename: str, options: Options, plan,
+               trigger_options) -> AsWritten | None:
+    """:class:`AsWritten` of a compiled ``plan`` lowered from ``module_ast`` with
+    ``options`` (the chosen model); None when the program as written cannot be lowered
+    or is longer than :data:`WRITTEN_MAX_STATEMENTS`."""
+    from linview.compiler import timemodel
+    from linview.compiler.calibrate import rates
+
+    prog, sizes = plan.program, plan.sizes
+    written = None
+    if options.model != "written":
+        try:
+            lowered = lower(module_ast, source, filename, replace(options, model="written"))
+        except CompileError:  # over the size limit, or sizes only the data decides
+            return None
+        if len(lowered.statements) > WRITTEN_MAX_STATEMENTS:
+            return None
+        written = passes.run_program(lowered, sizes)
+        if [(s.name, s.expr) for s in written.statements] == \
+                [(s.name, s.expr) for s in prog.statements]:
+            written = None  # no loops nor powers: the compiled program is the one written
+    predicted = {}
+    try:
+        r = rates()
+        run = written or prog
+        for x in prog.dynamic:
+            keep = min(timemodel.maintenance_seconds(prog, x, trigger_options, sizes, r, one)
+                       for one in (True, False))
+            again = {one: timemodel.program_seconds(run, sizes, r, one)
+                     + timemodel.input_update_seconds(prog, x, sizes, r, one)
+                     + timemodel.evaluation_overhead(run, sizes, r, one)
+                     for one in (True, False)}
+            fast = min(again, key=again.get)
+            predicted[x] = (keep, again[fast], 1 if fast else None)
+    except (TypeError, ValueError, KeyError):  # sizes left symbolic: nothing predicted
+        predicted = {}
+    return AsWritten(written, predicted)
 
 
 def symbolic_formulas(compiled, x: str) -> dict:

@@ -96,9 +96,12 @@ def switch_listing(stats: dict) -> list[str]:
                               " on every idle core" if threads is None else
                               f" on {threads} BLAS threads")
 
+    def when(s: dict) -> str:  # a trial at load (backends/numpy/aswritten.py), or a window
+        return "at load" if s.get("at") == "load" else f"after update {s['update'] + 1}"
+
     return ["strategy switches while running (measured, not predicted):"] + [
-        f"  after update {s['update'] + 1}: trigger of {s['input']} now {now(s)} "
-        f"({s['because']})" for s in switches]
+        f"  {when(s)}: trigger of {s['input']} now {now(s)} ({s['because']})"
+        for s in switches]
 
 
 def explain(compiled, after: str | None = None, views=None) -> str:

@@ -31,6 +31,9 @@ class Plan:
     #: views that no trigger keeps: read only through their inverse, which every trigger
     #: maintains by Woodbury from the view's delta factors (see :func:`transient_views`)
     transient: frozenset[str] = field(default=frozenset())
+    #: the program as written and the predicted seconds of re-running it
+    #: (:class:`linview.compiler.cost.AsWritten`; None: not planned, e.g. on Spark)
+    written: object = None
 
     @property
     def class_name(self) -> str:
