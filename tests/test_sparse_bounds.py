@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import linview
 from linview.solve import bounds
-from linview.solve.solvers import KrylovSolver
+from linview.solve.solvers import KrylovSolver, PushSolver
 from linview.solve.stochastic import StochasticMatrix
 
 D = 0.85
@@ -188,13 +188,14 @@ def test_krylov_bound_is_certified_over_the_dense_svd_size(n, seed, tol):
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(3, 600), st.integers(0, 2**31 - 1), st.integers(1, 12),
-       st.integers(2, 5), st.sampled_from(TOLERANCES))
-def test_block_push_bound_holds_per_column(n, seed, steps, p, tol):
+       st.integers(2, 5), st.sampled_from(TOLERANCES), st.booleans())
+def test_block_push_bound_holds_per_column(n, seed, steps, p, tol, block):
     """Personalised PageRank (p seed columns, pushed all at once by
     ``linview.solve.blockpush``): after the load and after every edge batch, the bound
     is within the tolerance and the L1 error of every column within the bound, against
     ``spsolve`` column by column.  Over a few hundred nodes, frontiers are narrower than
     n/32 and rounds push (below, every round is a dense one)."""
+    PushSolver.block = block  # all columns at once, or column by column (the default)
     rng = np.random.default_rng(seed)
     M = StochasticMatrix(n, *edges(rng, n))
     S = rng.random((n, p)) * (rng.random((n, p)) < 0.3)
@@ -225,3 +226,4 @@ def test_block_push_bound_holds_per_column(n, seed, steps, p, tol):
         ref = spla.spsolve(A, (1 - D) * S).reshape(n, p)
         err = np.abs(np.asarray(views["R"]) - ref).sum(axis=0)
         assert np.all(err <= bound * (1 + 1e-6) + ROUNDING) and np.all(err <= tol)
+    PushSolver.block = False

@@ -58,6 +58,9 @@ class PushSolver:
     """``X = (I - s·M) \\ B`` by residual push (see the module docstring)."""
 
     method = "push"
+    #: several columns pushed at once (:mod:`.blockpush`), or column by column (the
+    #: default: measured faster, docs/solve_views.md "Certified bounds")
+    block = False
 
     def __init__(self, M: StochasticMatrix, s: float, B, tol: float, x0=None):
         if not 0 <= s < 1:
@@ -102,7 +105,7 @@ class PushSolver:
     def change_columns(self, changes: list[ColumnChange]) -> None:
         """M's columns changed (already applied to M): ``R += s·(new - old)·x_j``; all
         columns at once when there are several (:mod:`.blockpush`)."""
-        if self.p > 1:
+        if self.p > 1 and self.block:
             blockpush.change_columns(self, changes)
             return
         s = self.s
@@ -153,7 +156,7 @@ class PushSolver:
     def drive(self) -> None:
         """Push until every column's residual certifies the tolerance (all columns at once
         when there are several: :mod:`.blockpush`)."""
-        if self.p > 1:
+        if self.p > 1 and self.block:
             blockpush.drive(self)
             return
         for c in range(self.p):
@@ -229,7 +232,7 @@ class PushSolver:
     def _sweep_all(self, c: int | None = None) -> None:
         """Jacobi sweeps over the whole graph (a push from every node at once) until the
         target is met, then the residual is recomputed exactly from B, M and X."""
-        if c is None and self.p > 1:
+        if c is None and self.p > 1 and self.block:
             self._sweep_block()
             return
         cols = range(self.p) if c is None else [c]
