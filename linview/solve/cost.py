@@ -97,7 +97,7 @@ def solve_cost_report(compiled, tolerance: float | None = None, batch: int = 1,
                 "state_bytes": 24 * rows * p}
         if tolerance is not None and method in ("push", "auto") and nnz:
             view["prediction"] = predict_push(rows, max(nnz.values()), damping, tolerance,
-                                              batch, SCATTER * view["sweep_s"] / p)
+                                              batch, SCATTER * view["sweep_s"])
         views.append(view)
     sparse = [{"view": v, "why": w} for v, w in
               sparse_views(compiled.lowered or prog, compiled.options.get("sparse")).items()]
