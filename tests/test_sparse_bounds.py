@@ -196,34 +196,36 @@ def test_block_push_bound_holds_per_column(n, seed, steps, p, tol, block):
     ``spsolve`` column by column.  Over a few hundred nodes, frontiers are narrower than
     n/32 and rounds push (below, every round is a dense one)."""
     PushSolver.block = block  # all columns at once, or column by column (the default)
-    rng = np.random.default_rng(seed)
-    M = StochasticMatrix(n, *edges(rng, n))
-    S = rng.random((n, p)) * (rng.random((n, p)) < 0.3)
-    S[0, :] += 1.0
-    S /= S.sum(axis=0)
-    views = linview.compile_file("examples/pagerank_personalised.m").load(
-        M=M, S=S, d=D, tolerance=tol)
-    for step in range(steps + 1):
-        if step:
-            batch = []
-            for _ in range(int(rng.integers(1, 4))):
-                j = int(rng.integers(n))
-                rows = M.column(j)[0]
-                if rows.size and rng.random() < 0.5:
-                    rec = ("delete", j, int(rows[rng.integers(rows.size)]))
-                else:
-                    free = np.setdiff1d(np.arange(n), rows)
-                    if not free.size:
-                        continue
-                    rec = ("insert", j, int(free[rng.integers(free.size)]))
-                if all(rec[1:] != b[1:] for b in batch):
-                    batch.append(rec)
-            if batch:
-                views.update_edges("M", batch)
-        bound = views.error_bound("R")
-        assert bound <= tol
-        A = sps.identity(n, format="csc") - D * M.tocsc()
-        ref = spla.spsolve(A, (1 - D) * S).reshape(n, p)
-        err = np.abs(np.asarray(views["R"]) - ref).sum(axis=0)
-        assert np.all(err <= bound * (1 + 1e-6) + ROUNDING) and np.all(err <= tol)
-    PushSolver.block = False
+    try:
+        rng = np.random.default_rng(seed)
+        M = StochasticMatrix(n, *edges(rng, n))
+        S = rng.random((n, p)) * (rng.random((n, p)) < 0.3)
+        S[0, :] += 1.0
+        S /= S.sum(axis=0)
+        views = linview.compile_file("examples/pagerank_personalised.m").load(
+            M=M, S=S, d=D, tolerance=tol)
+        for step in range(steps + 1):
+            if step:
+                batch = []
+                for _ in range(int(rng.integers(1, 4))):
+                    j = int(rng.integers(n))
+                    rows = M.column(j)[0]
+                    if rows.size and rng.random() < 0.5:
+                        rec = ("delete", j, int(rows[rng.integers(rows.size)]))
+                    else:
+                        free = np.setdiff1d(np.arange(n), rows)
+                        if not free.size:
+                            continue
+                        rec = ("insert", j, int(free[rng.integers(free.size)]))
+                    if all(rec[1:] != b[1:] for b in batch):
+                        batch.append(rec)
+                if batch:
+                    views.update_edges("M", batch)
+            bound = views.error_bound("R")
+            assert bound <= tol
+            A = sps.identity(n, format="csc") - D * M.tocsc()
+            ref = spla.spsolve(A, (1 - D) * S).reshape(n, p)
+            err = np.abs(np.asarray(views["R"]) - ref).sum(axis=0)
+            assert np.all(err <= bound * (1 + 1e-6) + ROUNDING) and np.all(err <= tol)
+    finally:
+        PushSolver.block = False
