@@ -4,6 +4,7 @@
     python bench/pagerank_graph.py --nodes 1000000 --updates 200 --peer-every 50
     python bench/pagerank_graph.py --table --nodes 100000 --changes 100
     python bench/pagerank_graph.py --table --nodes 100000 --changes 100 --seeds 16
+    python bench/pagerank_graph.py --markdown bench/results/pagerank_table_n1000000.json
     python bench/pagerank_graph.py --plain-load --nodes 200000 --tolerances 1e-4,1e-8
 
 The graph is Chung–Lu (power-law out- and in-weights, exponents 2.1 and 2.3), generated in
@@ -292,6 +293,40 @@ def table(args) -> dict:
             "damping": d, "seed_columns": args.seeds, "cells": cells}
 
 
+def markdown(res: dict) -> str:
+    """The table of a ``--table`` result as Markdown, each cell with what ``linview cost
+    --tolerance T --batch b`` predicts beside the measured speedup (the side of 1x:
+    within 1.5x either way is "about even")."""
+    from linview.solve.cost import EVEN, solve_cost_report
+
+    n, p = res["graph"]["nodes"], res.get("seed_columns") or 0
+    example = "pagerank_personalised.m" if p else "pagerank_solve.m"
+    dims = {"n": n, "nnz_M": res["graph"]["edges"], **({"p": p} if p else {})}
+    prog = linview.compile_file(HERE.parent / "examples" / example, dims=dims)
+    sizes = sorted({c["batch"] for c in res["cells"]})
+    lines = ["| tolerance | " + " | ".join(f"batch {b}" for b in sizes) + " |",
+             "|---" * (len(sizes) + 1) + "|"]
+    for tol in sorted({c["tolerance"] for c in res["cells"]}, reverse=True):
+        row = [f"{tol:g}"]
+        for b in sizes:
+            c = next((c for c in res["cells"] if (c["tolerance"], c["batch"]) == (tol, b)), 0)
+            if not c:
+                row.append("not run")
+                continue
+            pred = solve_cost_report(prog, tol, b, res["damping"])["views"][0]["prediction"]
+            x = c["speedup_per_change"]
+            side = "pays" if x >= EVEN else ("does not pay" if x <= 1 / EVEN else
+                                             "about even")
+            row.append(f"{c['linview_per_batch']['median'] * 1e3:.3g} vs "
+                       f"{c['warm_power_per_batch']['median'] * 1e3:.3g} ms: **{x:.1f}×** "
+                       f"({side}; predicted {pred['predicted_speedup']:.1f}×, "
+                       f"{pred['verdict']}{'' if side == pred['verdict'] else ', **disagrees**'})"
+                       f"; L1 {c['l1_error']:.1e}, L∞ {c['linf_error']:.1e}, top-100 "
+                       f"{'same' if c['top100_equal'] else 'differs'}")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------------ --plain-load
 PLAIN = """function r = pr(M, d)
   %#linview scalar d
@@ -366,7 +401,12 @@ def main(argv=None) -> int:
     ap.add_argument("--plain-load", action="store_true",
                     help="load() of the README program with a plain scipy.sparse M, no "
                     "pragma, against cold power iteration")
+    ap.add_argument("--markdown", metavar="JSON",
+                    help="print the table of a --table result, with linview cost's predictions")
     args = ap.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())))
+        return 0
     if args.plain_load:
         res = plain_load(args)
         out = Path(args.json or HERE / "results" / f"pagerank_plain_load_n{args.nodes}.json")

@@ -98,7 +98,8 @@ def cmd_cost(args) -> int:
     if has_solve_side(prog.program):
         from linview.solve.cost import solve_cost_report  # solve views: their own pricing
 
-        report["solve"] = solve_cost_report(prog)
+        report["solve"] = solve_cost_report(prog, tolerance=args.tolerance,
+                                            batch=args.batch, damping=args.damping)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -259,6 +260,13 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--rank", type=_count(1), default=1, help="update rank k (default 1)")
     k.add_argument("--json", action="store_true", help="machine-readable output")
     k.add_argument("--formulas", action="store_true", help="include symbolic formulas")
+    k.add_argument("--tolerance", type=float, default=None,
+                   help="solve views kept by push: predict, at this certified L1 tolerance, "
+                   "whether maintenance pays against warm power iteration")
+    k.add_argument("--batch", type=_count(1), default=1,
+                   help="edge changes per micro-batch for --tolerance (default 1)")
+    k.add_argument("--damping", type=float, default=0.85,
+                   help="s of (I - s*M) for --tolerance (default 0.85)")
     k.set_defaults(func=cmd_cost)
 
     b = sub.add_parser("bench", help="measure re-evaluation vs incremental per update")

@@ -52,6 +52,12 @@ def print_solve_cost(console, solve: dict) -> None:
                       "the tolerance again (at most a warm re-solve, log(δ/tolerance)/log(1/s) "
                       "sweeps for a change of residual δ); measured on graphs: "
                       "bench/pagerank_graph.py")
+        if pr := v.get("prediction"):
+            console.print(f"  at tolerance {pr['tolerance']:g}, batches of {pr['batch']}: a "
+                          f"batch brings about {pr['residual_per_batch']:.1e} of residual, "
+                          f"{pr['reduction']:.2g}× the target {pr['target']:.1e}; predicted "
+                          f"{pr['predicted_speedup']:.1f}× warm power iteration per batch: "
+                          f"maintenance {pr['verdict']}")
 
 
 def print_cost(console, report: dict) -> None:

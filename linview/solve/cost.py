@@ -14,7 +14,10 @@ can be said before there is data, and what this report gives:
   about ``log(tolerance) / log(s)`` sweeps for ``A = I - s·M``, an update between a few
   entries and a warm re-solve of ``log(δ / tolerance) / log(1/s)`` sweeps (δ the L1 size
   of the change's residual);
-* measured per-update times on real-sized graphs come from ``bench/pagerank_graph.py``.
+* measured per-update times on real-sized graphs come from ``bench/pagerank_graph.py``;
+* with a tolerance and a micro-batch size (``linview cost --tolerance T --batch b``), a
+  prediction of whether maintenance pays against warm-started power iteration run to the
+  same certified bound (:func:`predict_push`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,17 @@ from linview.compiler.calibrate import rates
 from linview.compiler.ir import Op
 from linview.errors import CompileError
 from linview.solve.sparsity import input_reasons, sparse_views
+
+#: the fixed cost of a push update (validating the batch, the changed columns, one round):
+#: about 1 ms per batch measured by ``bench/pagerank_graph.py --table`` at 10⁵ and 10⁶ nodes
+PUSH_FIXED_S = 1e-3
+#: a sparse product reads the iterate at scattered places: a power-iteration step took
+#: about this many times the streaming-rate bound of a sweep in ``bench/pagerank_graph.py``
+#: (48 ms at 10⁶ nodes and 9.3·10⁶ edges against a bound of 8.6 ms on its machine)
+SCATTER = 5.0
+#: a predicted speedup within this factor of 1 is "about even": the measurements on a
+#: shared machine spread more than that between batches of one cell
+EVEN = 1.5
 
 #: non-zeros per column assumed for a sparse input whose count ``--dims`` does not give
 ASSUMED_PER_COLUMN = 10
@@ -44,9 +58,12 @@ def split_nnz(program: ir.Program, dims: dict) -> tuple[dict, dict]:
     return {k: v for k, v in dims.items() if not k.startswith("nnz_")}, nnz
 
 
-def solve_cost_report(compiled) -> dict:
+def solve_cost_report(compiled, tolerance: float | None = None, batch: int = 1,
+                      damping: float = 0.85) -> dict:
     """Storage, sweep cost and the update-cost range of every solve view (see the module
-    docstring); the ``solve`` part of :func:`linview.compiler.cost.cost_report`."""
+    docstring); the ``solve`` part of :func:`linview.compiler.cost.cost_report`.  With a
+    ``tolerance``, push views get :func:`predict_push` for micro-batches of ``batch``
+    changes (``damping`` is s of ``I - s·M``: a scalar input has no value before load)."""
     prog, sizes = compiled.plan.program, compiled.plan.sizes
     nnz_given = compiled.options.get("nnz", {})
     r = rates()
@@ -74,10 +91,40 @@ def solve_cost_report(compiled) -> dict:
                 fl, by = fl + 2.0 * nnz[leaf.attr] * p, by + 12.0 * nnz[leaf.attr]
             elif (m := int(sizes.value(leaf.rows))) * (n := int(sizes.value(leaf.cols))) > 1:
                 fl, by = fl + 2.0 * m * n * p, by + 8.0 * m * n  # a dense operand (not s)
-        views.append({"view": st.name, "shape": [rows, p], "method": method,
-                      "tolerance": tol, "sweep_flops": fl, "sweep_bytes": by,
-                      "sweep_s": max(fl / r.gemm1_flops, by / r.stream1_bytes) + r.call_s,
-                      "state_bytes": 24 * rows * p})
+        view = {"view": st.name, "shape": [rows, p], "method": method,
+                "tolerance": tol, "sweep_flops": fl, "sweep_bytes": by,
+                "sweep_s": max(fl / r.gemm1_flops, by / r.stream1_bytes) + r.call_s,
+                "state_bytes": 24 * rows * p}
+        if tolerance is not None and method in ("push", "auto") and nnz:
+            view["prediction"] = predict_push(rows, max(nnz.values()), damping, tolerance,
+                                              batch, SCATTER * view["sweep_s"])
+        views.append(view)
     sparse = [{"view": v, "why": w} for v, w in
               sparse_views(compiled.lowered or prog, compiled.options.get("sparse")).items()]
     return {"inputs": inputs, "views": views, "sparse_views": sparse}
+
+
+def predict_push(n: int, nnz: int, s: float, tol: float, batch: int, sweep_s: float) -> dict:
+    """Does push maintenance of ``(I - s·M) \\ B`` pay, per micro-batch of ``batch`` edge
+    changes at certified L1 tolerance ``tol``, against warm power iteration?
+
+    An edge change at node j moves ``s·x_j·‖ΔM[:, j]‖₁ ≈ 2·s·x_j/(deg_j + 1)`` of L1 mass
+    into the residual; with ``x_j ≈ 1/n`` on average (every column sums to 1) a batch
+    brings ``δ = batch·2·s/(n·(nnz/n + 1))``.  Push must bring the residual back under its
+    target ``0.9·tol·(1 - s)``: ``ρ = δ / target`` is the reduction asked of it.  Pushing a
+    node removes ``1 - s`` of the mass it moves, so push moves about ``ρ·(1 - s)`` of the
+    graph's mass, and touches about that fraction of a sweep's work when the residual lies
+    where the change was; when ``ρ·(1 - s) ≥ 1`` the residual spreads over the graph and
+    push does what power iteration does (about even).  Power iteration costs at least one
+    sweep per batch (its stop test needs a step).  So the predicted speedup is
+    ``sweep / (PUSH_FIXED_S + ρ·(1 - s)·sweep)``, and 1 when ``ρ·(1 - s) ≥ 1``."""
+    target = 0.9 * tol * (1 - s)
+    delta = batch * 2 * s / (n * (nnz / max(n, 1) + 1))
+    rho = delta / target
+    work = rho * (1 - s)
+    speedup = 1.0 if work >= 1 else sweep_s / (PUSH_FIXED_S + work * sweep_s)
+    verdict = "pays" if speedup >= EVEN else ("does not pay" if speedup <= 1 / EVEN
+                                               else "about even")
+    return {"tolerance": tol, "batch": batch, "residual_per_batch": delta, "target": target,
+            "reduction": rho, "predicted_speedup": speedup, "verdict": verdict}
+

@@ -30,6 +30,7 @@ import scipy.sparse.linalg as spla
 
 from linview.compiler.ops_solve import direct_solve, solve_shape  # noqa: F401 - interface
 from linview.errors import InputError, NumericalError
+from linview.solve import blockpush
 from linview.solve.bounds import Conditioning
 from linview.solve.seminormal import CholeskySolver  # noqa: F401 - the cholesky method
 from linview.solve.stochastic import ColumnChange, StochasticMatrix
@@ -58,6 +59,9 @@ class PushSolver:
     """``X = (I - s·M) \\ B`` by residual push (see the module docstring)."""
 
     method = "push"
+    #: several columns pushed at once (:mod:`.blockpush`), or column by column (the
+    #: default: measured faster, docs/solve_views.md "Certified bounds")
+    block = False
 
     def __init__(self, M: StochasticMatrix, s: float, B, tol: float, x0=None):
         if not 0 <= s < 1:
@@ -73,6 +77,7 @@ class PushSolver:
         self.S = np.abs(self.R).sum(axis=0)  # ‖R[:, c]‖₁, kept incrementally
         self.theta = np.full(self.p, self.target / 64)
         self.cand: list[np.ndarray] = [np.zeros(0, np.int64)] * self.p
+        self.cand_all = np.zeros(0, np.int64)  # candidates of all columns (p > 1)
         self.stats = {"pushes": 0, "rounds": 0, "sweeps": 0, "rescans": 0}
         self._pos: np.ndarray | None = None  # scratch of _distinct
         if x0 is None:
@@ -99,7 +104,11 @@ class PushSolver:
 
     # ------------------------------------------------------------------ changes
     def change_columns(self, changes: list[ColumnChange]) -> None:
-        """M's columns changed (already applied to M): ``R += s·(new - old)·x_j``."""
+        """M's columns changed (already applied to M): ``R += s·(new - old)·x_j``; all
+        columns at once when there are several (:mod:`.blockpush`)."""
+        if self.p > 1 and self.block:
+            blockpush.change_columns(self, changes)
+            return
         s = self.s
         for c in range(self.p):
             x = self.X[:, c]
@@ -146,7 +155,11 @@ class PushSolver:
 
     # ------------------------------------------------------------------ iteration
     def drive(self) -> None:
-        """Push until every column's residual certifies the tolerance."""
+        """Push until every column's residual certifies the tolerance (all columns at once
+        when there are several: :mod:`.blockpush`)."""
+        if self.p > 1 and self.block:
+            blockpush.drive(self)
+            return
         for c in range(self.p):
             guard = 0
             while self.residual_bound()[c] > self.target:
@@ -220,6 +233,9 @@ class PushSolver:
     def _sweep_all(self, c: int | None = None) -> None:
         """Jacobi sweeps over the whole graph (a push from every node at once) until the
         target is met, then the residual is recomputed exactly from B, M and X."""
+        if c is None and self.p > 1 and self.block:
+            self._sweep_block()
+            return
         cols = range(self.p) if c is None else [c]
         for c in cols:
             r = self.R[:, c] + self.g[c]
@@ -234,6 +250,21 @@ class PushSolver:
             self.R[:, c] = self.B[:, c] - x + self.s * self.M.matvec(x)
             self.S[c] = np.abs(self.R[:, c]).sum()
             self.cand[c] = np.flatnonzero(np.abs(self.R[:, c]) > self.theta[c])
+
+    def _sweep_block(self) -> None:
+        """:meth:`_sweep_all` of every column at once (one sparse product per sweep)."""
+        r = self.R + self.g
+        self.g[:] = 0.0
+        for _ in range(10_000):
+            act = np.flatnonzero(np.abs(r).sum(axis=0) > self.target / 2)
+            if not act.size:
+                break
+            self.X[:, act] += r[:, act]
+            r[:, act] = self.s * self.M.matvec(r[:, act])
+            self.stats["sweeps"] += act.size
+        self.R[:] = self.B - self.X + self.s * self.M.matvec(self.X)
+        self.S = np.abs(self.R).sum(axis=0)
+        self.cand_all = np.flatnonzero((np.abs(self.R) > self.theta).any(axis=1))
 
     def refresh(self) -> None:
         """Recompute the residual exactly and drive it below the target again."""
