@@ -353,8 +353,7 @@ def restore(path, program: CompiledProgram | None = None, **options):
             raise StateError(f"the program stored in {path} does not compile with this "
                              f"linview: {e}") from None
     cls = program.module_class
-    if meta.get("hash") != cls.SOURCE_HASH and program.backend == "numpy" \
-            and "keys" in meta and set(cls.INPUTS) <= set(views):
+    if meta.get("hash") != cls.SOURCE_HASH and "keys" in meta and set(cls.INPUTS) <= set(views):
         # an edited program over the same inputs: every saved view whose key it still
         # has is reused, the others computed (backends/numpy/reuse.py)
         from linview.backends.numpy import reuse

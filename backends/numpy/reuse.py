@@ -27,7 +27,7 @@ import numpy as np
 
 from linview import statefile
 from linview.compiler import keys as _keys
-from linview.errors import InputError, StateError
+from linview.errors import StateError
 
 
 @dataclass
@@ -44,26 +44,32 @@ class Offer:
     warn: object = None
     _digests: dict[str, str] = field(default_factory=dict)
 
-    def same_content(self, value: np.ndarray) -> str | None:
+    def same_content(self, value) -> str | None:
         """The key of a view on offer equal to ``value`` (early cutoff); only views of the
         same shape are hashed, each once."""
         want = None
         for k, a in self.arrays.items():
             if a.shape != value.shape:
                 continue
-            want = want or statefile.content_digest(value)
+            want = want or statefile.content_digest(local(value))
             if k not in self._digests:
-                self._digests[k] = statefile.content_digest(a)
+                self._digests[k] = statefile.content_digest(local(a))
             if self._digests[k] == want:
                 return k
         return None
 
     def take(self, key: str) -> np.ndarray | None:
         if key in self.arrays:
-            return self.arrays[key]
+            return local(self.arrays[key])
         if self.store is None:
             return None
         return read_entry(self.store, key, self.warn)
+
+
+def local(a):
+    """``a`` on this machine: a Spark backend's distributed view collected (``to_numpy``),
+    anything else as it is."""
+    return a.to_numpy() if hasattr(a, "to_numpy") else a
 
 
 def module_keys(module, content=None) -> dict[str, str]:
@@ -73,7 +79,7 @@ def module_keys(module, content=None) -> dict[str, str]:
     if program is None:  # views of another kind (solve views): nothing on offer
         return {}
     views = module._views_for_saving()
-    content = content or (lambda _name, a: statefile.content_digest(a))
+    content = content or (lambda _name, a: statefile.content_digest(local(a)))
     return _keys.bind(program, {d.name: _keys.input_token(content(d.name, views[d.name]),
                                                           d.dynamic)
                                 for d in program.inputs})
@@ -113,8 +119,9 @@ def offer_of_saved(path, meta: dict, arrays: dict) -> Offer:
 def _content(offer: Offer, a: np.ndarray) -> str:
     """An input's content for its key: the token of an equal input on offer, else its
     digest."""
+    a = local(a)
     for token, b in offer.inputs.items():
-        if b.shape == a.shape and np.array_equal(a, b):
+        if b.shape == a.shape and np.array_equal(a, local(b)):
             return token
     return statefile.content_digest(a)
 
@@ -133,9 +140,12 @@ class Report:
                 f"recomputed: {done or 'none'}")
 
 
-def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer) -> dict:
+def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None) -> dict:
     """The views of ``module`` for ``arrays``: taken from ``offer`` by key, or computed.
-    Sets ``module.reuse_report``."""
+    Sets ``module.reuse_report``.  ``place(name, array)``: a view taken from the offer as
+    the module keeps it (default: a Fortran-ordered float64 copy; the Spark backend puts
+    it in blocks)."""
+    place = place or (lambda _name, a: np.array(a, dtype=np.float64, order="F"))
     cls = type(module)
     program = cls.KEY_PROGRAM
     views = dict(arrays)
@@ -150,7 +160,7 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer) -> dict:
                     if n.op.value == "view" and n.attr not in views and n.attr in pending:
                         got = offer.take(pending[n.attr])
                         if got is not None and got.shape == _shape(module, n.attr):
-                            views[n.attr] = got
+                            views[n.attr] = place(n.attr, got)
                             report.reused.append(n.attr)
                             pending.pop(n.attr)
                         else:
@@ -168,7 +178,7 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer) -> dict:
             return None
         got = offer.take(key)
         if got is not None and got.shape == _shape(module, name):
-            views[name] = np.array(got, dtype=np.float64, order="F")
+            views[name] = place(name, got)
             report.reused.append(name)
             return None
         compute(name)
@@ -263,7 +273,8 @@ def write_entries(store: Path, entries: Mapping[str, np.ndarray]) -> None:
         if path.exists():
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        statefile.write(path, {"value": value}, {"store_key": key, "updates": 0, "dims": {}})
+        statefile.write(path, {"value": local(value)},
+                        {"store_key": key, "updates": 0, "dims": {}})
 
 
 def split_options(prog, inputs: dict) -> tuple[dict, dict]:
@@ -277,9 +288,6 @@ def split_options(prog, inputs: dict) -> tuple[dict, dict]:
     offer = inputs.pop("_reuse", None)
     old = inputs.pop("reuse", None) if "reuse" not in names else None
     store = inputs.pop("store", None) if "store" not in names else None
-    if prog.backend != "numpy":
-        raise InputError("reuse= and store= need the NumPy backend",
-                         hint="load without them on Spark (every view is computed)")
     if offer is None:
         offer = offer_of(old, by_identity=store is None) if old is not None else Offer()
     if store is not None:

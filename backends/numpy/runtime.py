@@ -122,13 +122,16 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
             reeval_s = None
         elif _reuse is not None:  # views by key from another load (see .reuse)
             self.dims, self.updates, reeval_s = {}, 0, None
-            self._views = reuse.evaluate(self, self._validate_inputs(inputs), _reuse)
+            self._views = self._load_reusing(self._validate_inputs(inputs), _reuse)
         else:
             self.dims, t0 = {}, time.perf_counter()
             self._views = self._reevaluate(self._validate_inputs(inputs))
             reeval_s, self.updates = time.perf_counter() - t0, 0  # measured (.adaptive)
         warm(self._views.values())
         self._adapt_start(reeval_s)
+
+    def _load_reusing(self, arrays: dict, offer) -> dict:  # views by key (.reuse)
+        return reuse.evaluate(self, arrays, offer)
 
     def _configure(self, opts: dict) -> None:
         """Apply the constructor's options (``OPTIONS`` keys) before any input is read."""
