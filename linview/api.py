@@ -363,7 +363,11 @@ def restore(path, program: CompiledProgram | None = None, **options):
         out.saved_meta, out.updates = meta, int(meta["updates"])
         return out
     options.pop("store", None)  # the same program: every view comes from the file
-    return program.module_class._from_saved(meta, views, **options)
+    out = program.module_class._from_saved(meta, views, **options)
+    from linview.backends.numpy import reuse
+
+    reuse.restore_probes(out, path, meta)  # the saved probe vectors: guards as strict
+    return out
 
 
 __all__ = ["compile", "compile_file", "restore", "CompiledProgram", "LinviewError"]

@@ -9,7 +9,9 @@ arrays, read with ``allow_pickle=False``) holding
   ``.m`` source text, its name and file name, the compile options (``dims``, ``model``,
   ``strategy``, ``rank``, ``backend``), the source hash of the compiled program, the
   update count, the bound sizes, the caller's ``extra`` data, and the SHA-256 of every
-  array's bytes.
+  array's bytes;
+* ``side:NAME``: small arrays kept beside the views (the probe vectors of maintained
+  inverses, ``probe`` in the manifest), hashed in ``side_hashes``.
 
 Restoring parses the manifest with :func:`json.loads`, checks every hash, and compiles
 the stored ``.m`` source again with the stored options; the generated module is never
@@ -58,13 +60,20 @@ def content_digest(a: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def write(path, views: dict[str, np.ndarray], manifest: dict) -> None:
+def write(path, views: dict[str, np.ndarray], manifest: dict,
+          side: dict[str, np.ndarray] | None = None) -> None:
     """Write ``views`` and ``manifest`` (plus format fields and hashes) to ``path``
-    atomically: a temporary file, fsynced, renamed over ``path``."""
+    atomically: a temporary file, fsynced, renamed over ``path``.  ``side``: small arrays
+    kept beside the views (probe vectors, :func:`read_side`), hashed apart
+    (``side_hashes``) so that a reader that does not know them ignores them."""
 
     arrays = {f"view:{k}": np.asarray(v, dtype=np.float64) for k, v in views.items()}
+    extra = {f"side:{k}": np.asarray(v, dtype=np.float64) for k, v in (side or {}).items()}
     doc = {"format": FORMAT, "version": FORMAT_VERSION, "linview": __version__,
            **manifest, "hashes": {k: _digest(a) for k, a in arrays.items()}}
+    if extra:
+        doc["side_hashes"] = {k: _digest(a) for k, a in extra.items()}
+        arrays.update(extra)
     try:
         text = json.dumps(doc)
     except (TypeError, ValueError) as e:
@@ -138,6 +147,27 @@ def read(path) -> tuple[dict, dict[str, np.ndarray]]:
     return doc, {k[5:]: a for k, a in arrays.items()}
 
 
+def read_side(path, doc: dict) -> dict[str, np.ndarray]:
+    """The side arrays of a state file ``read`` returned ``doc`` for, each checked against
+    its hash (none when the file has none); a :class:`StateError` when one does not
+    match."""
+    hashes = doc.get("side_hashes") or {}
+    if not isinstance(hashes, dict) or not all(isinstance(v, str) for v in hashes.values()):
+        raise StateError(f"{path} is corrupt: its manifest is malformed")
+    if not hashes:
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in hashes if k.startswith("side:")}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as e:
+        raise StateError(f"cannot read saved state {path}: the file is truncated or "
+                         f"corrupt ({type(e).__name__}: {e})") from None
+    for k, a in arrays.items():
+        if set(arrays) != set(hashes) or a.dtype != np.float64 or _digest(a) != hashes[k]:
+            raise StateError(f"{path} is corrupt: array {k} does not match its checksum")
+    return {k[5:]: a for k, a in arrays.items()}
+
+
 def _check_fields(path, doc: dict) -> None:
     """The manifest fields that reach the compiler have the types and forms it expects
     (a module compiled ahead of time stores no program: then none of them)."""
@@ -156,4 +186,4 @@ def _check_fields(path, doc: dict) -> None:
         raise StateError(f"{path} is corrupt: its manifest is malformed")
 
 
-__all__ = ["write", "read", "content_digest", "FORMAT_VERSION"]
+__all__ = ["write", "read", "read_side", "content_digest", "FORMAT_VERSION"]

@@ -61,14 +61,14 @@ def test_load_reuse_and_restore_an_edited_program_on_spark(spark, tmp_path):
             same(views[name], fresh[name])
     assert live._prober.seeds.keys() == old._prober.seeds.keys()
     assert saved.updates == old.updates
-    # both go on maintaining; the live one brought its probe state (seeded when the old
-    # views were loaded, then carried through their updates): probed at its first update
-    # as after a fresh load, and passing (a stale seed would fail it and fall back)
+    # both go on maintaining; both brought their probe state (live, or saved in the state
+    # file): probed at their first update as after a fresh load, and passing (a stale
+    # seed would fail it and fall back)
     for views in (live, saved):
         views.update("X", np.eye(M)[3], 0.1 * np.ones(N))
+        assert "beta_inv" in views.probes
         assert views.stats["fallbacks"] == 0
         assert views.verify() < 1e-9
-    assert "beta_inv" in live.probes
 
 
 def test_changed_constant_on_spark_is_recomputed(spark):

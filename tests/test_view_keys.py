@@ -293,3 +293,52 @@ def test_views_of_another_kind_offer_nothing():
     views = prog.load(X=rng.standard_normal((30, 6)), Y=rng.standard_normal((30, 1)),
                       reuse=old)
     assert views.reuse_report.reused == []
+
+
+@pytest.mark.parametrize("edited", [False, True])
+def test_a_restored_inverse_is_probed_as_strictly_as_the_saved_one(tmp_path, edited):
+    """The probe state is saved with the views: an inverse whose argument is not kept
+    (OLS's ``X'X``) is probed at the first update after ``restore()`` (the same program,
+    or an edited one that reuses it), and an error in it is caught there exactly as in the
+    module that saved it (without its probe vectors it was not probed until the next
+    re-evaluation)."""
+    rng = np.random.default_rng(8)
+    X, Y = rng.standard_normal((40, 12)), rng.standard_normal((40, 1))
+    prog = linview.compile(OLS, name="ols")
+    views = prog.load(X=X, Y=Y)
+    views.update("X", np.eye(40)[2], 0.1 * rng.standard_normal(12))
+    views.save(tmp_path / "good.npz")
+    views._views["beta_inv"][0, 0] += 1e-5  # a wrong maintained inverse
+    views.save(tmp_path / "bad.npz")
+    target = linview.compile(OLS_R, name="ols") if edited else prog
+    u, v = np.eye(40)[4], 0.1 * np.ones(12)
+    for name, fails in (("good", 0), ("bad", 1)):
+        got = linview.restore(tmp_path / f"{name}.npz", program=target)
+        got.update("X", u, v)
+        assert "beta_inv" in got.probes
+        assert got.stats["probe_failures"] == fails
+        assert got.verify() < 1e-9  # the failed probe re-evaluated the chain
+    views.update("X", u, v)  # the module that saved it catches it the same way
+    assert views.stats["probe_failures"] == 1
+
+
+def test_a_tampered_probe_state_is_refused(tmp_path, ols_views):
+    import json
+    import zipfile
+
+    ols_views.save(tmp_path / "s.npz")
+    with zipfile.ZipFile(tmp_path / "s.npz") as z:
+        doc = json.loads(str(np.load(z.open("__manifest__.npy"))))
+        parts = {n: z.read(n) for n in z.namelist()}
+    assert any(n.startswith("side:state:beta_inv") for n in parts)
+    doc["probe"]["arg_of"] = {"beta_inv": "beta_inv", "nowhere": "X"}
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.array(json.dumps(doc)))
+    parts["__manifest__.npy"] = buf.getvalue()
+    with zipfile.ZipFile(tmp_path / "t.npz", "w") as z:
+        for n, data in parts.items():
+            z.writestr(n, data)
+    with pytest.raises(linview.StateError, match="probe state does not fit"):
+        linview.restore(tmp_path / "t.npz")

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from linview import statefile
+from linview.backends.numpy import probe as _probe
 from linview.compiler import keys as _keys
 from linview.errors import StateError
 
@@ -108,12 +109,37 @@ def offer_of(old, by_identity: bool = False) -> Offer:
 
 
 def offer_of_saved(path, meta: dict, arrays: dict) -> Offer:
-    """What a state file read by ``statefile.read`` offers: its views by their keys."""
+    """What a state file read by ``statefile.read`` offers: its views by their keys, and
+    the probe state saved with them (:func:`saved_prober`)."""
     names = meta.get("keys")
     if not isinstance(names, dict):
         raise StateError(f"{path} holds no view keys (written by an older linview)",
                          hint="restore it with the program that saved it")
-    return Offer({k: arrays[n] for n, k in names.items() if n in arrays})
+    offer = Offer({k: arrays[n] for n, k in names.items() if n in arrays})
+    prober = saved_prober(path, meta, {n: a.shape[0] for n, a in arrays.items()})
+    for w, a in prober.arg_of.items():
+        if w in names:
+            offer.probes[names[w]] = (prober, w, a)
+    return offer
+
+
+def saved_prober(path, meta: dict, rows: dict[str, int]) -> _probe.Prober:
+    """The probe state a state file holds (:func:`.probe.saved`; empty in a file written
+    before probe states were saved), for views of ``rows`` rows."""
+    prober = _probe.Prober()
+    _probe.restore(prober, meta.get("probe"), statefile.read_side(path, meta), rows)
+    return prober
+
+
+def restore_probes(module, path, meta: dict) -> None:
+    """Give ``module``, restored from the state file at ``path``, the probe state saved
+    with its views, so that its guards are as strict as the saved module's."""
+    mine = getattr(module, "_prober", None)
+    if mine is None:  # views of another kind (a least-squares program kept by QR)
+        return
+    saved = saved_prober(path, meta, {n: v.shape[0] for n, v in module._views.items()})
+    mine.states, mine.seeds, mine.arg_of, mine.norms = (
+        saved.states, saved.seeds, saved.arg_of, saved.norms)
 
 
 def _content(offer: Offer, a: np.ndarray) -> str:

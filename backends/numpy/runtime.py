@@ -422,7 +422,8 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
                     "updates": int(self.updates), "dims": dict(self.dims),
                     "extra": dict(extra or {}), "keys": reuse.module_keys(self),
                     **self.PROGRAM_INFO}
-        statefile.write(path, self._views_for_saving(), manifest)
+        vectors, manifest["probe"] = _probe.saved(self._prober)  # guards as strict on restore
+        statefile.write(path, self._views_for_saving(), manifest, vectors)
 
     def _views_for_saving(self) -> dict[str, np.ndarray]:
         return self._views
