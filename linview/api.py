@@ -359,7 +359,7 @@ def restore(path, program: CompiledProgram | None = None, **options):
         from linview.backends.numpy import reuse
 
         out = program.load(**{n: views[n] for n in cls.INPUTS}, **options,
-                           _reuse=reuse.offer_of_saved(path, meta, views))  # read once
+                           _reuse=reuse.offer_of_saved(path, meta, views, own_inputs=True))
         out.saved_meta, out.updates = meta, int(meta["updates"])
         return out
     options.pop("store", None)  # the same program: every view comes from the file

@@ -43,7 +43,17 @@ class Offer:
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     store: Path | None = None
     warn: object = None
+    #: {input name: content digest} of inputs known to be a state file's own (restore)
+    input_digests: dict[str, str] = field(default_factory=dict)
     _digests: dict[str, str] = field(default_factory=dict)
+    #: {id: array} read from a file for this load only: kept without a copy, once
+    _private: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def private(self, a) -> bool:
+        """Whether ``a`` (taken from this offer) may be kept as it is: an array read from
+        a file for this load, Fortran-ordered float64, not taken before."""
+        return self._private.pop(id(a), None) is a and a.dtype == np.float64 \
+            and a.ndim == 2 and a.flags.f_contiguous and a.flags.writeable
 
     def same_content(self, value) -> str | None:
         """The key of a view on offer equal to ``value`` (early cutoff); only views of the
@@ -64,7 +74,10 @@ class Offer:
             return local(self.arrays[key])
         if self.store is None:
             return None
-        return read_entry(self.store, key, self.warn)
+        got = read_entry(self.store, key, self.warn)
+        if got is not None:
+            self._private[id(got)] = got
+        return got
 
 
 def local(a):
@@ -108,14 +121,22 @@ def offer_of(old, by_identity: bool = False) -> Offer:
     return offer
 
 
-def offer_of_saved(path, meta: dict, arrays: dict) -> Offer:
-    """What a state file read by ``statefile.read`` offers: its views by their keys, and
-    the probe state saved with them (:func:`saved_prober`)."""
+def offer_of_saved(path, meta: dict, arrays: dict, own_inputs: bool = False) -> Offer:
+    """What a state file read by ``statefile.read`` offers: its views by their keys
+    (taken without a copy: they were read for this load), their contents known from their
+    checksums, and the probe state saved with them (:func:`saved_prober`).
+    ``own_inputs``: the load's inputs are the file's (``restore``): their contents too."""
     names = meta.get("keys")
     if not isinstance(names, dict):
         raise StateError(f"{path} holds no view keys (written by an older linview)",
                          hint="restore it with the program that saved it")
     offer = Offer({k: arrays[n] for n, k in names.items() if n in arrays})
+    offer._private = {id(a): a for a in offer.arrays.values()}
+    for n, k in names.items():
+        if n in arrays and (digest := statefile.content_of(meta, n)) is not None:
+            offer._digests[k] = digest
+            if own_inputs:
+                offer.input_digests[n] = digest
     prober = saved_prober(path, meta, {n: a.shape[0] for n, a in arrays.items()})
     for w, a in prober.arg_of.items():
         if w in names:
@@ -142,9 +163,11 @@ def restore_probes(module, path, meta: dict) -> None:
         saved.states, saved.seeds, saved.arg_of, saved.norms)
 
 
-def _content(offer: Offer, a: np.ndarray) -> str:
-    """An input's content for its key: the token of an equal input on offer, else its
-    digest."""
+def _content(offer: Offer, name: str, a: np.ndarray) -> str:
+    """Input ``name``'s content for its key: known from the state file it came from, the
+    token of an equal input on offer, else its digest."""
+    if name in offer.input_digests:
+        return offer.input_digests[name]
     a = local(a)
     for token, b in offer.inputs.items():
         if b.shape == a.shape and np.array_equal(a, local(b)):
@@ -171,7 +194,8 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
     Sets ``module.reuse_report``.  ``place(name, array)``: a view taken from the offer as
     the module keeps it (default: a Fortran-ordered float64 copy; the Spark backend puts
     it in blocks)."""
-    place = place or (lambda _name, a: np.array(a, dtype=np.float64, order="F"))
+    place = place or (lambda _name, a: a if offer.private(a) else
+                      np.array(a, dtype=np.float64, order="F"))
     cls = type(module)
     program = cls.KEY_PROGRAM
     views = dict(arrays)
@@ -212,7 +236,8 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
             return None
         return offer.same_content(views[name])
 
-    tokens = {d.name: _keys.input_token(_content(offer, arrays[d.name]), d.dynamic)
+    tokens = {d.name: _keys.input_token(_content(offer, d.name, arrays[d.name]),
+                                        d.dynamic)
               for d in program.inputs}
     report.keys = _keys.bind(program, tokens, cutoff)
     kept, computed_transient = module._kept_values(
