@@ -342,3 +342,22 @@ def test_a_tampered_probe_state_is_refused(tmp_path, ols_views):
             z.writestr(n, data)
     with pytest.raises(linview.StateError, match="probe state does not fit"):
         linview.restore(tmp_path / "t.npz")
+
+
+def test_ridge_takes_the_gram_matrix_ols_stored_inside_its_own_argument(tmp_path):
+    """Ridge's inverse argument ``X'*X + λI`` is a view of its own, but ``X'*X`` inside it
+    has the key of OLS's (stored) ``X'*X``: ridge computes only the sum, the inverse and
+    what reads it, and equals a fresh ridge load; a ridge with another X takes nothing."""
+    rng = np.random.default_rng(9)
+    X, Y = rng.standard_normal((30, 8)), rng.standard_normal((30, 1))
+    store = tmp_path / "store"
+    linview.compile(OLS, name="ols").load(X=X, Y=Y, store=store)
+    ridge = linview.compile(RIDGE, name="ridge")
+    views = ridge.load(X=X, Y=Y, store=store)
+    assert views.reuse_report.reused == ["b_p1"]
+    assert views.reuse_report.partly == {"b_arg": 1}
+    np.testing.assert_allclose(views["b"], ridge.load(X=X, Y=Y)["b"], rtol=1e-12, atol=1e-14)
+    views.update("X", np.eye(30)[2], 0.1 * np.ones(8))
+    assert views.verify() < 1e-9
+    other = ridge.load(X=X + 1e-9, Y=Y, store=store)
+    assert other.reuse_report.partly == {} and other.reuse_report.reused == []

@@ -27,6 +27,7 @@ import numpy as np
 
 from linview import statefile
 from linview.backends.numpy import probe as _probe
+from linview.compiler import interp
 from linview.compiler import keys as _keys
 from linview.errors import StateError
 
@@ -182,9 +183,13 @@ class Report:
     reused: list[str] = field(default_factory=list)
     recomputed: dict[str, float] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)
+    #: {recomputed view: sub-expressions of it taken by key}
+    partly: dict[str, int] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        done = ", ".join(f"{n} ({s * 1e3:.1f} ms)" for n, s in self.recomputed.items())
+        done = ", ".join(f"{n} ({s * 1e3:.1f} ms"
+                         + (f", {self.partly[n]} sub-expression reused" if n in self.partly
+                            else "") + ")" for n, s in self.recomputed.items())
         return (f"reused: {', '.join(self.reused) or 'none'}; "
                 f"recomputed: {done or 'none'}")
 
@@ -194,8 +199,10 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
     Sets ``module.reuse_report``.  ``place(name, array)``: a view taken from the offer as
     the module keeps it (default: a Fortran-ordered float64 copy; the Spark backend puts
     it in blocks)."""
+    partial = place is None  # sub-expressions by key: NumPy views only
     place = place or (lambda _name, a: a if offer.private(a) else
                       np.array(a, dtype=np.float64, order="F"))
+    known: dict[str, str] = {}  # the keys bound so far
     cls = type(module)
     program = cls.KEY_PROGRAM
     views = dict(arrays)
@@ -216,13 +223,24 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
                         else:
                             compute(n.attr)
         t0 = time.perf_counter()
-        out = module._evaluate_some(module.dims, views, {name})
-        if name in out:
-            views[name] = out[name]
+        memo = _stored_parts(module, program, name, known, offer) if partial else {}
+        if memo:  # a product on offer inside it: the rest by the reference evaluator
+            st = next(st for st in program.statements if st.name == name)
+            report.partly[name] = sum(v is not None for v in memo.values())
+            views[name] = interp.eval_node(st.expr, views, module.dims, memo)
+        else:
+            out = module._evaluate_some(module.dims, views, {name})
+            if name in out:
+                views[name] = out[name]
         report.recomputed[name] = time.perf_counter() - t0
         pending.pop(name, None)
 
     def cutoff(name: str, key: str) -> str | None:
+        final = _cutoff(name, key)
+        known[name] = final or key
+        return final
+
+    def _cutoff(name: str, key: str) -> str | None:
         if name in transient:
             pending[name] = key
             return None
@@ -239,6 +257,7 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
     tokens = {d.name: _keys.input_token(_content(offer, d.name, arrays[d.name]),
                                         d.dynamic)
               for d in program.inputs}
+    known.update(tokens)
     report.keys = _keys.bind(program, tokens, cutoff)
     kept, computed_transient = module._kept_values(
         {n: views[n] for n in order if n in views})
@@ -250,6 +269,36 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
         write_entries(offer.store, {report.keys[n]: v for n, v in
                                     {**kept, **computed_transient}.items()})
     return {**dict(arrays), **kept}
+
+
+def _stored_parts(module, program, name: str, known: dict, offer: Offer) -> dict:
+    """``{id(node): array}``: the largest products inside view ``name``'s definition
+    whose keys (:func:`keys.expression_key`) are on offer, e.g. ridge's ``X'*X`` in
+    ``X'*X + λI`` that OLS evaluated (and stored) to invert.  Only products and sums are
+    looked up: what is cheaper to compute than to read is not."""
+    st = next(st for st in program.statements if st.name == name)
+    memo: dict[int, np.ndarray] = {}
+    covered: set[int] = set()
+    nodes = [n for n in st.expr.walk() if n is not st.expr and n.op.value in ("mul", "add")]
+    for n in reversed(nodes):  # parents before children: the largest first
+        if id(n) in covered or any(o not in known for o in _operands(n)):
+            continue
+        got = offer.take(_keys.expression_key(n, known, program))
+        want = tuple(interp.size_value(e, module.dims) for e in n.shape)
+        if got is not None and got.shape == want:
+            memo[id(n)] = local(got)
+            covered.update(id(c) for c in n.walk())
+    reach, stack = set(), [st.expr]  # what the evaluator still has to compute
+    while memo and stack:
+        n = stack.pop()
+        if id(n) not in reach and id(n) not in memo:
+            reach.add(id(n))
+            stack.extend(n.children)
+    return {**{i: None for i in covered - reach - set(memo)}, **memo} if memo else {}
+
+
+def _operands(n) -> set[str]:
+    return {m.attr for m in n.walk() if m.op.value in ("view", "input")}
 
 
 def _shape(module, name: str) -> tuple[int, ...] | None:
