@@ -109,9 +109,12 @@ def test_an_edit_recomputes_exactly_what_it_changed(stmts, kind, i, seed):
     origin = line_of(new_prog, new_stmts)
     recomputed = {origin[v] for v in reused.reuse_report.recomputed}
     assert recomputed == changed & set(origin.values())
-    # and it goes on maintaining: the reused views follow updates as fresh ones do
+    # and it goes on maintaining: the reused views follow updates as fresh ones do (an
+    # absolute bound too: a view may be exactly zero, s1 + s1' of an antisymmetric s1)
     update_stream(reused, rng, 3)
-    assert reused.verify() < 1e-9
+    again = new_prog.load(A=reused["A"], B=reused["B"])
+    for name in new_prog.module_class.OUTPUTS:
+        np.testing.assert_allclose(reused[name], again[name], rtol=1e-9, atol=1e-9)
 
 
 def test_keys_ignore_names_and_order_but_not_constants_or_roles():

@@ -227,7 +227,11 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
         if memo:  # a product on offer inside it: the rest by the reference evaluator
             st = next(st for st in program.statements if st.name == name)
             report.partly[name] = sum(v is not None for v in memo.values())
-            views[name] = interp.eval_node(st.expr, views, module.dims, memo)
+            parts = [m for m in memo.values() if m is not None]
+            val = interp.eval_node(st.expr, views, module.dims, memo)
+            # never the offer's memory (a live view that its module updates in place)
+            views[name] = np.array(val, order="F") if any(
+                np.may_share_memory(val, m) for m in parts) else val
         else:
             out = module._evaluate_some(module.dims, views, {name})
             if name in out:
