@@ -364,3 +364,19 @@ def test_ridge_takes_the_gram_matrix_ols_stored_inside_its_own_argument(tmp_path
     assert views.verify() < 1e-9
     other = ridge.load(X=X + 1e-9, Y=Y, store=store)
     assert other.reuse_report.partly == {} and other.reuse_report.reused == []
+
+
+def test_ridge_edit_of_ols_that_keeps_its_gram_matrix_reuses_it(ols_views):
+    """An OLS that keeps ``G = X'*X`` (a statement and an output: maintained) offers it
+    live: the ridge edit takes it inside ``X'*X + λI`` and ``X'*Y`` whole, and equals a
+    fresh ridge load after the updates."""
+    olsg = "function [beta, G] = ols(X, Y)\n  G = X' * X;\n  beta = G \\ (X' * Y);\nend\n"
+    rng = np.random.default_rng(10)
+    old = linview.compile(olsg, name="ols").load(X=ols_views["X"], Y=ols_views["Y"])
+    for i in range(3):
+        old.update("X", np.eye(40)[i], 0.1 * rng.standard_normal(12))
+    ridge = linview.compile(RIDGE, name="ridge")
+    views = ridge.load(X=old["X"], Y=old["Y"], reuse=old)
+    assert views.reuse_report.reused == ["b_p1"] and views.reuse_report.partly == {"b_arg": 1}
+    np.testing.assert_allclose(views["b"], ridge.load(X=old["X"], Y=old["Y"])["b"],
+                               rtol=1e-10, atol=1e-12)
