@@ -326,23 +326,13 @@ def test_a_restored_inverse_is_probed_as_strictly_as_the_saved_one(tmp_path, edi
 
 
 def test_a_tampered_probe_state_is_refused(tmp_path, ols_views):
-    import json
-    import zipfile
-
     ols_views.save(tmp_path / "s.npz")
-    with zipfile.ZipFile(tmp_path / "s.npz") as z:
-        doc = json.loads(str(np.load(z.open("__manifest__.npy"))))
-        parts = {n: z.read(n) for n in z.namelist()}
-    assert any(n.startswith("side:state:beta_inv") for n in parts)
-    doc["probe"]["arg_of"] = {"beta_inv": "beta_inv", "nowhere": "X"}
-    import io
 
-    buf = io.BytesIO()
-    np.save(buf, np.array(json.dumps(doc)))
-    parts["__manifest__.npy"] = buf.getvalue()
-    with zipfile.ZipFile(tmp_path / "t.npz", "w") as z:
-        for n, data in parts.items():
-            z.writestr(n, data)
+    def tamper(doc, parts):
+        assert any(n.startswith("side:state:beta_inv") for n in parts)
+        doc["probe"]["arg_of"] = {"beta_inv": "beta_inv", "nowhere": "X"}
+
+    _rewrite(tmp_path / "s.npz", tmp_path / "t.npz", tamper)
     with pytest.raises(linview.StateError, match="probe state does not fit"):
         linview.restore(tmp_path / "t.npz")
 
@@ -380,3 +370,51 @@ def test_ridge_edit_of_ols_that_keeps_its_gram_matrix_reuses_it(ols_views):
     assert views.reuse_report.reused == ["b_p1"] and views.reuse_report.partly == {"b_arg": 1}
     np.testing.assert_allclose(views["b"], ridge.load(X=old["X"], Y=old["Y"])["b"],
                                rtol=1e-10, atol=1e-12)
+
+
+def _rewrite(src, dst, change) -> None:
+    """Copy state file ``src`` to ``dst`` with ``change(doc, parts)`` applied to its
+    manifest (a dict) and members ({name: bytes})."""
+    import io
+    import json
+    import zipfile
+
+    with zipfile.ZipFile(src) as z:
+        doc = json.loads(str(np.load(z.open("__manifest__.npy"))))
+        parts = {n: z.read(n) for n in z.namelist()}
+    change(doc, parts)
+    buf = io.BytesIO()
+    np.save(buf, np.array(json.dumps(doc)))
+    parts["__manifest__.npy"] = buf.getvalue()
+    with zipfile.ZipFile(dst, "w") as z:
+        for n, data in parts.items():
+            z.writestr(n, data)
+
+
+def test_older_checksums_are_still_read_and_corrupt_probe_vectors_refused(tmp_path,
+                                                                         ols_views):
+    """A file with the C-order checksums of earlier versions restores (and reuses by
+    key); a probe vector that does not match its checksum is refused, never used."""
+    from linview import statefile
+
+    ols_views.save(tmp_path / "s.npz")
+    meta, arrays = statefile.read(tmp_path / "s.npz")
+    assert all(h.startswith("cm:") for h in meta["hashes"].values())
+
+    def legacy(doc, parts):
+        doc["hashes"] = {f"view:{k}": statefile._c_digest(a) for k, a in arrays.items()}
+
+    _rewrite(tmp_path / "s.npz", tmp_path / "old.npz", legacy)
+    views = linview.restore(tmp_path / "old.npz", program=linview.compile(OLS_R, name="ols"))
+    assert sorted(views.reuse_report.reused) == ["beta", "beta_inv", "beta_p1"]
+    np.testing.assert_allclose(views["beta"], ols_views["beta"], rtol=1e-15)
+
+    def flip(doc, parts):
+        name = next(n for n in parts if n.startswith("side:state:"))
+        data = bytearray(parts[name])
+        data[-3] ^= 0x40
+        parts[name] = bytes(data)
+
+    _rewrite(tmp_path / "s.npz", tmp_path / "flipped.npz", flip)
+    with pytest.raises(linview.StateError, match="does not match its checksum"):
+        linview.restore(tmp_path / "flipped.npz")
