@@ -418,3 +418,17 @@ def test_older_checksums_are_still_read_and_corrupt_probe_vectors_refused(tmp_pa
     _rewrite(tmp_path / "s.npz", tmp_path / "flipped.npz", flip)
     with pytest.raises(linview.StateError, match="does not match its checksum"):
         linview.restore(tmp_path / "flipped.npz")
+
+
+def test_a_state_saved_right_after_load_restores_its_seeded_probe(tmp_path):
+    """Saved before any update, the only probe state is the vector seeded for ``X'X``
+    (not kept, not yet tied to its inverse): it is restored (same program or edited) and
+    the first update is probed with it."""
+    rng = np.random.default_rng(15)
+    prog = linview.compile(OLS, name="ols")
+    views = prog.load(X=rng.standard_normal((40, 12)), Y=rng.standard_normal((40, 1)))
+    views.save(tmp_path / "s.npz")
+    for target in (prog, linview.compile(OLS_R, name="ols")):
+        got = linview.restore(tmp_path / "s.npz", program=target)
+        got.update("X", np.eye(40)[1], 0.1 * np.ones(12))
+        assert "beta_inv" in got.probes and got.stats["probe_failures"] == 0

@@ -291,10 +291,13 @@ def saved(prober: Prober) -> tuple[dict[str, np.ndarray], dict]:
                     "norms": {k: float(v) for k, v in prober.norms.items()}}
 
 
-def restore(prober: Prober, doc, arrays: dict[str, np.ndarray], rows: dict[str, int]) -> None:
+def restore(prober: Prober, doc, arrays: dict[str, np.ndarray], rows: dict[str, int],
+            seeds_checked_later: bool = False) -> None:
     """Put the probe state :func:`saved` wrote back into ``prober``; ``rows``: the row
-    count of every kept view (an inverse's argument has the inverse's).  A state that does
-    not fit them is a :class:`~linview.errors.StateError` (never used)."""
+    count of every view (an inverse's argument has the inverse's).  A state that does not
+    fit them is a :class:`~linview.errors.StateError` (never used).
+    ``seeds_checked_later``: a seed of a view ``rows`` does not name is kept as it is
+    (its user checks it: :func:`.reuse` against the program that takes it)."""
     from linview.errors import StateError
 
     if doc is None:  # written before probe states were saved: probes start afresh
@@ -309,12 +312,14 @@ def restore(prober: Prober, doc, arrays: dict[str, np.ndarray], rows: dict[str, 
     seeds: dict[str, dict] = {}
     for key, v in arrays.items():
         kind, name, part = (key.split(":") + ["", ""])[:3]
-        if kind not in ("state", "seed") or name not in rows or v.shape != (rows[name], 1):
+        lenient = seeds_checked_later and kind == "seed" and name not in rows
+        if kind not in ("state", "seed") or not lenient and (
+                name not in rows or v.shape != (rows[name], 1)):
             raise bad
         (states if kind == "state" else seeds).setdefault(name, {})[part] = v
     if any(set(s) != set("zaw") or w not in arg_of for w, s in states.items()) \
             or any(set(s) != set("za") for s in seeds.values()) \
-            or not all(k in rows and isinstance(v, float) for k, v in doc["norms"].items()):
+            or not all(isinstance(v, float) for v in doc["norms"].values()):
         raise bad
     prober.states = {w: tuple(np.array(s[p]) for p in "zaw") for w, s in states.items()}
     prober.seeds = {a: tuple(np.array(s[p]) for p in "za") for a, s in seeds.items()}

@@ -46,6 +46,8 @@ class Offer:
     warn: object = None
     #: {input name: content digest} of inputs known to be a state file's own (restore)
     input_digests: dict[str, str] = field(default_factory=dict)
+    #: {key of an inverse's argument: (Prober, its name)}: probe vectors seeded for it
+    seeds: dict[str, tuple] = field(default_factory=dict)
     _digests: dict[str, str] = field(default_factory=dict)
     #: {id: array} read from a file for this load only: kept without a copy, once
     _private: dict[int, np.ndarray] = field(default_factory=dict)
@@ -119,6 +121,9 @@ def offer_of(old, by_identity: bool = False) -> Offer:
     for w, a in getattr(getattr(old, "_prober", None), "arg_of", {}).items():
         if w in ks:
             offer.probes[ks[w]] = (old._prober, w, a)
+    for a in getattr(getattr(old, "_prober", None), "seeds", {}):
+        if a in ks:
+            offer.seeds[ks[a]] = (old._prober, a)
     return offer
 
 
@@ -138,18 +143,21 @@ def offer_of_saved(path, meta: dict, arrays: dict, own_inputs: bool = False) -> 
             offer._digests[k] = digest
             if own_inputs:
                 offer.input_digests[n] = digest
-    prober = saved_prober(path, meta, {n: a.shape[0] for n, a in arrays.items()})
+    prober = saved_prober(path, meta, {n: a.shape[0] for n, a in arrays.items()}, True)
     for w, a in prober.arg_of.items():
         if w in names:
             offer.probes[names[w]] = (prober, w, a)
+    offer.seeds = {names[a]: (prober, a) for a in prober.seeds if a in names}
     return offer
 
 
-def saved_prober(path, meta: dict, rows: dict[str, int]) -> _probe.Prober:
+def saved_prober(path, meta: dict, rows: dict[str, int], later: bool = False
+                 ) -> _probe.Prober:
     """The probe state a state file holds (:func:`.probe.saved`; empty in a file written
-    before probe states were saved), for views of ``rows`` rows."""
+    before probe states were saved), for views of ``rows`` rows (``later``: seeds of
+    views not in ``rows`` are checked when carried, :func:`_carry_probes`)."""
     prober = _probe.Prober()
-    _probe.restore(prober, meta.get("probe"), statefile.read_side(path, meta), rows)
+    _probe.restore(prober, meta.get("probe"), statefile.read_side(path, meta), rows, later)
     return prober
 
 
@@ -159,7 +167,11 @@ def restore_probes(module, path, meta: dict) -> None:
     mine = getattr(module, "_prober", None)
     if mine is None:  # views of another kind (a least-squares program kept by QR)
         return
-    saved = saved_prober(path, meta, {n: v.shape[0] for n, v in module._views.items()})
+    program = type(module).KEY_PROGRAM  # None: a module compiled ahead of time
+    rows = {st.name: _shape(module, st.name) for st in getattr(program, "statements", ())}
+    rows = {n: r[0] for n, r in rows.items() if r is not None}
+    saved = saved_prober(path, meta, {**rows, **{n: v.shape[0] for n, v in
+                                                  module._views.items()}})
     mine.states, mine.seeds, mine.arg_of, mine.norms = (
         saved.states, saved.seeds, saved.arg_of, saved.norms)
 
@@ -328,6 +340,14 @@ def _shape(module, name: str) -> tuple[int, ...] | None:
 def _carry_probes(module, report: Report, offer: Offer) -> None:
     """A reused maintained inverse keeps the probe state it had (its vectors and its
     argument's seed), so the next update is probed as after a fresh load."""
+    mine = module._prober
+    for name in type(module).TRANSIENT:  # seeded, not yet probed: by the argument's key
+        src, shape = offer.seeds.get(report.keys.get(name)), _shape(module, name)
+        if src is not None and name not in mine.seeds and shape is not None \
+                and src[0].seeds[src[1]][0].shape == (shape[0], 1):
+            mine.seeds[name] = tuple(np.copy(x) for x in src[0].seeds[src[1]])
+            if src[1] in src[0].norms:
+                mine.norms[name] = src[0].norms[src[1]]
     for name in report.reused:
         src = offer.probes.get(report.keys[name])
         if src is None:
@@ -341,7 +361,9 @@ def _carry_probes(module, report: Report, offer: Offer) -> None:
             continue
         if w_old in prober.states:
             mine.states[name] = tuple(np.copy(x) for x in prober.states[w_old])
-        if a_old in prober.seeds:
+        shape = _shape(module, a_new)
+        if a_old in prober.seeds and shape is not None \
+                and prober.seeds[a_old][0].shape == (shape[0], 1):
             mine.seeds[a_new] = tuple(np.copy(x) for x in prober.seeds[a_old])
         if a_old in prober.norms:
             mine.norms[a_new] = prober.norms[a_old]

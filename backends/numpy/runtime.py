@@ -441,7 +441,7 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
         for k, v in views.items():
             if v.ndim != 2 or not np.all(np.isfinite(v)):
                 raise StateError(f"the saved view {k} is not a finite matrix")
-        views = {k: np.asfortranarray(v.astype(np.float64)) for k, v in views.items()}
+        views = {k: np.asfortranarray(v.astype(np.float64, copy=False)) for k, v in views.items()}
         out = cls(_state=(dict(meta["dims"]), views, int(meta["updates"])), **options)
         out.saved_meta = meta
         return out
