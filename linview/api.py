@@ -332,18 +332,21 @@ def restore(path, program: CompiledProgram | None = None, **options):
     if "storage" in meta:  # a module with solve views (backends/numpy/solve_state.py)
         return _restore_solve(path, meta, views, program, options)
     cls = program.module_class
-    if meta.get("hash") != cls.SOURCE_HASH and program.backend == "numpy" \
-            and "keys" in meta and set(cls.INPUTS) <= set(views):
+    if meta.get("hash") != cls.SOURCE_HASH and "keys" in meta and set(cls.INPUTS) <= set(views):
         # an edited program over the same inputs: every saved view whose key it still
         # has is reused, the others computed (backends/numpy/reuse.py)
         from linview.backends.numpy import reuse
 
         out = program.load(**{n: views[n] for n in cls.INPUTS}, **options,
-                           _reuse=reuse.offer_of_saved(path, meta, views))  # read once
+                           _reuse=reuse.offer_of_saved(path, meta, views, own_inputs=True))
         out.saved_meta, out.updates = meta, int(meta["updates"])
         return out
     options.pop("store", None)  # the same program: every view comes from the file
-    return program.module_class._from_saved(meta, views, **options)
+    out = program.module_class._from_saved(meta, views, **options)
+    from linview.backends.numpy import reuse
+
+    reuse.restore_probes(out, path, meta)  # the saved probe vectors: guards as strict
+    return out
 
 
 def _restore_solve(path, meta: dict, views: dict, program: CompiledProgram, options: dict):

@@ -9,7 +9,9 @@ arrays, read with ``allow_pickle=False``) holding
   ``.m`` source text, its name and file name, the compile options (``dims``, ``model``,
   ``strategy``, ``rank``, ``backend``), the source hash of the compiled program, the
   update count, the bound sizes, the caller's ``extra`` data, and the SHA-256 of every
-  array's bytes.
+  array's bytes;
+* ``side:NAME``: small arrays kept beside the views (the probe vectors of maintained
+  inverses, ``probe`` in the manifest), hashed in ``side_hashes``.
 
 Restoring parses the manifest with :func:`json.loads`, checks every hash, and compiles
 the stored ``.m`` source again with the stored options; the generated module is never
@@ -42,10 +44,43 @@ _SAFE_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 def _digest(a: np.ndarray) -> str:
+    """An array's checksum as state files keep it: ``cm:`` and its :func:`content_digest`
+    (the values column by column, read in place from a Fortran-ordered matrix, as views
+    and inputs are kept), which is also what view keys call its content."""
+    if a.ndim == 2 and a.dtype == np.float64:
+        return "cm:" + content_digest(a)
+    return _c_digest(a)
+
+
+def _c_digest(a: np.ndarray) -> str:
+    """The checksum of the C-order bytes (files written before ``cm:`` checksums)."""
     a = np.ascontiguousarray(a)
     h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
-    h.update(memoryview(a).cast("B"))  # the C-order bytes, without another copy
+    h.update(memoryview(a).cast("B"))
     return h.hexdigest()
+
+
+def _matches(a: np.ndarray, digest) -> bool:
+    return isinstance(digest, str) and a.dtype == np.float64 and digest == (
+        _digest(a) if digest.startswith("cm:") else _c_digest(a))
+
+
+def _all_match(arrays: dict[str, np.ndarray], hashes: dict) -> str | None:
+    """The first array whose checksum does not match, or None; large arrays are hashed
+    on two threads (hashlib releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = sorted(arrays, key=lambda k: -arrays[k].size)
+    with ThreadPoolExecutor(2) as pool:
+        ok = list(pool.map(lambda k: _matches(arrays[k], hashes[k]), names))
+    return next((k for k, good in zip(names, ok, strict=True) if not good), None)
+
+
+def content_of(doc: dict, name: str) -> str | None:
+    """The :func:`content_digest` of view or input ``name`` of a state file ``read``
+    returned ``doc`` for, when its checksum is one (files written since ``cm:``)."""
+    h = (doc.get("hashes") or {}).get(f"view:{name}")
+    return h[3:] if isinstance(h, str) and h.startswith("cm:") else None
 
 
 def content_digest(a: np.ndarray) -> str:
@@ -58,13 +93,20 @@ def content_digest(a: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def write(path, views: dict[str, np.ndarray], manifest: dict) -> None:
+def write(path, views: dict[str, np.ndarray], manifest: dict,
+          side: dict[str, np.ndarray] | None = None) -> None:
     """Write ``views`` and ``manifest`` (plus format fields and hashes) to ``path``
-    atomically: a temporary file, fsynced, renamed over ``path``."""
+    atomically: a temporary file, fsynced, renamed over ``path``.  ``side``: small arrays
+    kept beside the views (probe vectors, :func:`read_side`), hashed apart
+    (``side_hashes``) so that a reader that does not know them ignores them."""
 
     arrays = {f"view:{k}": np.asarray(v, dtype=np.float64) for k, v in views.items()}
+    extra = {f"side:{k}": np.asarray(v, dtype=np.float64) for k, v in (side or {}).items()}
     doc = {"format": FORMAT, "version": FORMAT_VERSION, "linview": __version__,
            **manifest, "hashes": {k: _digest(a) for k, a in arrays.items()}}
+    if extra:
+        doc["side_hashes"] = {k: _digest(a) for k, a in extra.items()}
+        arrays.update(extra)
     try:
         text = json.dumps(doc)
     except (TypeError, ValueError) as e:
@@ -117,7 +159,7 @@ def read(path) -> tuple[dict, dict[str, np.ndarray]]:
                         hint="load the inputs again and save with this version")
                 raise StateError(f"{path} is not a linview state file (no manifest)")
             doc = json.loads(str(z["__manifest__"]))
-            arrays = {k: z[k] for k in z.files if k.startswith("view:")}
+            arrays = _members(path, z, [k for k in z.files if k.startswith("view:")])
     except StateError:
         raise
     except FileNotFoundError:
@@ -136,12 +178,70 @@ def read(path) -> tuple[dict, dict[str, np.ndarray]]:
     hashes = doc.get("hashes")
     if not isinstance(hashes, dict) or set(hashes) != set(arrays):
         raise StateError(f"{path} is corrupt: its arrays do not match its manifest")
-    for k, a in arrays.items():
-        if a.dtype != np.float64 or _digest(a) != hashes[k]:
-            raise StateError(f"{path} is corrupt: array {k[5:]} does not match its "
-                             "checksum")
+    bad = _all_match(arrays, hashes)
+    if bad is not None:
+        raise StateError(f"{path} is corrupt: array {bad[5:]} does not match its checksum")
     _check_fields(path, doc)
     return doc, {k[5:]: a for k, a in arrays.items()}
+
+
+def read_side(path, doc: dict) -> dict[str, np.ndarray]:
+    """The side arrays of a state file ``read`` returned ``doc`` for, each checked against
+    its hash (none when the file has none); a :class:`StateError` when one does not
+    match."""
+    hashes = doc.get("side_hashes") or {}
+    if not isinstance(hashes, dict) or not all(isinstance(v, str) for v in hashes.values()):
+        raise StateError(f"{path} is corrupt: its manifest is malformed")
+    if not hashes:
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in hashes if k.startswith("side:")}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as e:
+        raise StateError(f"cannot read saved state {path}: the file is truncated or "
+                         f"corrupt ({type(e).__name__}: {e})") from None
+    for k, a in arrays.items():
+        if set(arrays) != set(hashes) or not _matches(a, hashes[k]):
+            raise StateError(f"{path} is corrupt: array {k} does not match its checksum")
+    return {k[5:]: a for k, a in arrays.items()}
+
+
+def _members(path, z, names: list[str]) -> dict[str, np.ndarray]:
+    """The arrays ``names`` of the open archive ``z``.  A stored (uncompressed) float64
+    member, as :func:`write` makes them, is read straight from the file into an array of
+    its own (one copy, no intermediate buffers); any other through NumPy.  Checksums are
+    checked by the caller."""
+    from numpy.lib import format as npy
+
+    headers = {(1, 0): npy.read_array_header_1_0, (2, 0): npy.read_array_header_2_0}
+    out = {}
+    with zipfile.ZipFile(path) as zf, open(path, "rb") as f:
+        for k in names:
+            info = zf.getinfo(f"{k}.npy")
+            f.seek(info.header_offset)
+            local = f.read(30)
+            if info.compress_type != zipfile.ZIP_STORED or local[:4] != b"PK\x03\x04":
+                out[k] = z[k]
+                continue
+            f.seek(info.header_offset + 30 + int.from_bytes(local[26:28], "little")
+                   + int.from_bytes(local[28:30], "little"))
+            version = npy.read_magic(f)
+            if version not in headers:
+                out[k] = z[k]
+                continue
+            try:
+                shape, fortran, dtype = headers[version](f)
+            except Exception as e:  # noqa: BLE001 - a flipped byte: any parse error
+                raise ValueError(f"the header of array {k[5:]} is corrupt ({e})") from None
+            if dtype != np.float64 or len(shape) != 2:
+                out[k] = z[k]
+                continue
+            a = np.empty(shape, dtype=np.float64, order="F" if fortran else "C")
+            buf = memoryview(a.T if fortran else a).cast("B")
+            if a.size and f.readinto(buf) != a.nbytes:
+                raise EOFError(f"array {k[5:]} is cut short")
+            out[k] = a
+    return out
 
 
 def _check_fields(path, doc: dict) -> None:
@@ -162,4 +262,4 @@ def _check_fields(path, doc: dict) -> None:
         raise StateError(f"{path} is corrupt: its manifest is malformed")
 
 
-__all__ = ["write", "read", "content_digest", "FORMAT_VERSION"]
+__all__ = ["write", "read", "read_side", "content_digest", "content_of", "FORMAT_VERSION"]

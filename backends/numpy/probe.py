@@ -274,3 +274,53 @@ def probe(module, W_name: str, A_name: str, dA, dW, Wa=None) -> None:
     if why is not None:
         module.stats["probe_failures"] += 1
         raise ProbeFailed(W_name, why)
+
+
+# ---------------------------------------------------------------- in state files
+def saved(prober: Prober) -> tuple[dict[str, np.ndarray], dict]:
+    """The committed probe state as a state file keeps it: its vectors (``state:W:z``,
+    ``state:W:a``, ``state:W:w`` per inverse, ``seed:A:z``, ``seed:A:a`` per seeded
+    argument) and a JSON part (``arg_of``, ``norms``), so that a restored inverse is
+    probed at its next update as the saved one would have been."""
+    arrays: dict[str, np.ndarray] = {}
+    for w, vecs in prober.states.items():
+        arrays.update({f"state:{w}:{p}": v for p, v in zip("zaw", vecs, strict=True)})
+    for a, vecs in prober.seeds.items():
+        arrays.update({f"seed:{a}:{p}": v for p, v in zip("za", vecs, strict=True)})
+    return arrays, {"arg_of": dict(prober.arg_of),
+                    "norms": {k: float(v) for k, v in prober.norms.items()}}
+
+
+def restore(prober: Prober, doc, arrays: dict[str, np.ndarray], rows: dict[str, int],
+            seeds_checked_later: bool = False) -> None:
+    """Put the probe state :func:`saved` wrote back into ``prober``; ``rows``: the row
+    count of every view (an inverse's argument has the inverse's).  A state that does not
+    fit them is a :class:`~linview.errors.StateError` (never used).
+    ``seeds_checked_later``: a seed of a view ``rows`` does not name is kept as it is
+    (its user checks it: :func:`.reuse` against the program that takes it)."""
+    from linview.errors import StateError
+
+    if doc is None:  # written before probe states were saved: probes start afresh
+        return
+    bad = StateError("the saved probe state does not fit the program's views")
+    arg_of = doc.get("arg_of") if isinstance(doc, dict) else None
+    if not isinstance(arg_of, dict) or not isinstance(doc.get("norms"), dict) or not all(
+            isinstance(w, str) and w in rows and isinstance(a, str) for w, a in arg_of.items()):
+        raise bad
+    rows = {**rows, **{a: rows[w] for w, a in arg_of.items()}}
+    states: dict[str, dict] = {}
+    seeds: dict[str, dict] = {}
+    for key, v in arrays.items():
+        kind, name, part = (key.split(":") + ["", ""])[:3]
+        lenient = seeds_checked_later and kind == "seed" and name not in rows
+        if kind not in ("state", "seed") or not lenient and (
+                name not in rows or v.shape != (rows[name], 1)):
+            raise bad
+        (states if kind == "state" else seeds).setdefault(name, {})[part] = v
+    if any(set(s) != set("zaw") or w not in arg_of for w, s in states.items()) \
+            or any(set(s) != set("za") for s in seeds.values()) \
+            or not all(isinstance(v, float) for v in doc["norms"].values()):
+        raise bad
+    prober.states = {w: tuple(np.array(s[p]) for p in "zaw") for w, s in states.items()}
+    prober.seeds = {a: tuple(np.array(s[p]) for p in "za") for a, s in seeds.items()}
+    prober.arg_of, prober.norms = dict(arg_of), dict(doc["norms"])

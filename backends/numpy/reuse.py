@@ -26,8 +26,10 @@ from pathlib import Path
 import numpy as np
 
 from linview import statefile
+from linview.backends.numpy import probe as _probe
+from linview.compiler import interp
 from linview.compiler import keys as _keys
-from linview.errors import InputError, StateError
+from linview.errors import StateError
 
 
 @dataclass
@@ -42,28 +44,49 @@ class Offer:
     inputs: dict[str, np.ndarray] = field(default_factory=dict)
     store: Path | None = None
     warn: object = None
+    #: {input name: content digest} of inputs known to be a state file's own (restore)
+    input_digests: dict[str, str] = field(default_factory=dict)
+    #: {key of an inverse's argument: (Prober, its name)}: probe vectors seeded for it
+    seeds: dict[str, tuple] = field(default_factory=dict)
     _digests: dict[str, str] = field(default_factory=dict)
+    #: {id: array} read from a file for this load only: kept without a copy, once
+    _private: dict[int, np.ndarray] = field(default_factory=dict)
 
-    def same_content(self, value: np.ndarray) -> str | None:
+    def private(self, a) -> bool:
+        """Whether ``a`` (taken from this offer) may be kept as it is: an array read from
+        a file for this load, Fortran-ordered float64, not taken before."""
+        return self._private.pop(id(a), None) is a and a.dtype == np.float64 \
+            and a.ndim == 2 and a.flags.f_contiguous and a.flags.writeable
+
+    def same_content(self, value) -> str | None:
         """The key of a view on offer equal to ``value`` (early cutoff); only views of the
         same shape are hashed, each once."""
         want = None
         for k, a in self.arrays.items():
             if a.shape != value.shape:
                 continue
-            want = want or statefile.content_digest(value)
+            want = want or statefile.content_digest(local(value))
             if k not in self._digests:
-                self._digests[k] = statefile.content_digest(a)
+                self._digests[k] = statefile.content_digest(local(a))
             if self._digests[k] == want:
                 return k
         return None
 
     def take(self, key: str) -> np.ndarray | None:
         if key in self.arrays:
-            return self.arrays[key]
+            return local(self.arrays[key])
         if self.store is None:
             return None
-        return read_entry(self.store, key, self.warn)
+        got = read_entry(self.store, key, self.warn)
+        if got is not None:
+            self._private[id(got)] = got
+        return got
+
+
+def local(a):
+    """``a`` on this machine: a Spark backend's distributed view collected (``to_numpy``),
+    anything else as it is."""
+    return a.to_numpy() if hasattr(a, "to_numpy") else a
 
 
 def module_keys(module, content=None) -> dict[str, str]:
@@ -73,7 +96,7 @@ def module_keys(module, content=None) -> dict[str, str]:
     if program is None:  # views of another kind (solve views): nothing on offer
         return {}
     views = module._views_for_saving()
-    content = content or (lambda _name, a: statefile.content_digest(a))
+    content = content or (lambda _name, a: statefile.content_digest(local(a)))
     return _keys.bind(program, {d.name: _keys.input_token(content(d.name, views[d.name]),
                                                           d.dynamic)
                                 for d in program.inputs})
@@ -98,23 +121,69 @@ def offer_of(old, by_identity: bool = False) -> Offer:
     for w, a in getattr(getattr(old, "_prober", None), "arg_of", {}).items():
         if w in ks:
             offer.probes[ks[w]] = (old._prober, w, a)
+    for a in getattr(getattr(old, "_prober", None), "seeds", {}):
+        if a in ks:
+            offer.seeds[ks[a]] = (old._prober, a)
     return offer
 
 
-def offer_of_saved(path, meta: dict, arrays: dict) -> Offer:
-    """What a state file read by ``statefile.read`` offers: its views by their keys."""
+def offer_of_saved(path, meta: dict, arrays: dict, own_inputs: bool = False) -> Offer:
+    """What a state file read by ``statefile.read`` offers: its views by their keys
+    (taken without a copy: they were read for this load), their contents known from their
+    checksums, and the probe state saved with them (:func:`saved_prober`).
+    ``own_inputs``: the load's inputs are the file's (``restore``): their contents too."""
     names = meta.get("keys")
     if not isinstance(names, dict):
         raise StateError(f"{path} holds no view keys (written by an older linview)",
                          hint="restore it with the program that saved it")
-    return Offer({k: arrays[n] for n, k in names.items() if n in arrays})
+    offer = Offer({k: arrays[n] for n, k in names.items() if n in arrays})
+    offer._private = {id(a): a for a in offer.arrays.values()}
+    for n, k in names.items():
+        if n in arrays and (digest := statefile.content_of(meta, n)) is not None:
+            offer._digests[k] = digest
+            if own_inputs:
+                offer.input_digests[n] = digest
+    prober = saved_prober(path, meta, {n: a.shape[0] for n, a in arrays.items()}, True)
+    for w, a in prober.arg_of.items():
+        if w in names:
+            offer.probes[names[w]] = (prober, w, a)
+    offer.seeds = {names[a]: (prober, a) for a in prober.seeds if a in names}
+    return offer
 
 
-def _content(offer: Offer, a: np.ndarray) -> str:
-    """An input's content for its key: the token of an equal input on offer, else its
-    digest."""
+def saved_prober(path, meta: dict, rows: dict[str, int], later: bool = False
+                 ) -> _probe.Prober:
+    """The probe state a state file holds (:func:`.probe.saved`; empty in a file written
+    before probe states were saved), for views of ``rows`` rows (``later``: seeds of
+    views not in ``rows`` are checked when carried, :func:`_carry_probes`)."""
+    prober = _probe.Prober()
+    _probe.restore(prober, meta.get("probe"), statefile.read_side(path, meta), rows, later)
+    return prober
+
+
+def restore_probes(module, path, meta: dict) -> None:
+    """Give ``module``, restored from the state file at ``path``, the probe state saved
+    with its views, so that its guards are as strict as the saved module's."""
+    mine = getattr(module, "_prober", None)
+    if mine is None:  # views of another kind (a least-squares program kept by QR)
+        return
+    program = type(module).KEY_PROGRAM  # None: a module compiled ahead of time
+    rows = {st.name: _shape(module, st.name) for st in getattr(program, "statements", ())}
+    rows = {n: r[0] for n, r in rows.items() if r is not None}
+    saved = saved_prober(path, meta, {**rows, **{n: v.shape[0] for n, v in
+                                                  module._views.items()}})
+    mine.states, mine.seeds, mine.arg_of, mine.norms = (
+        saved.states, saved.seeds, saved.arg_of, saved.norms)
+
+
+def _content(offer: Offer, name: str, a: np.ndarray) -> str:
+    """Input ``name``'s content for its key: known from the state file it came from, the
+    token of an equal input on offer, else its digest."""
+    if name in offer.input_digests:
+        return offer.input_digests[name]
+    a = local(a)
     for token, b in offer.inputs.items():
-        if b.shape == a.shape and np.array_equal(a, b):
+        if b.shape == a.shape and np.array_equal(a, local(b)):
             return token
     return statefile.content_digest(a)
 
@@ -126,16 +195,26 @@ class Report:
     reused: list[str] = field(default_factory=list)
     recomputed: dict[str, float] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)
+    #: {recomputed view: sub-expressions of it taken by key}
+    partly: dict[str, int] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        done = ", ".join(f"{n} ({s * 1e3:.1f} ms)" for n, s in self.recomputed.items())
+        done = ", ".join(f"{n} ({s * 1e3:.1f} ms"
+                         + (f", {self.partly[n]} sub-expression reused" if n in self.partly
+                            else "") + ")" for n, s in self.recomputed.items())
         return (f"reused: {', '.join(self.reused) or 'none'}; "
                 f"recomputed: {done or 'none'}")
 
 
-def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer) -> dict:
+def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None) -> dict:
     """The views of ``module`` for ``arrays``: taken from ``offer`` by key, or computed.
-    Sets ``module.reuse_report``."""
+    Sets ``module.reuse_report``.  ``place(name, array)``: a view taken from the offer as
+    the module keeps it (default: a Fortran-ordered float64 copy; the Spark backend puts
+    it in blocks)."""
+    partial = place is None  # sub-expressions by key: NumPy views only
+    place = place or (lambda _name, a: a if offer.private(a) else
+                      np.array(a, dtype=np.float64, order="F"))
+    known: dict[str, str] = {}  # the keys bound so far
     cls = type(module)
     program = cls.KEY_PROGRAM
     views = dict(arrays)
@@ -150,25 +229,40 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer) -> dict:
                     if n.op.value == "view" and n.attr not in views and n.attr in pending:
                         got = offer.take(pending[n.attr])
                         if got is not None and got.shape == _shape(module, n.attr):
-                            views[n.attr] = got
+                            views[n.attr] = place(n.attr, got)
                             report.reused.append(n.attr)
                             pending.pop(n.attr)
                         else:
                             compute(n.attr)
         t0 = time.perf_counter()
-        out = module._evaluate_some(module.dims, views, {name})
-        if name in out:
-            views[name] = out[name]
+        memo = _stored_parts(module, program, name, known, offer) if partial else {}
+        if memo:  # a product on offer inside it: the rest by the reference evaluator
+            st = next(st for st in program.statements if st.name == name)
+            report.partly[name] = sum(v is not None for v in memo.values())
+            parts = [m for m in memo.values() if m is not None]
+            val = interp.eval_node(st.expr, views, module.dims, memo)
+            # never the offer's memory (a live view that its module updates in place)
+            views[name] = np.array(val, order="F") if any(
+                np.may_share_memory(val, m) for m in parts) else val
+        else:
+            out = module._evaluate_some(module.dims, views, {name})
+            if name in out:
+                views[name] = out[name]
         report.recomputed[name] = time.perf_counter() - t0
         pending.pop(name, None)
 
     def cutoff(name: str, key: str) -> str | None:
+        final = _cutoff(name, key)
+        known[name] = final or key
+        return final
+
+    def _cutoff(name: str, key: str) -> str | None:
         if name in transient:
             pending[name] = key
             return None
         got = offer.take(key)
         if got is not None and got.shape == _shape(module, name):
-            views[name] = np.array(got, dtype=np.float64, order="F")
+            views[name] = place(name, got)
             report.reused.append(name)
             return None
         compute(name)
@@ -176,8 +270,10 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer) -> dict:
             return None
         return offer.same_content(views[name])
 
-    tokens = {d.name: _keys.input_token(_content(offer, arrays[d.name]), d.dynamic)
+    tokens = {d.name: _keys.input_token(_content(offer, d.name, arrays[d.name]),
+                                        d.dynamic)
               for d in program.inputs}
+    known.update(tokens)
     report.keys = _keys.bind(program, tokens, cutoff)
     kept, computed_transient = module._kept_values(
         {n: views[n] for n in order if n in views})
@@ -189,6 +285,36 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer) -> dict:
         write_entries(offer.store, {report.keys[n]: v for n, v in
                                     {**kept, **computed_transient}.items()})
     return {**dict(arrays), **kept}
+
+
+def _stored_parts(module, program, name: str, known: dict, offer: Offer) -> dict:
+    """``{id(node): array}``: the largest products inside view ``name``'s definition
+    whose keys (:func:`keys.expression_key`) are on offer, e.g. ridge's ``X'*X`` in
+    ``X'*X + λI`` that OLS evaluated (and stored) to invert.  Only products and sums are
+    looked up: what is cheaper to compute than to read is not."""
+    st = next(st for st in program.statements if st.name == name)
+    memo: dict[int, np.ndarray] = {}
+    covered: set[int] = set()
+    nodes = [n for n in st.expr.walk() if n is not st.expr and n.op.value in ("mul", "add")]
+    for n in reversed(nodes):  # parents before children: the largest first
+        if id(n) in covered or any(o not in known for o in _operands(n)):
+            continue
+        got = offer.take(_keys.expression_key(n, known, program))
+        want = tuple(interp.size_value(e, module.dims) for e in n.shape)
+        if got is not None and got.shape == want:
+            memo[id(n)] = local(got)
+            covered.update(id(c) for c in n.walk())
+    reach, stack = set(), [st.expr]  # what the evaluator still has to compute
+    while memo and stack:
+        n = stack.pop()
+        if id(n) not in reach and id(n) not in memo:
+            reach.add(id(n))
+            stack.extend(n.children)
+    return {**{i: None for i in covered - reach - set(memo)}, **memo} if memo else {}
+
+
+def _operands(n) -> set[str]:
+    return {m.attr for m in n.walk() if m.op.value in ("view", "input")}
 
 
 def _shape(module, name: str) -> tuple[int, ...] | None:
@@ -214,6 +340,14 @@ def _shape(module, name: str) -> tuple[int, ...] | None:
 def _carry_probes(module, report: Report, offer: Offer) -> None:
     """A reused maintained inverse keeps the probe state it had (its vectors and its
     argument's seed), so the next update is probed as after a fresh load."""
+    mine = module._prober
+    for name in type(module).TRANSIENT:  # seeded, not yet probed: by the argument's key
+        src, shape = offer.seeds.get(report.keys.get(name)), _shape(module, name)
+        if src is not None and name not in mine.seeds and shape is not None \
+                and src[0].seeds[src[1]][0].shape == (shape[0], 1):
+            mine.seeds[name] = tuple(np.copy(x) for x in src[0].seeds[src[1]])
+            if src[1] in src[0].norms:
+                mine.norms[name] = src[0].norms[src[1]]
     for name in report.reused:
         src = offer.probes.get(report.keys[name])
         if src is None:
@@ -227,7 +361,9 @@ def _carry_probes(module, report: Report, offer: Offer) -> None:
             continue
         if w_old in prober.states:
             mine.states[name] = tuple(np.copy(x) for x in prober.states[w_old])
-        if a_old in prober.seeds:
+        shape = _shape(module, a_new)
+        if a_old in prober.seeds and shape is not None \
+                and prober.seeds[a_old][0].shape == (shape[0], 1):
             mine.seeds[a_new] = tuple(np.copy(x) for x in prober.seeds[a_old])
         if a_old in prober.norms:
             mine.norms[a_new] = prober.norms[a_old]
@@ -263,7 +399,8 @@ def write_entries(store: Path, entries: Mapping[str, np.ndarray]) -> None:
         if path.exists():
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        statefile.write(path, {"value": value}, {"store_key": key, "updates": 0, "dims": {}})
+        statefile.write(path, {"value": local(value)},
+                        {"store_key": key, "updates": 0, "dims": {}})
 
 
 def split_options(prog, inputs: dict) -> tuple[dict, dict]:
@@ -277,9 +414,6 @@ def split_options(prog, inputs: dict) -> tuple[dict, dict]:
     offer = inputs.pop("_reuse", None)
     old = inputs.pop("reuse", None) if "reuse" not in names else None
     store = inputs.pop("store", None) if "store" not in names else None
-    if prog.backend != "numpy":
-        raise InputError("reuse= and store= need the NumPy backend",
-                         hint="load without them on Spark (every view is computed)")
     if offer is None:
         offer = offer_of(old, by_identity=store is None) if old is not None else Offer()
     if store is not None:

@@ -122,13 +122,16 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
             reeval_s = None
         elif _reuse is not None:  # views by key from another load (see .reuse)
             self.dims, self.updates, reeval_s = {}, 0, None
-            self._views = reuse.evaluate(self, self._validate_inputs(inputs), _reuse)
+            self._views = self._load_reusing(self._validate_inputs(inputs), _reuse)
         else:
             self.dims, t0 = {}, time.perf_counter()
             self._views = self._reevaluate(self._validate_inputs(inputs))
             reeval_s, self.updates = time.perf_counter() - t0, 0  # measured (.adaptive)
         warm(self._views.values())
         self._adapt_start(reeval_s)
+
+    def _load_reusing(self, arrays: dict, offer) -> dict:  # views by key (.reuse)
+        return reuse.evaluate(self, arrays, offer)
 
     def _configure(self, opts: dict) -> None:
         """Apply the constructor's options (``OPTIONS`` keys) before any input is read."""
@@ -423,7 +426,8 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
                     "updates": int(self.updates), "dims": dict(self.dims),
                     "extra": dict(extra or {}), "keys": reuse.module_keys(self),
                     **self.PROGRAM_INFO}
-        statefile.write(path, self._views_for_saving(), manifest)
+        vectors, manifest["probe"] = _probe.saved(self._prober)  # guards as strict on restore
+        statefile.write(path, self._views_for_saving(), manifest, vectors)
 
     def _views_for_saving(self) -> dict[str, np.ndarray]:
         return self._views
@@ -441,7 +445,7 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
         for k, v in views.items():
             if v.ndim != 2 or not np.all(np.isfinite(v)):
                 raise StateError(f"the saved view {k} is not a finite matrix")
-        views = {k: np.asfortranarray(v.astype(np.float64)) for k, v in views.items()}
+        views = {k: np.asfortranarray(v.astype(np.float64, copy=False)) for k, v in views.items()}
         out = cls(_state=(dict(meta["dims"]), views, int(meta["updates"])), **options)
         out.saved_meta = meta
         return out

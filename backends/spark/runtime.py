@@ -27,6 +27,7 @@ import numpy as np
 
 from linview.backends.numpy import fallback, numeric, probe, runtime
 from linview.backends.numpy.runtime import IllConditioned, Size  # noqa: F401 - used by generated code
+from linview.backends.spark import reuse as spark_reuse
 from linview.backends.spark import tasks
 from linview.backends.spark.blocks import DistMatrix, Transposed
 from linview.backends.spark.context import BlockContext, Transaction, active
@@ -273,6 +274,9 @@ class SparkTriggerModule(runtime.TriggerModule):
             raise NumericalError(f"{self.PROGRAM}: view {name} is not finite after "
                                  "evaluation", hint="check the inputs' conditioning")
 
+    def _load_reusing(self, arrays, offer):  # views by key, placed in blocks (.reuse)
+        return spark_reuse.evaluate(self, arrays, offer)
+
     def _sweep(self) -> None:
         self._ctx.sweep(getattr(self, "_views", {}).values())
 
@@ -338,7 +342,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         self._alive(f"update of {name}")
         t0 = time.perf_counter()
         if self.updates % probe.RENEW_EVERY == 0:
-            self._prober.reset()  # fresh probe vectors now and then
+            self._prober.reset(keep=frozenset(self.TRANSIENT))  # fresh vectors now and then
         with self._errors(f"update of {name}"):
             txn, why = Transaction(), None
             try:

@@ -83,6 +83,15 @@ def templates(program: Program) -> dict[str, Template]:
     return out
 
 
+def expression_key(node: Node, keys: Mapping[str, str], program: Program) -> str:
+    """The key a view defined as ``node`` (a sub-expression of a statement) would have,
+    given the ``keys`` of the views and inputs it reads: how a recomputed view finds a
+    product another program kept or stored (ridge's ``X'*X`` inside ``X'*X + λI``)."""
+    operands: list[str] = []
+    digest = _encode(node, operands, {d.name: d.dynamic for d in program.inputs})
+    return _h("view", digest, *(keys[o] for o in operands))
+
+
 def input_token(content_digest: str, dynamic: bool) -> str:
     """An input's key: the digest of its content and its role."""
     return _h("input", "dynamic" if dynamic else "static", content_digest)
