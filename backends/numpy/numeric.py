@@ -143,3 +143,22 @@ def _with_meaning(e: LinviewError, said: str) -> LinviewError:
     out.__cause__ = e.__cause__
     out.floating_point = said  # what another form of the same computation cannot mend
     return out
+
+
+def relative_errors(views, fresh, skip=()) -> dict[str, float]:
+    """Max error of each view against its re-evaluation ``fresh[name]``, relative to the
+    largest entry of the re-evaluation (``inf`` where not finite; views in ``skip`` are
+    not compared): what ``verify()`` reports."""
+    errs = {}
+    with np.errstate(over="ignore", invalid="ignore"):
+        for name, ref in fresh.items():
+            if name in skip:
+                continue
+            ref = np.asarray(ref, dtype=float)
+            if not ref.size:
+                errs[name] = 0.0
+                continue
+            scale = max(float(np.max(np.abs(ref))), 1e-300)
+            err = float(np.max(np.abs(views[name] - ref))) / scale
+            errs[name] = err if np.isfinite(err) else float("inf")
+    return errs

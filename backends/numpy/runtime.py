@@ -393,18 +393,7 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
             errs = dict.fromkeys(self.VIEWS, float("inf"))
             self._checked(errs)
             return errs if detail else max(errs.values(), default=0.0)
-        errs = {}
-        with np.errstate(over="ignore", invalid="ignore"):
-            for name, ref in fresh.items():
-                if name in self.TRANSIENT:
-                    continue
-                ref = np.asarray(ref, dtype=float)
-                if not ref.size:
-                    errs[name] = 0.0
-                    continue
-                scale = max(float(np.max(np.abs(ref))), 1e-300)
-                err = float(np.max(np.abs(self._views[name] - ref))) / scale
-                errs[name] = err if np.isfinite(err) else float("inf")
+        errs = numeric.relative_errors(self._views, fresh, skip=self.TRANSIENT)
         self._checked(errs)
         return errs if detail else max(errs.values(), default=0.0)
 
