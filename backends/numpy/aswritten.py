@@ -30,8 +30,7 @@ import time
 import numpy as np
 
 from linview.backends.numpy.guards import IllConditioned
-from linview.backends.numpy.kernels import one_hot
-from linview.backends.numpy.phase2 import add_outer
+from linview.backends.numpy.phase2 import added_or_restored
 from linview.backends.numpy.threads import trigger_limit, wide_products
 from linview.errors import NumericalError
 
@@ -65,17 +64,8 @@ class AsWrittenRuns:
             self._reevaluate_trigger(name, U, V)
             return
         arrays = {n: self._view(n) for n in self.INPUTS}  # pending terms added
-        X = arrays[name]
-        rows, cols = one_hot(U), one_hot(V)
-        where = (rows, slice(None)) if rows is not None else \
-            (slice(None), cols) if cols is not None else (slice(None), slice(None))
-        saved = X[where].copy()
-        add_outer(X, U, V)
-        try:
+        with added_or_restored(arrays[name], U, V):
             kept, _ = self._kept_values(self._evaluate_written(self.dims, arrays))
-        except BaseException:
-            X[where] = saved
-            raise
         self._pending.clear()  # the inputs' terms were added; every other view is behind
         self._store.update(kept)
         self._behind = frozenset(self.VIEWS) - set(kept)

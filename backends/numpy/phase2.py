@@ -8,6 +8,8 @@ after its input changed and after each of its views (``docs/stopping.md``).
 
 from __future__ import annotations
 
+import contextlib
+
 from linview.backends.numpy import kernels, lowrank
 from linview.faults import after
 
@@ -15,4 +17,23 @@ add_outer = after(lowrank.add_outer, "update.applied")
 add_dense = after(kernels.add_dense, "update.applied")
 assign = after(kernels.assign, "update.applied")
 
-__all__ = ["add_dense", "add_outer", "assign"]
+
+
+@contextlib.contextmanager
+def added_or_restored(X, U, V):
+    """``X += U Vᵀ`` in place for the block that follows; if the block raises, X is
+    restored exactly (the touched rows or columns, else a copy of X) and the error goes on:
+    what a trigger that re-evaluates from the changed input needs."""
+    rows, cols = kernels.one_hot(U), kernels.one_hot(V)
+    where = (rows, slice(None)) if rows is not None else \
+        (slice(None), cols) if cols is not None else (slice(None), slice(None))
+    saved = X[where].copy()
+    add_outer(X, U, V)
+    try:
+        yield X
+    except BaseException:
+        X[where] = saved
+        raise
+
+
+__all__ = ["add_dense", "add_outer", "added_or_restored", "assign"]

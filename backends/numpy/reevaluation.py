@@ -23,21 +23,9 @@ class Reevaluation:
 
     def _statement(self, ex: ExprPrinter, lines: list[str], ind: str, name: str, expr: Node,
                    st, inverses: dict[str, Node]) -> None:
-        """One statement of re-evaluation: ``name = <code>`` (a solve for ``W·R`` with a
-        ``W`` that is never formed), after a comment with its math."""
-        where = f" ({self.prog.filename}:{st.line})" if st.line else ""
-        if name in inverses:  # never formed: its products are solves
-            lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}: not formed")
-            return
-        lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}")
-        ex.label = name
-        a = expr.children[0] if expr.op is Op.MUL else None
-        if a is not None and a.op is Op.VIEW and a.attr in inverses:
-            lines.append(f"{ind}{self.names('view', name)} = rt.solve("
-                         f"{ex.code(inverses[a.attr])}, {ex.code(expr.children[1])}, "
-                         f"{a.attr!r})")
-            return
-        lines.append(f"{ind}{self.names('view', name)} = {ex.code(expr)}")
+        """One statement of re-evaluation (:func:`statement_lines`)."""
+        statement_lines(ex, lines, ind, self.names, self.prog.filename, name, expr, st,
+                        inverses)
 
     def evaluate_method(self) -> list[str]:
         lines = ["    def _evaluate(self, d, inputs):",
@@ -116,6 +104,25 @@ class Reevaluation:
                 lines.append(f"{ind}    out[{m_name!r}] = {self.names('view', m_name)}")
         lines.append(f"{ind}return out")
         return lines
+
+
+def statement_lines(ex: ExprPrinter, lines: list[str], ind: str, names, filename: str,
+                    name: str, expr: Node, st, inverses: dict[str, Node]) -> None:
+    """One statement of an evaluation: ``name = <code>`` (a solve for ``W·R`` with a ``W``
+    in ``inverses``, never formed), after a comment with its math and its line."""
+    where = f" ({filename}:{st.line})" if st.line else ""
+    if name in inverses:  # never formed: its products are solves
+        lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}: not formed")
+        return
+    lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}")
+    ex.label = name
+    a = expr.children[0] if expr.op is Op.MUL else None
+    if a is not None and a.op is Op.VIEW and a.attr in inverses:
+        lines.append(f"{ind}{names('view', name)} = rt.solve("
+                     f"{ex.code(inverses[a.attr])}, {ex.code(expr.children[1])}, "
+                     f"{a.attr!r})")
+        return
+    lines.append(f"{ind}{names('view', name)} = {ex.code(expr)}")
 
 
 def _factored_groups(todo) -> dict[str, list[str]]:

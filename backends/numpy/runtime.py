@@ -51,7 +51,12 @@ from linview.backends.numpy.kernels import (  # noqa: F401 - part of the runtime
 )
 from linview.backends.numpy.lowrank import dot, fused_dot  # noqa: F401 - rt.*
 from linview.backends.numpy.octave_rt import chol, diag, lu, norm, pinv, qr  # noqa: F401 - rt.norm...
-from linview.backends.numpy.phase2 import add_dense, add_outer, assign  # noqa: F401 - rt.*
+from linview.backends.numpy.phase2 import (  # noqa: F401 - rt.*
+    add_dense,
+    add_outer,
+    added_or_restored,
+    assign,
+)
 from linview.errors import InputError, MemoryBudgetError, NumericalError, StateError, UpdateError
 
 
@@ -350,17 +355,8 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
         """A trigger that re-evaluates (the cost model found maintenance slower): ``name +=
         U Vᵀ`` in place, then every view from the inputs.  On an error the input is restored
         (exactly: the touched rows, or a copy) and nothing else has changed."""
-        X = self._views[name]
-        rows, cols = one_hot(U), one_hot(V)
-        where = (rows, slice(None)) if rows is not None else \
-            (slice(None), cols) if cols is not None else (slice(None), slice(None))
-        saved = X[where].copy()
-        add_outer(X, U, V)
-        try:
+        with added_or_restored(self._views[name], U, V):
             self._views = self._reevaluate({n: self._views[n] for n in self.INPUTS})
-        except BaseException:
-            X[where] = saved
-            raise
 
     def reevaluate_updates(self, updates: Mapping[str, tuple]) -> None:
         """Every ``name += U Vᵀ`` of ``updates``, then every view re-evaluated once."""

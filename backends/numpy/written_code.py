@@ -15,7 +15,8 @@ written (else ``_evaluate`` is that program).
 from __future__ import annotations
 
 from linview.backends.common import Namer, shared_nodes
-from linview.compiler import passes, printer
+from linview.backends.numpy.reevaluation import statement_lines
+from linview.compiler import passes
 from linview.compiler.ir import Op
 from linview.compiler.timemodel import solvable
 
@@ -65,19 +66,7 @@ def method_lines(gen) -> list[str]:
     solved = {st.name: st.expr.children[0] for st in prog.statements
               if st.name in solvable(prog)}
     for (name, expr), st in zip(order, prog.statements, strict=True):
-        where = f" ({prog.filename}:{st.line})" if st.line else ""
-        if name in solved:  # never formed: its products are solves
-            lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}: not formed")
-            continue
-        lines.append(f"{ind}# {name} := {printer.fmt(st.expr)}{where}")
-        ex.label = name
-        a = expr.children[0] if expr.op is Op.MUL else None
-        if a is not None and a.op is Op.VIEW and a.attr in solved:
-            lines.append(f"{ind}{names('view', name)} = rt.solve("
-                         f"{ex.code(solved[a.attr])}, {ex.code(expr.children[1])}, "
-                         f"{a.attr!r})")
-        else:
-            lines.append(f"{ind}{names('view', name)} = {ex.code(expr)}")
+        statement_lines(ex, lines, ind, names, prog.filename, name, expr, st, solved)
     held = dict(gen.prog.outputs)  # output -> the compiled module's view or input
     lines.append(f"{ind}return {{")
     for out, node in prog.outputs:

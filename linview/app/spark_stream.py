@@ -221,7 +221,7 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
                          hint="put the .jsonl or .parquet files in a directory, or use "
                          "--backend numpy for a single file or stdin")
     forget = signals.on_exit_now(remove_temp_dirs)
-    spark, given = None, _active_session()
+    spark, given = None, active_session()
     try:
         spark = session(args)
         with signals.handled():  # PySpark's context put its own SIGINT handler in place
@@ -234,8 +234,8 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
         forget()
 
 
-def _active_session():
-    """The session already running in this process (a caller's), if any."""
+def active_session():
+    """The Spark session already running in this process (a caller's), if any."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:

@@ -72,11 +72,11 @@ def _run_spark(args, prog, status) -> int:
     from pathlib import Path
 
     from linview.app import signals
-    from linview.app.spark_stream import driver_view_elements, session
+    from linview.app.spark_stream import active_session, driver_view_elements, session
     from linview.backends.spark.session import remove_temp_dirs
 
     forget = signals.on_exit_now(remove_temp_dirs)
-    spark, given = None, _active_session()
+    spark, given = None, active_session()
     try:
         spark = session(args)
         opts = {"driver_view_elements": driver_view_elements(args), "spark": spark,
@@ -92,15 +92,6 @@ def _run_spark(args, prog, status) -> int:
                 spark.stop()
             remove_temp_dirs()
         forget()
-
-
-def _active_session():
-    """The Spark session already running in this process (a caller's), if any."""
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        return None
-    return SparkSession.getActiveSession()
 
 
 def _serve(args, prog, status, load_options: dict | None) -> int:
