@@ -57,13 +57,14 @@ def load_options(prog, inputs: dict) -> dict:
 def loaded(views, inputs: dict, prog=None):
     """``views`` loaded with :func:`load_options`: its updates use the usual limit, and
     ``views.least_squares`` says why the normal equations were kept (the condition
-    estimate of each least-squares problem's Gram matrix, and the limit)."""
+    estimate of each least-squares problem's Gram matrix, and the limit), worked out when
+    first read: it reads the views, a second of a 4000×4000 load otherwise."""
     if "condition_limit" not in inputs and hasattr(views, "condition_limit"):
         views.condition_limit = INV_CONDITION_LIMIT
-        reasons = [_kept_normal(views, name, F) for name, F in _grams(prog)] \
-            if prog is not None else []
-        if reasons:
-            views.least_squares = "; ".join(reasons)
+        grams = list(_grams(prog)) if prog is not None else []
+        if grams:
+            views.least_squares = lambda: "; ".join(_kept_normal(views, name, F)
+                                                    for name, F in grams)
     return views
 
 

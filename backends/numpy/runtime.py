@@ -231,6 +231,18 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
         return {name: self[name] for name in self.OUTPUTS}
 
     @property
+    def least_squares(self) -> str | None:
+        """Which least-squares form ``load()`` chose and why (``linview.lstsq``), worked
+        out when first read (a condition estimate reads the views: not on every load)."""
+        if callable(why := self.__dict__.get("_least_squares")):
+            self._least_squares = why = why()
+        return why
+
+    @least_squares.setter
+    def least_squares(self, why) -> None:
+        self._least_squares = why
+
+    @property
     def probes(self) -> dict[str, dict[str, float]]:
         """The last probe of each maintained inverse (the running error estimate):
         ``{view: {"residual", "condition", "allowed"}}`` (see ``probe.py``)."""
