@@ -246,6 +246,11 @@ class SolveGenerator(NumpyGenerator):
         ind = " " * 8
         lines: list[str] = []
         for name, (ta, tb) in self._terms(trig, side).items():
+            if self.solves[name].attr[0] == "cholesky" and \
+                    gram_design(*self.prog.statement(name).expr.children):
+                lines.append(f"{ind}# {name}: its Cholesky factor takes the update itself")
+                lines.append(f"{ind}dA_{name} = dB_{name} = None")
+                continue
             ex = self.PRINTER(names, lines, ind, trigger=True)
             ex.side = True
             ex.label = name

@@ -94,6 +94,8 @@ class SolveView:
             elif name == self.rhs:
                 solver.change_rhs(U, V)
             return
+        if dA is None:  # compiled for the Cholesky method, loaded with another
+            raise Rebuild(self.name)
         if isinstance(solver, PushSolver) and dA:
             if columns is not None:
                 solver.change_columns(columns)
