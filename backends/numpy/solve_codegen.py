@@ -194,7 +194,12 @@ class SolveGenerator(NumpyGenerator):
             blocks = [repr(b) if isinstance(b, int) else
                       f"({b!r}, {self.names('view', b)}.shape[1])" for b in design_blocks(f)]
             args.append(f"design=({', '.join(blocks)},), rhs={y!r}")
-        lines.append(f"{ind}# a solve view, auto: {why}")
+        method = self.solves[name].attr[0] or "auto"
+        if method == "krylov" or (method == "push" and not form):
+            why = "Krylov (GMRES), warm-started" if method == "krylov" else "push"
+        elif method == "cholesky":
+            why = "Cholesky factor of FᵀF, rank-1 updates and downdates"
+        lines.append(f"{ind}# a solve view, {method}: {why}")
         lines.append(f"{ind}{var} = self._solve_view(" + ", ".join(args) + ")")
         ex.side = False
         return None
