@@ -87,8 +87,14 @@ def content_digest(a: np.ndarray) -> str:
     """SHA-256 of a matrix's shape and values (column-major), read in place when the
     array is Fortran-ordered: what view keys (:mod:`linview.compiler.keys`) call an
     input's or a view's content."""
-    a = np.asfortranarray(np.asarray(a, dtype=np.float64))
+    a = np.asarray(a, dtype=np.float64)
     h = hashlib.sha256(f"f8{a.shape}".encode())
+    if a.ndim == 2 and not a.flags.f_contiguous:  # columns a few MB at a time: no copy of
+        step = max(1, (1 << 21) // max(1, 8 * a.shape[0]))  # the whole (C-ordered input)
+        for j in range(0, a.shape[1], step):
+            h.update(memoryview(np.asfortranarray(a[:, j:j + step]).T))
+        return h.hexdigest()
+    a = np.asfortranarray(a)
     h.update(memoryview(a.T if a.ndim == 2 else a.reshape(-1)))
     return h.hexdigest()
 

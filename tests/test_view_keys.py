@@ -208,7 +208,7 @@ def test_corrupt_or_foreign_store_entries_are_recomputed_with_a_warning(tmp_path
     X, Y = rng.standard_normal((30, 8)), rng.standard_normal((30, 1))
     store = tmp_path / "store"
     prog = linview.compile(OLS, name="ols")
-    prog.load(X=X, Y=Y, store=store)
+    prog.load(X=X, Y=Y, store=store).wait_for_store()  # written while the load returned
     entries = sorted(store.rglob("*.npz"))
     assert entries
     entries[0].write_bytes(entries[0].read_bytes()[:100])  # truncated

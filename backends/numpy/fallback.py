@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from linview.backends.numpy import store
 from linview.backends.numpy.guards import IllConditioned, ProbeFailed
 from linview.backends.numpy.phase2 import add_outer
 from linview.errors import NumericalError
@@ -132,6 +133,7 @@ def reevaluate_updates(module, updates) -> None:
     costs less than the triggers.  On an error the inputs are restored exactly and nothing
     else has changed."""
     module._check_fresh()
+    store.settle(module)  # a load's store entries written from views about to change
     checked = {}
     for n, (U, V) in updates.items():  # float64 factors as a stream builds them: no copy
         U, V = np.asarray(U, dtype=float), np.asarray(V, dtype=float)

@@ -281,15 +281,16 @@ def _independent(Bt: np.ndarray, cand: np.ndarray):
     return np.asarray(kept), coef
 
 
-def as_matrix(x, what: str, rows=None, cols=None) -> np.ndarray:
-    """A 2-D Fortran float64 copy of ``x`` (1-D arrays are columns, numbers are 1x1)."""
+def as_matrix(x, what: str, rows=None, cols=None, copy: bool = True) -> np.ndarray:
+    """A 2-D Fortran float64 copy of ``x`` (1-D arrays are columns, numbers are 1x1);
+    ``copy=False``: ``x`` itself when it is one already (an array the caller owns)."""
     if sps.issparse(x):
         x = x.toarray()
     why = real_dtype_problem(x)
     if why:
         raise InputError(f"{what} is not a real numeric array: {why}")
     try:
-        a = np.array(x, dtype=np.float64, order="F", copy=True)
+        a = np.array(x, dtype=np.float64, order="F", copy=copy or None)
     except (TypeError, ValueError) as e:
         raise InputError(f"{what} is not a numeric array: {e}") from None
     if a.ndim == 0:

@@ -27,7 +27,8 @@ import numpy as np
 
 from linview import statefile
 from linview.backends.numpy import probe as _probe
-from linview.compiler import interp
+from linview.backends.numpy import reuse_parts
+from linview.backends.numpy import store as _store
 from linview.compiler import keys as _keys
 from linview.errors import StateError
 
@@ -49,14 +50,35 @@ class Offer:
     #: {key of an inverse's argument: (Prober, its name)}: probe vectors seeded for it
     seeds: dict[str, tuple] = field(default_factory=dict)
     _digests: dict[str, str] = field(default_factory=dict)
-    #: {id: array} read from a file for this load only: kept without a copy, once
+    #: {id: array} read from a file for this load only, or of a module taken over: kept
+    #: without a copy, once
     _private: dict[int, np.ndarray] = field(default_factory=dict)
+    #: the live views whose arrays this load takes (``take_over=True``): closed after it
+    taken_over: object = None
 
     def private(self, a) -> bool:
         """Whether ``a`` (taken from this offer) may be kept as it is: an array read from
         a file for this load, Fortran-ordered float64, not taken before."""
         return self._private.pop(id(a), None) is a and a.dtype == np.float64 \
             and a.ndim == 2 and a.flags.f_contiguous and a.flags.writeable
+
+    def own(self, inputs: Mapping[str, object]) -> tuple[dict, frozenset[str]]:
+        """The load's inputs, and the names of those it may keep without a copy: an array
+        read from a state file for this load (``restore``), or an input of a module
+        ``taken_over`` equal to the one given (compared here, once: that input's key then
+        is the old one's token), which replaces it."""
+        inputs, owned = dict(inputs), set()
+        for name, a in inputs.items():
+            if isinstance(a, np.ndarray) and self.private(a):
+                owned.add(name)
+                continue
+            for token, b in self.inputs.items() if self.taken_over is not None else ():
+                if id(b) in self._private and b.shape == np.shape(a) \
+                        and np.array_equal(a, b) and self.private(b):
+                    inputs[name], self.input_digests[name] = b, token
+                    owned.add(name)
+                    break
+        return inputs, frozenset(owned)
 
     def same_content(self, value) -> str | None:
         """The key of a view on offer equal to ``value`` (early cutoff); only views of the
@@ -77,7 +99,7 @@ class Offer:
             return local(self.arrays[key])
         if self.store is None:
             return None
-        got = read_entry(self.store, key, self.warn)
+        got = _store.read_entry(self.store, key, self.warn)
         if got is not None:
             self._private[id(got)] = got
         return got
@@ -102,11 +124,12 @@ def module_keys(module, content=None) -> dict[str, str]:
                                 for d in program.inputs})
 
 
-def offer_of(old, by_identity: bool = False) -> Offer:
+def offer_of(old, by_identity: bool = False, take_over: bool = False) -> Offer:
     """What live views or a state file (path) offer to a load.  ``by_identity``: the
     live views' inputs are matched to the new inputs by comparing them (``inputs``),
     which reads them once instead of hashing them twice (no store: the keys are only
-    compared, never kept)."""
+    compared, never kept).  ``take_over``: the load keeps the live views' arrays
+    without copying them, and ``old`` is closed once it succeeds (:func:`close`)."""
     if isinstance(old, (str, Path)):
         return offer_of_saved(old, *statefile.read(old))
     inputs: dict[str, np.ndarray] = {}
@@ -118,6 +141,8 @@ def offer_of(old, by_identity: bool = False) -> Offer:
     ks = module_keys(old, compared if by_identity else None)
     views = old._views_for_saving() if ks else {}
     offer = Offer({ks[n]: views[n] for n in views if n in ks}, inputs=inputs)
+    if take_over and ks:
+        offer.taken_over, offer._private = old, {id(a): a for a in views.values()}
     for w, a in getattr(getattr(old, "_prober", None), "arg_of", {}).items():
         if w in ks:
             offer.probes[ks[w]] = (old._prober, w, a)
@@ -220,6 +245,7 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
     views = dict(arrays)
     report = Report()
     transient, pending = set(cls.TRANSIENT), {}
+    taken: dict[str, frozenset[int]] = {}  # {view: ids of the parts taken by key}
     order = [st.name for st in program.statements]
 
     def compute(name: str) -> None:
@@ -235,15 +261,17 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
                         else:
                             compute(n.attr)
         t0 = time.perf_counter()
-        memo = _stored_parts(module, program, name, known, offer) if partial else {}
-        if memo:  # a product on offer inside it: the rest by the reference evaluator
+        memo = reuse_parts.stored_parts(module, program, name, known, offer) \
+            if partial else {}
+        if memo:  # a product on offer inside it: the rest as the module computes it
             st = next(st for st in program.statements if st.name == name)
-            report.partly[name] = sum(v is not None for v in memo.values())
-            parts = [m for m in memo.values() if m is not None]
-            val = interp.eval_node(st.expr, views, module.dims, memo)
+            report.partly[name] = len(memo)
+            taken[name] = frozenset(i for n in st.expr.walk() if id(n) in memo
+                                    for i in map(id, n.walk()))
+            val = reuse_parts.evaluate(module, st.expr, views, memo)
             # never the offer's memory (a live view that its module updates in place)
             views[name] = np.array(val, order="F") if any(
-                np.may_share_memory(val, m) for m in parts) else val
+                np.may_share_memory(val, m) for m in memo.values()) else val
         else:
             out = module._evaluate_some(module.dims, views, {name})
             if name in out:
@@ -281,40 +309,48 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
         module._prober.seed(name, val)
     _carry_probes(module, report, offer)
     module.reuse_report = report
+    if offer.taken_over is not None:
+        close(offer.taken_over)
     if offer.store is not None:  # transient views too: another program may keep them
-        write_entries(offer.store, {report.keys[n]: v for n, v in
-                                    {**kept, **computed_transient}.items()})
+        defs = {st.name: st.expr for st in program.statements}
+        worth = {report.keys[n]: local(v) for n, v in {**kept, **computed_transient}.items()
+                 if not _store.entry_path(offer.store, report.keys[n]).exists()
+                 and _store.worth_storing(defs[n], taken.get(n, frozenset()))}
+        if partial and worth:  # written while the caller goes on (NumPy views)
+            module._store_writes = _store.Writes(offer.store, worth)
+        else:
+            _store.write_entries(offer.store, worth)
     return {**dict(arrays), **kept}
 
 
-def _stored_parts(module, program, name: str, known: dict, offer: Offer) -> dict:
-    """``{id(node): array}``: the largest products inside view ``name``'s definition
-    whose keys (:func:`keys.expression_key`) are on offer, e.g. ridge's ``X'*X`` in
-    ``X'*X + λI`` that OLS evaluated (and stored) to invert.  Only products and sums are
-    looked up: what is cheaper to compute than to read is not."""
-    st = next(st for st in program.statements if st.name == name)
-    memo: dict[int, np.ndarray] = {}
-    covered: set[int] = set()
-    nodes = [n for n in st.expr.walk() if n is not st.expr and n.op.value in ("mul", "add")]
-    for n in reversed(nodes):  # parents before children: the largest first
-        if id(n) in covered or any(o not in known for o in _operands(n)):
-            continue
-        got = offer.take(_keys.expression_key(n, known, program))
-        want = tuple(interp.size_value(e, module.dims) for e in n.shape)
-        if got is not None and got.shape == want:
-            memo[id(n)] = local(got)
-            covered.update(id(c) for c in n.walk())
-    reach, stack = set(), [st.expr]  # what the evaluator still has to compute
-    while memo and stack:
-        n = stack.pop()
-        if id(n) not in reach and id(n) not in memo:
-            reach.add(id(n))
-            stack.extend(n.children)
-    return {**{i: None for i in covered - reach - set(memo)}, **memo} if memo else {}
+def close(old) -> None:
+    """``old``'s arrays now belong to another load: it becomes :class:`TakenOver`."""
+    why = f"the views of {old.PROGRAM} were taken over by another load (take_over=True)"
+    old.__dict__.clear()
+    old.__class__ = TakenOver
+    old._why = why
 
 
-def _operands(n) -> set[str]:
-    return {m.attr for m in n.walk() if m.op.value in ("view", "input")}
+class TakenOver:
+    """Live views whose arrays another load took over (``load(reuse=views,
+    take_over=True)``): every use is refused with a :class:`StateError`."""
+
+    _why = "these views were taken over by another load"
+
+    def __getattribute__(self, name: str):
+        if name in ("__class__", "__dict__", "_why"):
+            return object.__getattribute__(self, name)
+        raise StateError(object.__getattribute__(self, "_why"),
+                         hint="use the views returned by the load that took them over")
+
+    def __getitem__(self, name):
+        return self.__getattribute__("__getitem__")
+
+    def __contains__(self, name):
+        return self.__getattribute__("__contains__")
+
+    def __repr__(self) -> str:
+        return f"<{object.__getattribute__(self, '_why')}>"
 
 
 def _shape(module, name: str) -> tuple[int, ...] | None:
@@ -370,39 +406,6 @@ def _carry_probes(module, report: Report, offer: Offer) -> None:
         mine.arg_of[name] = a_new
 
 
-# ---------------------------------------------------------------- the store folder
-def _entry(store: Path, key: str) -> Path:
-    return store / key[:2] / f"{key}.npz"
-
-
-def read_entry(store: Path, key: str, warn=None) -> np.ndarray | None:
-    """The view stored under ``key``, or None; a corrupt or foreign entry is reported
-    through ``warn`` and not used."""
-    path = _entry(store, key)
-    if not path.exists():
-        return None
-    try:
-        meta, arrays = statefile.read(path)
-        if meta.get("store_key") != key or set(arrays) != {"value"}:
-            raise StateError(f"{path} is not the store entry for its name")
-    except StateError as e:
-        if warn is not None:
-            warn(f"store entry {path.name} not used, the view is recomputed: {e.message}")
-        return None
-    return arrays["value"]
-
-
-def write_entries(store: Path, entries: Mapping[str, np.ndarray]) -> None:
-    """Write every entry that is not in the store yet (atomically, checksummed)."""
-    for key, value in entries.items():
-        path = _entry(store, key)
-        if path.exists():
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        statefile.write(path, {"value": local(value)},
-                        {"store_key": key, "updates": 0, "dims": {}})
-
-
 def split_options(prog, inputs: dict) -> tuple[dict, dict]:
     """``reuse=`` (live views, or a state file's path) and ``store=`` (a folder of views
     by key) of ``CompiledProgram.load``, apart from the inputs and turned into the
@@ -414,8 +417,10 @@ def split_options(prog, inputs: dict) -> tuple[dict, dict]:
     offer = inputs.pop("_reuse", None)
     old = inputs.pop("reuse", None) if "reuse" not in names else None
     store = inputs.pop("store", None) if "store" not in names else None
+    take = bool(inputs.pop("take_over", False)) if "take_over" not in names else False
     if offer is None:
-        offer = offer_of(old, by_identity=store is None) if old is not None else Offer()
+        offer = offer_of(old, by_identity=store is None, take_over=take) \
+            if old is not None else Offer()
     if store is not None:
         offer.store = Path(store)
         offer.store.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,7 @@ protocol, verification against re-evaluation, drift policy, and save/restore.  I
 re-exports the in-place BLAS kernels (:mod:`.kernels`) and numerical guards (:mod:`.guards`)
 the generated code calls as ``rt.<name>``.
 
-The generated code only ever imports numpy, scipy and this module.
-"""
+The generated code only ever imports numpy, scipy and this module."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from collections.abc import Mapping
 import numpy as np
 import scipy.sparse as sps
 
-from linview.backends.numpy import adaptive, fallback, input_shapes, lowrank, numeric, reuse
+from linview.backends.numpy import adaptive, fallback, input_shapes, lowrank, numeric, reuse, store
 from linview.backends.numpy import probe as _probe
 from linview.backends.numpy.guards import (  # noqa: F401 - part of the runtime's interface
     CORE_CONDITION_LIMIT,
@@ -60,7 +59,7 @@ from linview.backends.numpy.phase2 import (  # noqa: F401 - rt.*
 from linview.errors import InputError, MemoryBudgetError, NumericalError, StateError, UpdateError
 
 
-class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
+class TriggerModule(adaptive.Adaptive, lowrank.PendingViews, store.Writing):
     """Keeps every view of one compiled program fresh.  Generated subclasses define:
 
     ``PROGRAM``   program name;           ``SOURCE_HASH`` hash of the .m source + options
@@ -127,7 +126,7 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
             reeval_s = None
         elif _reuse is not None:  # views by key from another load (see .reuse)
             self.dims, self.updates, reeval_s = {}, 0, None
-            self._views = self._load_reusing(self._validate_inputs(inputs), _reuse)
+            self._views = self._load_reusing(self._validate_inputs(*_reuse.own(inputs)), _reuse)
         else:
             self.dims, t0 = {}, time.perf_counter()
             self._views = self._reevaluate(self._validate_inputs(inputs))
@@ -163,7 +162,7 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
             pools()  # finding the BLAS libraries takes milliseconds: at load, not in an update
 
     # -------------------------------------------------------------- inputs
-    def _validate_inputs(self, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:
+    def _validate_inputs(self, inputs: Mapping[str, object], keep=()) -> dict[str, np.ndarray]:
         missing = [n for n in self.INPUTS if n not in inputs]
         extra = [n for n in inputs if n not in self.INPUTS]
         if missing or extra:
@@ -174,7 +173,8 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
                 parts.append("unexpected " + ", ".join(extra))
             raise InputError(f"{self.PROGRAM}: " + "; ".join(parts),
                              hint="inputs: " + ", ".join(self.INPUTS))
-        arrays = {n: as_matrix(inputs[n], f"input {n}") for n in self.INPUTS}
+        # copies (updated in place), but arrays this load owns (``keep``: see reuse.Offer.own)
+        arrays = {n: as_matrix(inputs[n], f"input {n}", copy=n not in keep) for n in self.INPUTS}
         self.dims = self._bind_dims(arrays)
         return arrays
 
@@ -320,6 +320,7 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
 
     def _validate_update(self, name: str, U, V) -> tuple[np.ndarray, np.ndarray]:
         self._check_fresh()
+        store.settle(self)  # a load's store entries written from views about to change
         if name not in self.INPUTS:
             raise UpdateError(f"{self.PROGRAM} has no input {name!r}",
                               hint="dynamic inputs: " + ", ".join(self.DYNAMIC))
@@ -367,6 +368,7 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews):
         """A trigger that re-evaluates (the cost model found maintenance slower): ``name +=
         U Vᵀ`` in place, then every view from the inputs.  On an error the input is restored
         (exactly: the touched rows, or a copy) and nothing else has changed."""
+        store.settle(self)
         with added_or_restored(self._views[name], U, V):
             self._views = self._reevaluate({n: self._views[n] for n in self.INPUTS})
 

@@ -208,7 +208,7 @@ class SparkTriggerModule(runtime.TriggerModule):
         return errors(what, getattr(self, "PROGRAM_INFO", None))
 
     # -------------------------------------------------------------- placement
-    def _validate_inputs(self, inputs):
+    def _validate_inputs(self, inputs, keep=()):  # placed in blocks: a copy anyway
         if set(inputs) != set(self.INPUTS):
             return super()._validate_inputs(inputs)  # raises the NumPy backend's InputError
         arrays = {n: self._load_input(n, inputs[n]) for n in self.INPUTS}

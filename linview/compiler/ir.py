@@ -318,6 +318,18 @@ def rebuild(root: Node, fn: Callable[[Node], Node]) -> Node:
     return memo[id(root)]
 
 
+def substitute(root: Node, by: dict[int, Node]) -> Node:
+    """``root`` with every node whose id is in ``by`` replaced by ``by[id]``."""
+    memo: dict[int, Node] = {}
+    for n in root.walk():
+        if id(n) in by:
+            memo[id(n)] = by[id(n)]
+        else:
+            kids = tuple(memo[id(c)] for c in n.children)
+            memo[id(n)] = n if kids == n.children else n.replace(children=kids)
+    return memo[id(root)]
+
+
 def leaves(root: Node, *ops: Op) -> list[Node]:
     return [n for n in root.walk() if n.op in (ops or LEAVES)]
 

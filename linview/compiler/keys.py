@@ -92,6 +92,26 @@ def expression_key(node: Node, keys: Mapping[str, str], program: Program) -> str
     return _h("view", digest, *(keys[o] for o in operands))
 
 
+def largest_parts(expr: Node, keys: Mapping[str, str], program: Program,
+                  found: Callable[[Node, str], bool]) -> list[Node]:
+    """The products and sums inside ``expr`` (not ``expr`` itself) that a load takes by
+    key instead of computing them: the largest first, each whose
+    :func:`expression_key` ``found(node, key)`` accepts, none inside one taken.  What a
+    reusing load does (``backends/numpy/reuse_parts.py``) and what ``explain --against``
+    predicts."""
+    out: list[Node] = []
+    covered: set[int] = set()
+    nodes = [n for n in expr.walk() if n is not expr and n.op in (Op.MUL, Op.ADD)]
+    for n in reversed(nodes):  # parents before children: the largest first
+        if id(n) in covered or any(m.attr not in keys for m in n.walk()
+                                   if m.op in (Op.VIEW, Op.INPUT)):
+            continue
+        if found(n, expression_key(n, keys, program)):
+            out.append(n)
+            covered.update(id(c) for c in n.walk())
+    return out
+
+
 def input_token(content_digest: str, dynamic: bool) -> str:
     """An input's key: the digest of its content and its role."""
     return _h("input", "dynamic" if dynamic else "static", content_digest)
