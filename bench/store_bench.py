@@ -9,9 +9,9 @@ OLS ``beta = (X'*X) \\ (X'*Y)`` with X of n×n, after a few row updates, then:
 * **edit 2** turns it into ridge ``(X'*X + lambda*eye(n)) \\ (X'*Y)``: what is reused;
 * **a shared store**: OLS, then the edited OLS through one store folder
   (``load(store=DIR)``); ridge alone against ridge through a store that OLS filled (it
-  takes ``X'*X`` inside its ``X'*X + λI``, and ``X'*Y``).  A load through a store
-  returns before the entries it writes are in the folder; the time until they are is
-  printed beside it.
+  takes ``X'*X`` inside its ``X'*X + λI``, and ``X'*Y``; the two take turns).  A load
+  through a store returns before the entries it writes are in the folder; the time until
+  they are is printed beside it.
 
 Each time is the median of ``--reps`` runs (p10–p90 beside it), all in one process, with
 the edited outputs' largest difference from a fresh load.
@@ -124,20 +124,23 @@ def main(argv=None) -> dict:
         s2, out["store_second"] = timed(lambda: edited.load(X=X, Y=Y, store=store), a.reps)
         written(s2)
         show("edited OLS through the same store", out["store_second"], str(s2.reuse_report))
-        _, out["ridge_alone"] = timed(lambda: ridge.load(X=X, Y=Y), a.reps)
-        show("ridge alone (X as given)", out["ridge_alone"])
-        ts, ws, rep = [], [], None
-        for i in range(a.reps):  # each time a store that only OLS filled
-            shared = Path(d) / f"shared{i}"
+        alone, ts, ws, rep = [], [], [], None
+        for i in range(a.reps):  # taking turns (a drift in speed falls on both alike):
+            shared = Path(d) / f"shared{i}"  # each time a store that only OLS filled
             written(ols.load(X=X, Y=Y, store=shared))
+            t0 = time.perf_counter()
+            ridge.load(X=X, Y=Y)
+            alone.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             got = ridge.load(X=X, Y=Y, store=shared)
             ts.append(time.perf_counter() - t0)
             rep, _ = got.reuse_report, ws.append(written(got))
-        q = np.percentile(ts, [10, 50, 90])
-        out["ridge_after_ols"] = {"median_s": float(q[1]), "p10_s": float(q[0]),
-                                  "p90_s": float(q[2]),
-                                  "writes_after_s": float(np.median(ws))}
+        for label, xs in (("ridge_alone", alone), ("ridge_after_ols", ts)):
+            q = np.percentile(xs, [10, 50, 90])
+            out[label] = {"median_s": float(q[1]), "p10_s": float(q[0]), "p90_s": float(q[2])}
+        out["ridge_after_ols"]["writes_after_s"] = float(np.median(ws))
+        out["ridge_after_ols"]["ratio_of_turns"] = [x / y for x, y in zip(alone, ts, strict=True)]
+        show("ridge alone (X as given)", out["ridge_alone"])
         show("ridge through a store OLS filled", out["ridge_after_ols"],
              f"{out['ridge_alone']['median_s'] / out['ridge_after_ols']['median_s']:.2f}x "
              f"faster than alone (+{np.median(ws) * 1e3:.0f} ms writing its entries after "
