@@ -76,7 +76,9 @@ class CompiledProgram:
         the program is specialised to the data's shapes (see :meth:`specialize`).
         ``reuse=`` (live views of another program, or a state file's path) and ``store=``
         (a folder) offer views by key: those with this program's keys are taken, the
-        others computed (``views.reuse_report`` says which; ``backends/numpy/reuse.py``).
+        others computed (``views.reuse_report`` says which; ``backends/numpy/reuse.py``);
+        ``take_over=True`` with live NumPy views keeps their arrays without a copy and
+        closes them (``docs/view_store.md``).
 
         ``memory_budget`` (bytes, or a size such as ``"8G"``; default: half the machine's
         memory, see :mod:`linview.budget`): a load whose inputs and views would take more

@@ -30,7 +30,7 @@ from linview.backends.numpy import probe as _probe
 from linview.backends.numpy import reuse_parts
 from linview.backends.numpy import store as _store
 from linview.compiler import keys as _keys
-from linview.errors import StateError
+from linview.errors import InputError, StateError
 
 
 @dataclass
@@ -73,7 +73,8 @@ class Offer:
                 owned.add(name)
                 continue
             for token, b in self.inputs.items() if self.taken_over is not None else ():
-                if id(b) in self._private and b.shape == np.shape(a) \
+                if id(b) in self._private and isinstance(b, np.ndarray) \
+                        and b.shape == np.shape(a) \
                         and np.array_equal(a, b) and self.private(b):
                     inputs[name], self.input_digests[name] = b, token
                     owned.add(name)
@@ -142,6 +143,9 @@ def offer_of(old, by_identity: bool = False, take_over: bool = False) -> Offer:
     views = old._views_for_saving() if ks else {}
     offer = Offer({ks[n]: views[n] for n in views if n in ks}, inputs=inputs)
     if take_over and ks:
+        if hasattr(old, "_ctx"):  # its blocks live in a Spark session: not handed over
+            raise InputError("take_over=True hands over NumPy views only",
+                             hint="reuse=views alone copies what it takes")
         offer.taken_over, offer._private = old, {id(a): a for a in views.values()}
     for w, a in getattr(getattr(old, "_prober", None), "arg_of", {}).items():
         if w in ks:
