@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from linview.backends.numpy.threads import idle_cores
 from linview.compiler.designs import layout_change
 from linview.errors import InputError
 from linview.solve.links import SparseLinks, substochastic
@@ -60,7 +61,7 @@ class SolveView:
                                  "equations (F'*F) \\ (F'*Y) of inputs F and Y",
                                  hint="use '%#linview solve krylov' for other systems")
             self.design, self.rhs = design, rhs
-            self.solver = CholeskySolver(*gram, tol)
+            self.solver = CholeskySolver(*gram, tol, threads=idle_cores)
         elif method == "push":
             if links is None:
                 raise InputError(f"solve view {name}: push needs A = I - s*M with M "
