@@ -2,8 +2,11 @@
 
     python bench/ols_stable.py [--m 4000 --n 400 --updates 30]
     python bench/ols_stable.py --target 4000 [--target-updates 1000] [--updates 30]
+    python bench/ols_stable.py --kernels 4000
 
-``--target N`` runs issue 25's targets instead: (1) OLS (``examples/ols.m``, as written)
+``--kernels N`` times each pass of the stable form at N×N (``seminormal_kernels.py`` on
+1 and 2 threads, and the BLAS/LAPACK calls they replaced).  ``--target N`` runs issue 25's
+targets instead: (1) OLS (``examples/ols.m``, as written)
 on an N×N Gaussian X, Y = X·beta: ``load()`` refuses the normal equations (condition
 estimate of XᵀX about 2e10 at N = 4000) and keeps the problem by updates of the Cholesky
 factor; ``--target-updates`` updates of one row of X and the matching entry of Y follow,
@@ -172,6 +175,47 @@ def target(n: int, updates: int, speed_updates: int) -> dict:
     return out
 
 
+def kernels(n: int) -> dict:
+    """Each pass of the stable form at n×n, min and median of 7 calls: the one-pass kernels
+    on 1 and 2 threads against what they replaced (BLAS's two passes for ``Fᵀ(Y - F X)``,
+    LAPACK's ``dtrsv`` for the backward solve)."""
+    import numba
+    import scipy.linalg
+
+    from linview.solve import seminormal_kernels as K
+
+    rng = np.random.default_rng(7)
+    F = rng.standard_normal((n, n)) + 2 * np.sqrt(n) * np.eye(n)
+    L = np.asfortranarray(np.linalg.cholesky(F.T @ F))
+    Y, Xt, z = rng.standard_normal((n, 1)), rng.standard_normal((1, n)), np.ones(n)
+    Ff = np.asfortranarray(F)
+
+    def timed(f):
+        f()
+        ts = []
+        for _ in range(7):
+            t = time.perf_counter()
+            f()
+            ts.append(time.perf_counter() - t)
+        return {"min_ms": min(ts) * 1e3, "median_ms": float(np.median(ts)) * 1e3}
+
+    def ud(t):
+        return lambda: K.update_downdate(L, 1e-3 * np.ones(n), 1e-3 * np.ones(n), np.ones(n),
+                                         True, t)
+
+    out = {"blas_two_passes": timed(lambda: Ff.T @ (Y - Ff @ Xt.T)),
+           "dtrsv": timed(lambda: scipy.linalg.solve_triangular(L, z, lower=True, trans="T",
+                                                                check_finite=False))}
+    for t in (1, 2):
+        numba.set_num_threads(K.threads_for(t))
+        out[f"residual_gradient_{t}"] = timed(lambda t=t: K.residual_gradient(F, Y, Xt, t))
+        out[f"update_downdate_{t}"] = timed(ud(t))
+        out[f"solve_lower_t_{t}"] = timed(lambda: K.solve_lower_t(L, z.copy()))
+    for k, v in out.items():
+        print(f"{k:22} {v['min_ms']:7.2f} ms (median {v['median_ms']:.2f})")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", type=int, default=4000)
@@ -179,7 +223,11 @@ def main(argv=None) -> int:
     ap.add_argument("--updates", type=int, default=30)
     ap.add_argument("--target", type=int, default=0, help="issue 25's targets at N×N")
     ap.add_argument("--target-updates", type=int, default=1000)
+    ap.add_argument("--kernels", type=int, default=0, help="time each pass at N×N")
     args = ap.parse_args(argv)
+    if args.kernels:
+        kernels(args.kernels)
+        return 0
     if args.target:
         res = target(args.target, args.target_updates, args.updates)
         out = HERE / "results" / f"ols_target_n{args.target}.json"
