@@ -107,6 +107,10 @@ class CholeskySolver:
         self._rate = 1.0  # the last observed shrink factor of the corrections
         self._factor()
         self._refine(fresh=True)
+        # the update's kernel compiled (or read from numba's cache) now, not at the first
+        # update: a 1×1 factor, the types of the real call
+        update_downdate(np.ones((1, 1), order="F"), np.zeros(1), np.zeros(1), np.zeros(1),
+                        True, 1)
 
     # ------------------------------------------------------------------ the factor
     def _factor(self) -> None:
