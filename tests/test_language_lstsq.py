@@ -264,3 +264,96 @@ def test_rank_deficient_and_ill_conditioned_answers_match_octave(tmp_path):
     for form, (ours, theirs) in answers.items():
         assert error(ours, qr) < 1e-8, form  # each form: the least-squares answer
         assert error(ours, qr) <= max(error(theirs, qr), 1e-12), form  # never worse
+
+
+# ------------------------------------------------------------------ weighted designs
+#: the corpus's weighted least squares (tests/programs/wls.m, wls_intercept.m), as written
+WEIGHTED = {
+    False: "W = diag(w);\n  beta = (X' * W * X) \\ (X' * W * y);",
+    True: "Z = [ones(rows(X), 1) X];\n  W = diag(w);\n  beta = (Z' * W * Z) \\ (Z' * W * y);",
+}
+
+
+def weighted(intercept: bool, **kw):
+    src = f"function beta = f(X, y, w)\n  {WEIGHTED[intercept]}\nend\n"
+    return linview.compile(src, name="f", filename="f.m", **kw)
+
+
+def wlstsq(F, y, w):
+    s = np.sqrt(w)
+    return np.linalg.lstsq(s * F, s * y, rcond=None)[0]
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+def test_ill_conditioned_weighted_least_squares_stays_as_accurate_as_lstsq(intercept):
+    """``W = diag(w); (X'*W*X) \\ (X'*W*y)`` is least squares of the design ``√w·X``:
+    past the condition limit it is kept by factor updates (an update of X or y is a row
+    change scaled by √w, a change of w one update or downdate per row whose weight moved,
+    a zero weight included), as accurate as lstsq on the weighted data."""
+    rng = np.random.default_rng(40 + intercept)
+    X, _ = ill_conditioned(rng, 100, 50, decades=5)
+    n = 50 + intercept
+    beta = rng.standard_normal((n, 1))
+    w = rng.uniform(0.2, 3.0, (100, 1))
+
+    def design(X):
+        return with_ones(X) if intercept else X
+
+    y = design(X) @ beta  # consistent: every weighting has the solution beta
+    views = weighted(intercept).load(X=X, y=y, w=w)
+    assert isinstance(views, SolveModule)
+    assert "by QR updates" in views.least_squares and "diag(w)" in views.least_squares
+    for step in range(8):
+        row = rng.integers(100)
+        U = np.zeros((100, 1))
+        U[row] = 1.0
+        if step % 2 == 0:  # a row of X, and y with it
+            V = 1e-2 * rng.standard_normal((50, 1))
+            dy = U @ (V.T @ beta[intercept:])
+            views.update("X", U, V)
+            views.update("y", U, dy.T @ U)
+            X, y = X + U @ V.T, y + dy
+        else:  # a weight: to zero, or another value
+            new = 0.0 if step == 3 else rng.uniform(0.2, 3.0)
+            views.update("w", U, np.array([[new - w[row, 0]]]))
+            w = w + U * (new - w[row, 0])
+        ours = error(views["beta"], beta)
+        theirs = error(wlstsq(design(X), y, w), beta)
+        assert ours <= 10 * max(theirs, 1e-14), (step, ours, theirs)
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+def test_weighted_well_conditioned_keeps_the_normal_equations(intercept):
+    rng = np.random.default_rng(44)
+    X, y, w = rng.standard_normal((40, 5)), rng.standard_normal((40, 1)), \
+        rng.uniform(0.5, 2.0, (40, 1))
+    views = weighted(intercept).load(X=X, y=y, w=w)
+    assert not isinstance(views, SolveModule)
+    assert "normal equations" in views.least_squares and "diag(w)" in views.least_squares
+    F = with_ones(X) if intercept else X
+    assert error(views["beta"], wlstsq(F, y, w)) < 1e-12
+    U = np.zeros((40, 1))
+    U[7] = 1.0
+    views.update("w", U, np.array([[0.5]]))
+    w = w + 0.5 * U
+    assert error(views["beta"], wlstsq(F, y, w)) < 1e-10
+
+
+def test_weighted_answers_match_octave(tmp_path):
+    if not octave_available():
+        pytest.skip("octave-cli (GNU Octave) is not installed")
+    rng = np.random.default_rng(45)
+    X, _ = ill_conditioned(rng, 60, 30, decades=5)
+    y, w = rng.standard_normal((60, 1)), rng.uniform(0.2, 3.0, (60, 1))
+    path = tmp_path / "f.m"
+    path.write_text(f"function beta = f(X, y, w)\n  {WEIGHTED[False]}\nend\n")
+    views = linview.compile_file(path).load(X=X, y=y, w=w)
+    assert isinstance(views, SolveModule)  # the stable form: the normal equations refused
+    theirs = run_octave(path, {"X": X, "y": y, "w": w}, ["beta"])["beta"]
+    qr_path = tmp_path / "g.m"  # Octave's QR least squares of the weighted data
+    qr_path.write_text("function beta = g(X, y, w)\n  s = sqrt(w);\n"
+                       "  beta = (s .* X) \\ (s .* y);\nend\n")
+    qr = run_octave(qr_path, {"X": X, "y": y, "w": w}, ["beta"])["beta"]
+    ours = views["beta"]
+    assert error(ours, qr) < 1e-8
+    assert error(ours, qr) <= max(error(theirs, qr), 1e-12)  # never worse than as written

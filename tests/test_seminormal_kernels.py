@@ -24,14 +24,18 @@ def factor(rng, m, n):
 
 
 @settings(max_examples=40, **SETTINGS)
-@given(st.integers(1, 120), SIZES, st.integers(1, 3), PARTS, st.integers(0, 2 ** 16))
-def test_residual_gradient_is_ft_times_the_residual(m, n, p, parts, seed):
+@given(st.integers(1, 120), SIZES, st.integers(1, 3), PARTS, st.booleans(),
+       st.integers(0, 2 ** 16))
+def test_residual_gradient_is_ft_times_the_residual(m, n, p, parts, weighted, seed):
     rng = np.random.default_rng(seed)
     F, Y, X = (rng.standard_normal(s) for s in ((m, n), (m, p), (n, p)))
+    d = rng.uniform(0, 2, m) if weighted else np.zeros(0)  # Fᵀ diag(d) (Y - F X)
     numba.set_num_threads(K.threads_for(parts))
-    got = K.residual_gradient(np.ascontiguousarray(F), Y, np.ascontiguousarray(X.T), parts)
-    want = F.T @ (Y - F @ X)
-    scale = np.abs(F).T @ (np.abs(Y) + np.abs(F) @ np.abs(X))  # the sums' magnitudes
+    got = K.residual_gradient(np.ascontiguousarray(F), Y, np.ascontiguousarray(X.T), parts,
+                              d)
+    D = d[:, None] if weighted else 1.0
+    want = F.T @ (D * (Y - F @ X))
+    scale = np.abs(F).T @ (D * (np.abs(Y) + np.abs(F) @ np.abs(X)))  # the sums' magnitudes
     assert np.all(np.abs(got - want) <= 4 * n * np.finfo(float).eps * (scale + 1e-300))
 
 

@@ -89,7 +89,8 @@ class CholeskySolver:
 
     method = "cholesky"
 
-    def __init__(self, F, Y, tol: float, threads: Callable[[], int] | None = None):
+    def __init__(self, F, Y, tol: float, threads: Callable[[], int] | None = None,
+                 weights=None):
         # F in C order: a row change is contiguous, and so is the residual's pass by rows
         self.F = np.array(_dense_2d(F), dtype=float, order="C")
         self.Y = np.array(_dense_2d(Y), dtype=float, order="F")
@@ -98,6 +99,14 @@ class CholeskySolver:
             raise InputError(f"cholesky mode needs at least as many rows as columns in F "
                              f"(got {m}x{n})", hint="use '%#linview solve krylov'")
         self.tol = float(tol)
+        #: the weights d of ``(Fᵀ D F) \\ (Fᵀ D Y)``, ``D = diag(d)`` (empty: none); L is
+        #: then the factor of ``√d∘F``
+        self.d = np.zeros(0) if weights is None else np.array(
+            np.asarray(weights, dtype=float).reshape(-1), dtype=float)
+        if self.d.size and (self.d.size != m or not np.all(self.d >= 0)):
+            raise NumericalError("the weights of a weighted least-squares problem must be "
+                                 f"{m} non-negative numbers for the stable form",
+                                 hint="W = diag(w) with w >= 0")
         self.stats = {"factor_updates": 0, "refinement_steps": 0, "refactorizations": 0}
         self._threads = threads or (lambda: os.cpu_count() or 1)
         #: the relative size of a correction that made no progress (at rounding level): a
@@ -117,7 +126,8 @@ class CholeskySolver:
         """L from Householder QR of F (stable: never from the Gram matrix)."""
         if not np.all(np.isfinite(self.F)):
             raise NumericalError("the regression's matrix F has non-finite entries")
-        R = scipy.linalg.qr(self.F, mode="r", check_finite=False)[0]
+        F = self.F if not self.d.size else np.sqrt(self.d)[:, None] * self.F
+        R = scipy.linalg.qr(F, mode="r", check_finite=False)[0]
         n = self.F.shape[1]
         self.L = np.asfortranarray(R[:n, :n].T)
         self._check()
@@ -153,14 +163,15 @@ class CholeskySolver:
     def _gradient(self) -> np.ndarray:
         """``Fᵀ (Y - F X)`` in one pass over F (:func:`.seminormal_kernels.residual_gradient`)."""
         t = self._set_threads()
-        return residual_gradient(self.F, self.Y, np.ascontiguousarray(self.X.T), t)
+        return residual_gradient(self.F, self.Y, np.ascontiguousarray(self.X.T), t, self.d)
 
     # ------------------------------------------------------------------ solving
     def _refine(self, fresh: bool = False, again: bool = True, first=None) -> None:
         """Corrected seminormal steps from the current X (from zero when ``fresh``;
         ``first``: the first step's correction, computed with the factor's update)."""
         if fresh:
-            self.X[:] = self._cho(self.F.T @ self.Y)  # (once, at load: BLAS)
+            Y = self.Y if not self.d.size else self.d[:, None] * self.Y
+            self.X[:] = self._cho(self.F.T @ Y)  # (once, at load: BLAS)
         last = None
         for _ in range(MAX_STEPS):
             if first is not None:
@@ -206,13 +217,18 @@ class CholeskySolver:
             if rows.size == 0 or not np.any(v):
                 continue
             ur = u[rows]
-            w = self.F[rows].T @ ur if rows.size < 0.25 * u.size else self.F.T @ u
-            c = float(ur @ ur)
-            p, q = (w + c * v) / math.sqrt(c), w / math.sqrt(c)
+            du = ur if not self.d.size else self.d[rows] * ur  # D u on its rows
+            w = self.F[rows].T @ du if rows.size < 0.25 * u.size else \
+                self.F.T @ (u if not self.d.size else self.d * u)
+            c = float(ur @ du)
+            sc = math.sqrt(c)
+            p, q = ((w + c * v) / sc, w / sc) if c > 0 else (None, None)  # zero weight
             if rows.size < 0.25 * u.size:
                 self.F[rows] += np.outer(ur, v)
             else:  # F += u vᵀ in place (no m×n temporary; Fᵀ is Fortran-ordered)
                 self.F = scipy.linalg.blas.dger(1.0, v, u, a=self.F.T, overwrite_a=True).T
+            if p is None:  # rows of zero weight: FᵀDF does not change
+                continue
             self.stats["factor_updates"] += 1
             solve = k == U.shape[1] - 1 and self.Y.shape[1] == 1  # the first step, fused
             if solve:  # the residual's normal equations with the new F: L⁻¹ in the pass
@@ -227,6 +243,30 @@ class CholeskySolver:
                 first = solve_lower_t(self.L, b)[:, None]
         self._check()
         self._refine(first=first)
+
+    def change_weights(self, delta) -> None:
+        """``d += delta`` (a change of the weights): ``Fᵀ D F`` changes by
+        ``Σ δ_i F_iᵀ F_i`` over the rows that changed, one update (δ > 0) or downdate
+        (δ < 0) of L per row."""
+        delta = np.asarray(delta, dtype=float).reshape(-1)
+        new = self.d + delta
+        if not np.all(new >= 0):
+            raise NumericalError("a weight of the weighted least-squares problem became "
+                                 "negative", hint="weights must stay non-negative")
+        zero = np.zeros(self.F.shape[1])
+        for i in np.flatnonzero(delta):
+            row = self.F[i] * math.sqrt(abs(delta[i]))
+            p, q = (row.copy(), zero.copy()) if delta[i] > 0 else (zero.copy(), row.copy())
+            self.stats["factor_updates"] += 1
+            if update_downdate(self.L, p, q, np.zeros(0), False, self._set_threads()) \
+                    < KEPT_MIN:
+                self.d = new
+                self.stats["refactorizations"] += 1
+                self._factor()
+                break
+        self.d = new
+        self._check()
+        self._refine()
 
     def change_rhs(self, U, V) -> None:
         """``Y += U Vᵀ``."""

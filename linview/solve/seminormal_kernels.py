@@ -44,10 +44,11 @@ def threads_for(want: int) -> int:
 
 
 @numba.njit(fastmath=_FLAGS, cache=True, nogil=True, boundscheck=False)
-def _rows(F, Y, x, c, a, e, g):  # pragma: no cover - compiled by numba
-    """``g += F[a:e]ᵀ (Y[a:e, c] - F[a:e] x)``, four rows at a time: their residuals in one
-    pass over x, then their share of g in one pass over g (the rows, 4·n·8 bytes, are
-    read again from cache)."""
+def _rows(F, Y, x, c, a, e, g, w):  # pragma: no cover - compiled by numba
+    """``g += F[a:e]ᵀ diag(w[a:e]) (Y[a:e, c] - F[a:e] x)`` (no weights when w is empty),
+    four rows at a time: their residuals in one pass over x, then their share of g in one
+    pass over g (the rows, 4·n·8 bytes, are read again from cache)."""
+    weighted = w.shape[0] > 0
     n = F.shape[1]
     i = a
     while i + 4 <= e:
@@ -61,6 +62,8 @@ def _rows(F, Y, x, c, a, e, g):  # pragma: no cover - compiled by numba
             s3 += r3[j] * xj
         s0, s1 = Y[i, c] - s0, Y[i + 1, c] - s1
         s2, s3 = Y[i + 2, c] - s2, Y[i + 3, c] - s3
+        if weighted:
+            s0, s1, s2, s3 = s0 * w[i], s1 * w[i + 1], s2 * w[i + 2], s3 * w[i + 3]
         for j in range(n):
             g[j] += r0[j] * s0 + r1[j] * s1 + r2[j] * s2 + r3[j] * s3
         i += 4
@@ -70,22 +73,25 @@ def _rows(F, Y, x, c, a, e, g):  # pragma: no cover - compiled by numba
         for j in range(n):
             s += row[j] * x[j]
         s = Y[i, c] - s
+        if weighted:
+            s *= w[i]
         for j in range(n):
             g[j] += row[j] * s
         i += 1
 
 
 @numba.njit(parallel=True, cache=True, nogil=True, boundscheck=False)
-def residual_gradient(F, Y, Xt, parts):  # pragma: no cover - compiled by numba
-    """``Fᵀ (Y - F X)`` (n×p) for F (m×n, C order), Y (m×p) and ``Xt = Xᵀ`` (p×n, C order),
-    in ``parts`` blocks of rows, one pass over F per column of Y."""
+def residual_gradient(F, Y, Xt, parts, w):  # pragma: no cover - compiled by numba
+    """``Fᵀ diag(w) (Y - F X)`` (n×p) for F (m×n, C order), Y (m×p), ``Xt = Xᵀ`` (p×n, C
+    order) and weights w (m; empty: none), in ``parts`` blocks of rows, one pass over F per
+    column of Y."""
     m, n = F.shape
     p = Y.shape[1]
     G = np.zeros((parts, p, n))
     step = (m + parts - 1) // parts
     for t in prange(parts):
         for c in range(p):
-            _rows(F, Y, Xt[c], c, t * step, min(m, (t + 1) * step), G[t, c])
+            _rows(F, Y, Xt[c], c, t * step, min(m, (t + 1) * step), G[t, c], w)
     out = np.zeros((n, p))
     for t in range(parts):
         for c in range(p):
