@@ -14,6 +14,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 try:  # tests/ may or may not be a package
     from tests.octave_runner import octave_available, run_octave
@@ -357,3 +359,27 @@ def test_weighted_answers_match_octave(tmp_path):
     ours = views["beta"]
     assert error(ours, qr) < 1e-8
     assert error(ours, qr) <= max(error(theirs, qr), 1e-12)  # never worse than as written
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.0, 3.5), st.booleans(), st.integers(0, 2 ** 16))
+def test_explain_predicts_the_normal_equations_error(decades, consistent, seed):
+    """Below the limit, the reason states the normal equations' predicted relative error
+    (``cond(XᵀX)·eps``) against lstsq's: over conditionings from 1 to 10^3.5 (cond(XᵀX)
+    up to 1e7, so the normal equations are kept), the error measured against the exact
+    solution is never more than 10× the prediction."""
+    rng = np.random.default_rng(seed)
+    m, n = 60, 12
+    Q1, _ = np.linalg.qr(rng.standard_normal((m, n)))
+    Q2, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    X = Q1 @ np.diag(np.logspace(0, -decades, n)) @ Q2.T
+    beta = rng.standard_normal((n, 1))
+    y = X @ beta + (0 if consistent else 1e-3 * rng.standard_normal((m, 1)))
+    views = program("normal").load(X=X, y=y)
+    assert not isinstance(views, SolveModule)
+    found = re.search(r"predicted relative error about (\S+) against lstsq's (\S+) "
+                      r"\((\S+)×\)", views.least_squares)
+    assert found, views.least_squares
+    predicted = float(found.group(1))
+    reference = np.linalg.lstsq(X, y, rcond=None)[0]  # QR: about κ·eps from the exact
+    assert error(views["beta"], reference) <= 10 * predicted + 1e-15
