@@ -383,3 +383,28 @@ def test_explain_predicts_the_normal_equations_error(decades, consistent, seed):
     predicted = float(found.group(1))
     reference = np.linalg.lstsq(X, y, rcond=None)[0]  # QR: about κ·eps from the exact
     assert error(views["beta"], reference) <= 10 * predicted + 1e-15
+
+
+@pytest.mark.parametrize("weights", [False, True])
+def test_a_state_of_the_stable_form_restores(tmp_path, weights):
+    """A program that load() compiled again in the stable form saves that form's options:
+    restore() compiles it the same way (it failed with 'unexpected _warm'), and the
+    restored views follow the same updates."""
+    rng = np.random.default_rng(46)
+    X, _ = ill_conditioned(rng, 80, 40, decades=5)
+    y = rng.standard_normal((80, 1))
+    if weights:
+        w = rng.uniform(0.2, 3.0, (80, 1))
+        views = weighted(False).load(X=X, y=y, w=w)
+    else:
+        views = program("normal").load(X=X, y=y)
+    assert isinstance(views, SolveModule)
+    views.save(tmp_path / "s.lvs")
+    back = linview.restore(tmp_path / "s.lvs")
+    assert error(back["beta"], views["beta"]) < 1e-12
+    U = np.zeros((80, 1))
+    U[3] = 1.0
+    V = 1e-2 * rng.standard_normal((40, 1))
+    for v in (views, back):
+        v.update("X", U, V)
+    assert error(back["beta"], views["beta"]) < 1e-12
