@@ -208,7 +208,8 @@ def kernels(n: int) -> dict:
                                                                 check_finite=False))}
     for t in (1, 2):
         numba.set_num_threads(K.threads_for(t))
-        out[f"residual_gradient_{t}"] = timed(lambda t=t: K.residual_gradient(F, Y, Xt, t, np.zeros(0)))
+        out[f"residual_gradient_{t}"] = timed(
+            lambda t=t: K.residual_gradient(F, Y, Xt, t, np.zeros(0)))
         out[f"update_downdate_{t}"] = timed(ud(t))
         out[f"solve_lower_t_{t}"] = timed(lambda: K.solve_lower_t(L, z.copy()))
     for k, v in out.items():
