@@ -117,9 +117,8 @@ class CholeskySolver:
         self._factor()
         self._refine(fresh=True)
         # the update's kernel compiled (or read from numba's cache) now, not at the first
-        # update: a 1×1 factor, the types of the real call
-        update_downdate(np.ones((1, 1), order="F"), np.zeros(1), np.zeros(1), np.zeros(1),
-                        True, 1)
+        # update: a 2×2 factor (1×1 would be typed C-ordered), the types of the real call
+        update_downdate(np.eye(2, order="F"), np.zeros(2), np.zeros(2), np.zeros(2), True, 1)
 
     # ------------------------------------------------------------------ the factor
     def _factor(self) -> None:
