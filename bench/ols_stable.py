@@ -2,15 +2,19 @@
 
     python bench/ols_stable.py [--m 4000 --n 400 --updates 30]
     python bench/ols_stable.py --target 4000 [--target-updates 1000] [--updates 30]
+    python bench/ols_stable.py --kernels 4000
 
-``--target N`` runs issue 25's targets instead: (1) OLS (``examples/ols.m``, as written)
+``--kernels N`` times each pass of the stable form at N×N (``seminormal_kernels.py`` on
+1 and 2 threads, and the BLAS/LAPACK calls they replaced).  ``--target N`` runs issue 25's
+targets instead: (1) OLS (``examples/ols.m``, as written)
 on an N×N Gaussian X, Y = X·beta: ``load()`` refuses the normal equations (condition
 estimate of XᵀX about 2e10 at N = 4000) and keeps the problem by updates of the Cholesky
 factor; ``--target-updates`` updates of one row of X and the matching entry of Y follow,
 then the relative error of beta against the exact one, for linview and for
 ``numpy.linalg.lstsq`` on the current data; (2) the time per row update of X of the stable
 form (``least_squares="qr"``) against the Woodbury trigger (``examples/ols.m``) on
-well-conditioned data (X = randn + 2·sqrt(N)·I), both in this process, ``--updates`` each.
+well-conditioned data (X = randn + 2·sqrt(N)·I), both in this process, ``--updates`` each,
+interleaved (each change applied to one, then the other: background load hits both).
 
 Accuracy: X is 40×10, column 1 is driven towards column 0 (ε = 1e-9, 1e-5, 1e-1), then
 separated again and replaced by a fresh random column; after each change the relative
@@ -143,23 +147,73 @@ def target(n: int, updates: int, speed_updates: int) -> dict:
     del views, X, Y
     W = np.random.default_rng(7).standard_normal((n, n)) + 2 * np.sqrt(n) * np.eye(n)
     Yw = np.random.default_rng(8).standard_normal((n, 1))
+    loaded = {}
     for name, form in (("stable", "qr"), ("woodbury", "normal")):
         prog = linview.compile_file(HERE.parent / "examples" / "ols.m", least_squares=form)
-        views = prog.load(X=W, Y=Yw)
-        r2, ts = np.random.default_rng(1), []
-        for _ in range(speed_updates):
-            u, v = row_change(r2, n, n)
+        loaded[name] = prog.load(X=W, Y=Yw)
+    r2, ts = np.random.default_rng(1), {name: [] for name in loaded}
+    for _ in range(speed_updates):  # interleaved: a burst of other work hits both alike
+        u, v = row_change(r2, n, n)
+        for name, views in loaded.items():
             t = time.perf_counter()
             views.update("X", u, v)
-            ts.append(time.perf_counter() - t)
-        out[name] = {"form": type(views).__name__, "median": float(np.median(ts)),
-                     "p10": float(np.percentile(ts, 10)), "p90": float(np.percentile(ts, 90))}
+            ts[name].append(time.perf_counter() - t)
+    for name, views in loaded.items():
+        t = np.array(ts[name])
+        out[name] = {"form": type(views).__name__, "median": float(np.median(t)),
+                     "p10": float(np.percentile(t, 10)), "p90": float(np.percentile(t, 90))}
         print(f"well-conditioned, {name} ({out[name]['form']}): "
               f"{out[name]['median'] * 1e3:.1f} ms per row update of X (p10 "
               f"{out[name]['p10'] * 1e3:.1f}, p90 {out[name]['p90'] * 1e3:.1f})", flush=True)
-        del views
+    out["paired_ratio_median"] = float(np.median(np.array(ts["stable"])
+                                                 / np.array(ts["woodbury"])))
+    print(f"median of the paired ratios (same change, one after the other): "
+          f"{out['paired_ratio_median']:.2f}")
+    del loaded
     out["speed_ratio"] = out["stable"]["median"] / out["woodbury"]["median"]
     print(f"ratio stable/woodbury: {out['speed_ratio']:.2f}")
+    return out
+
+
+def kernels(n: int) -> dict:
+    """Each pass of the stable form at n×n, min and median of 7 calls: the one-pass kernels
+    on 1 and 2 threads against what they replaced (BLAS's two passes for ``Fᵀ(Y - F X)``,
+    LAPACK's ``dtrsv`` for the backward solve)."""
+    import numba
+    import scipy.linalg
+
+    from linview.solve import seminormal_kernels as K
+
+    rng = np.random.default_rng(7)
+    F = rng.standard_normal((n, n)) + 2 * np.sqrt(n) * np.eye(n)
+    L = np.asfortranarray(np.linalg.cholesky(F.T @ F))
+    Y, Xt, z = rng.standard_normal((n, 1)), rng.standard_normal((1, n)), np.ones(n)
+    Ff = np.asfortranarray(F)
+
+    def timed(f):
+        f()
+        ts = []
+        for _ in range(7):
+            t = time.perf_counter()
+            f()
+            ts.append(time.perf_counter() - t)
+        return {"min_ms": min(ts) * 1e3, "median_ms": float(np.median(ts)) * 1e3}
+
+    def ud(t):
+        return lambda: K.update_downdate(L, 1e-3 * np.ones(n), 1e-3 * np.ones(n), np.ones(n),
+                                         True, t)
+
+    out = {"blas_two_passes": timed(lambda: Ff.T @ (Y - Ff @ Xt.T)),
+           "dtrsv": timed(lambda: scipy.linalg.solve_triangular(L, z, lower=True, trans="T",
+                                                                check_finite=False))}
+    for t in (1, 2):
+        numba.set_num_threads(K.threads_for(t))
+        out[f"residual_gradient_{t}"] = timed(
+            lambda t=t: K.residual_gradient(F, Y, Xt, t, np.zeros(0)))
+        out[f"update_downdate_{t}"] = timed(ud(t))
+        out[f"solve_lower_t_{t}"] = timed(lambda: K.solve_lower_t(L, z.copy()))
+    for k, v in out.items():
+        print(f"{k:22} {v['min_ms']:7.2f} ms (median {v['median_ms']:.2f})")
     return out
 
 
@@ -170,7 +224,11 @@ def main(argv=None) -> int:
     ap.add_argument("--updates", type=int, default=30)
     ap.add_argument("--target", type=int, default=0, help="issue 25's targets at N×N")
     ap.add_argument("--target-updates", type=int, default=1000)
+    ap.add_argument("--kernels", type=int, default=0, help="time each pass at N×N")
     args = ap.parse_args(argv)
+    if args.kernels:
+        kernels(args.kernels)
+        return 0
     if args.target:
         res = target(args.target, args.target_updates, args.updates)
         out = HERE / "results" / f"ols_target_n{args.target}.json"

@@ -257,7 +257,8 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
                                                 trig_opts))
     text, module = _emit(plan, backend, program.name)
     getattr(module, plan.class_name).PROGRAM_INFO = compile_options.program_info(
-        source, program.name, filename, dims, model, rank, backend, strategy, shapes)
+        source, program.name, filename, dims, model, rank, backend, strategy, shapes,
+        least_squares)
     getattr(module, plan.class_name).KEY_PROGRAM = plan.program
     return CompiledProgram(program.name, plan, backend, text, module,
                            {**kept, "trigger_options": trig_opts}, lowered=program)
@@ -327,7 +328,8 @@ def restore(path, program: CompiledProgram | None = None, **options):
                               dims=opts.get("dims"), backend=opts.get("backend", "numpy"),
                               model=opts.get("model", "auto"), strategy=opts.get("strategy"),
                               rank=opts.get("rank", 1),
-                              shapes=tuple(tuple(s) for s in opts.get("shapes") or ()) or None)
+                              shapes=tuple(tuple(s) for s in opts.get("shapes") or ()) or None,
+                              least_squares=opts.get("least_squares", "normal"))
         except (LinviewError, TypeError, ValueError, AttributeError) as e:
             raise StateError(f"the program stored in {path} does not compile with this "
                              f"linview: {e}") from None

@@ -30,7 +30,7 @@ import scipy.sparse as sps
 import scipy.sparse.linalg as spla
 
 from linview.backends.numpy.guards import INV_CONDITION_LIMIT
-from linview.compiler.designs import design_of
+from linview.compiler.designs import design_of, weight_node, weight_of
 from linview.compiler.ir import Op
 from linview.errors import LinviewError, NumericalError
 
@@ -63,27 +63,67 @@ def loaded(views, inputs: dict, prog=None):
         views.condition_limit = INV_CONDITION_LIMIT
         grams = list(_grams(prog)) if prog is not None else []
         if grams:
-            views.least_squares = lambda: "; ".join(_kept_normal(views, name, F)
-                                                    for name, F in grams)
+            views.least_squares = lambda: "; ".join(
+                _kept_normal(views, name, F, w, _rhs_of(prog, F)) for name, F, w in grams)
     return views
 
 
-def _kept_normal(views, inverse: str, F: str) -> str:
+def _rhs_of(prog, F: str) -> str | None:
+    """Y of the least-squares problem of F, as the lowering's note names it."""
+    for note in prog.program.notes:
+        if (found := re.search(rf"least squares of {re.escape(F)} and (\w+)", note)):
+            return found.group(1)
+    return None
+
+
+def _kept_normal(views, inverse: str, F: str, w: str | None = None,
+                 Y: str | None = None) -> str:
     """Why the normal equations of ``F`` were kept: the 1-norm condition estimate of FᵀF
-    (``‖FᵀF‖₁`` estimated by products with F, ``‖inv(FᵀF)‖₁`` read from the view)."""
-    what = (f"least squares of {F} by the normal equations (explicit inverse inv({F}ᵀ{F}) "
+    (``‖FᵀF‖₁`` estimated by products with F, ``‖inv(FᵀF)‖₁`` read from the view); with
+    weights w, of ``Fᵀ diag(w) F``; with Y, the predicted error against lstsq's
+    (:func:`_predicted`)."""
+    G = f"{F}ᵀ{F}" if w is None else f"{F}ᵀ·diag({w})·{F}"
+    what = (f"least squares of {F} by the normal equations (explicit inverse inv({G}) "
             f"maintained by Woodbury)")
     try:
-        f, w = views[F], np.asarray(views[inverse])
+        f, W = views[F], np.asarray(views[inverse])
         f = f if sps.issparse(f) else np.asarray(f, dtype=float)  # products only
+        d = np.ones(f.shape[0]) if w is None else np.asarray(views[w], dtype=float).ravel()
     except KeyError:  # a view the module need not keep (the inverse is re-evaluated)
-        return (f"{what}: the condition estimate of {F}ᵀ{F} at load() was under the limit "
+        return (f"{what}: the condition estimate of {G} at load() was under the limit "
                 f"{NORMAL_CONDITION_LIMIT:.3g}")
-    gram = spla.LinearOperator((f.shape[1],) * 2, matvec=lambda x: f.T @ (f @ x),
-                               rmatvec=lambda x: f.T @ (f @ x), dtype=float)
-    cond = spla.onenormest(gram) * float(np.abs(w).sum(axis=0).max())
-    return (f"{what}: the condition estimate of {F}ᵀ{F} is {cond:.3g}, under the limit "
-            f"{NORMAL_CONDITION_LIMIT:.3g} past which load() keeps it by QR updates of {F}")
+
+    def apply(x):  # Fᵀ D F x, for a vector or a column
+        return f.T @ ((d if np.ndim(x) == 1 else d[:, None]) * (f @ x))
+
+    gram = spla.LinearOperator((f.shape[1],) * 2, matvec=apply, rmatvec=apply, dtype=float)
+    norm = spla.onenormest(gram)
+    cond = norm * float(np.abs(W).sum(axis=0).max())
+    why = (f"{what}: the condition estimate of {G} is {cond:.3g}, under the limit "
+           f"{NORMAL_CONDITION_LIMIT:.3g} past which load() keeps it by QR updates of {F}")
+    try:
+        y = np.asarray(views[Y], dtype=float).reshape(f.shape[0], -1) if Y else None
+    except KeyError:
+        y = None
+    return why if y is None else why + _predicted(f, d, W, y, norm, cond)
+
+
+def _predicted(f, d, W, y, norm: float, cond: float) -> str:
+    """The normal equations' predicted relative error, ``cond(FᵀF)·eps``, against that of
+    a QR solve (``lstsq``), ``κ·eps + κ²·eps·ρ`` with ``κ = √cond`` and
+    ``ρ = ‖r‖ / (‖F‖ ‖x‖)`` of the current answer (``‖F‖ ≈ √‖FᵀF‖₁``): the two agree to
+    10× when the residual is large (ρ ≥ 0.1) or κ ≤ 10, and the normal equations are up to
+    κ times worse for a small residual.  Estimates from 1-norm bounds: rough."""
+    eps = float(np.finfo(float).eps)
+    x = W @ (f.T @ (d[:, None] * y))
+    r = np.sqrt(d)[:, None] * (y - f @ x)
+    xs = np.linalg.norm(x, axis=0)
+    rho = float(np.min(np.linalg.norm(r, axis=0)[xs > 0] / (np.sqrt(norm) * xs[xs > 0]),
+                       initial=np.inf))
+    kappa = np.sqrt(cond)
+    normal, qr = cond * eps, kappa * eps + (cond * eps * rho if np.isfinite(rho) else 0.0)
+    return (f"; predicted relative error about {normal:.1g} against lstsq's {qr:.1g} "
+            f"({normal / qr:.2g}×)")
 
 
 def load_instead(prog, refused: NumericalError, inputs: dict):
@@ -95,7 +135,7 @@ def load_instead(prog, refused: NumericalError, inputs: dict):
     if opts.get("least_squares", "normal") != "normal" or opts.get("backend") != "numpy" \
             or F is None or getattr(refused, "floating_point", None):
         raise refused  # (values past float64's range: no other form mends that)
-    reason = _refusal(refused, F)
+    reason = _refusal(refused, F, _refused_weight(prog, refused))
     error = refused
     for form in ("qr", "pinv"):
         other = compiled_as(prog, form)
@@ -121,12 +161,13 @@ def load_instead(prog, refused: NumericalError, inputs: dict):
     raise error
 
 
-def _refusal(refused: NumericalError, F: str) -> str:
+def _refusal(refused: NumericalError, F: str, w: str | None = None) -> str:
     """The refusal of ``inv(FᵀF)`` in words: the condition estimate and the limit."""
     found = re.search(r"condition estimate is (\S+), over the limit (\S+)", refused.message)
     if found:
         cond, limit = found.groups()
-        return (f"the condition estimate of {F}ᵀ{F} is {cond}, over the limit {limit} "
+        G = f"{F}ᵀ{F}" if w is None else f"{F}ᵀ·diag({w})·{F}"
+        return (f"the condition estimate of {G} is {cond}, over the limit {limit} "
                 f"(the normal equations' answer would lose about cond·eps of relative "
                 f"accuracy, QR updates about sqrt(cond)·eps)")
     if "singular to working precision" in refused.message:
@@ -156,8 +197,9 @@ def compiled_as(prog, form: str):
     return other if count > before else None
 
 
-def _grams(prog) -> list[tuple[str, str]]:
-    """``(inverse view, F)`` for each ``inv(FᵀF)`` of a design F in ``prog``."""
+def _grams(prog) -> list[tuple[str, str, str | None]]:
+    """``(inverse view, F, w)`` for each ``inv(FᵀF)``, or ``inv(Fᵀ diag(w) F)`` (weighted;
+    else w is None), of a design F in ``prog``."""
     views = {st.name: st.expr for st in prog.lowered.statements}
     out = []
     for name, expr in views.items():
@@ -167,10 +209,18 @@ def _grams(prog) -> list[tuple[str, str]]:
         arg = views.get(arg.attr, arg) if arg.op is Op.VIEW else arg
         if arg.op is Op.MUL:
             ft, f = arg.children
+            weight = weight_node(ft, ft, views)  # Fᵀ·diag(w): weighted
+            ft = ft.children[0] if weight is not None else ft
             if ft.op is Op.T and ft.children[0] is f and f.op in (Op.INPUT, Op.VIEW) and \
                     design_of(views.get(f.attr, f) if f.op is Op.VIEW else f) is not None:
-                out.append((name, f.attr))
+                out.append((name, f.attr, weight_of(weight) if weight is not None else None))
     return out
+
+
+def _refused_weight(prog, refused: NumericalError) -> str | None:
+    """The weights of the refused Gram matrix (``Fᵀ diag(w) F``), or None."""
+    return next((w for name, _, w in _grams(prog) if f"cannot invert {name}:" in
+                 refused.message), None)
 
 
 def _refused_gram(prog, refused: NumericalError) -> str | None:
@@ -178,7 +228,7 @@ def _refused_gram(prog, refused: NumericalError) -> str | None:
     equations) of a design F: an input, or a view ``[ones(m,c) X ...]`` of inputs
     (:func:`linview.compiler.designs.design_of`), not some other inverse of the program;
     else None."""
-    for name, F in _grams(prog):
+    for name, F, _ in _grams(prog):
         if f"cannot invert {name}:" in refused.message:
             return F
     return None

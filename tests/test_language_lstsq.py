@@ -14,6 +14,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 try:  # tests/ may or may not be a package
     from tests.octave_runner import octave_available, run_octave
@@ -264,3 +266,146 @@ def test_rank_deficient_and_ill_conditioned_answers_match_octave(tmp_path):
     for form, (ours, theirs) in answers.items():
         assert error(ours, qr) < 1e-8, form  # each form: the least-squares answer
         assert error(ours, qr) <= max(error(theirs, qr), 1e-12), form  # never worse
+
+
+# ------------------------------------------------------------------ weighted designs
+#: the corpus's weighted least squares (tests/programs/wls.m, wls_intercept.m), as written
+WEIGHTED = {
+    False: "W = diag(w);\n  beta = (X' * W * X) \\ (X' * W * y);",
+    True: "Z = [ones(rows(X), 1) X];\n  W = diag(w);\n  beta = (Z' * W * Z) \\ (Z' * W * y);",
+}
+
+
+def weighted(intercept: bool, **kw):
+    src = f"function beta = f(X, y, w)\n  {WEIGHTED[intercept]}\nend\n"
+    return linview.compile(src, name="f", filename="f.m", **kw)
+
+
+def wlstsq(F, y, w):
+    s = np.sqrt(w)
+    return np.linalg.lstsq(s * F, s * y, rcond=None)[0]
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+def test_ill_conditioned_weighted_least_squares_stays_as_accurate_as_lstsq(intercept):
+    """``W = diag(w); (X'*W*X) \\ (X'*W*y)`` is least squares of the design ``√w·X``:
+    past the condition limit it is kept by factor updates (an update of X or y is a row
+    change scaled by √w, a change of w one update or downdate per row whose weight moved,
+    a zero weight included), as accurate as lstsq on the weighted data."""
+    rng = np.random.default_rng(40 + intercept)
+    X, _ = ill_conditioned(rng, 100, 50, decades=5)
+    n = 50 + intercept
+    beta = rng.standard_normal((n, 1))
+    w = rng.uniform(0.2, 3.0, (100, 1))
+
+    def design(X):
+        return with_ones(X) if intercept else X
+
+    y = design(X) @ beta  # consistent: every weighting has the solution beta
+    views = weighted(intercept).load(X=X, y=y, w=w)
+    assert isinstance(views, SolveModule)
+    assert "by QR updates" in views.least_squares and "diag(w)" in views.least_squares
+    for step in range(8):
+        row = rng.integers(100)
+        U = np.zeros((100, 1))
+        U[row] = 1.0
+        if step % 2 == 0:  # a row of X, and y with it
+            V = 1e-2 * rng.standard_normal((50, 1))
+            dy = U @ (V.T @ beta[intercept:])
+            views.update("X", U, V)
+            views.update("y", U, dy.T @ U)
+            X, y = X + U @ V.T, y + dy
+        else:  # a weight: to zero, or another value
+            new = 0.0 if step == 3 else rng.uniform(0.2, 3.0)
+            views.update("w", U, np.array([[new - w[row, 0]]]))
+            w = w + U * (new - w[row, 0])
+        ours = error(views["beta"], beta)
+        theirs = error(wlstsq(design(X), y, w), beta)
+        assert ours <= 10 * max(theirs, 1e-14), (step, ours, theirs)
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+def test_weighted_well_conditioned_keeps_the_normal_equations(intercept):
+    rng = np.random.default_rng(44)
+    X, y, w = rng.standard_normal((40, 5)), rng.standard_normal((40, 1)), \
+        rng.uniform(0.5, 2.0, (40, 1))
+    views = weighted(intercept).load(X=X, y=y, w=w)
+    assert not isinstance(views, SolveModule)
+    assert "normal equations" in views.least_squares and "diag(w)" in views.least_squares
+    F = with_ones(X) if intercept else X
+    assert error(views["beta"], wlstsq(F, y, w)) < 1e-12
+    U = np.zeros((40, 1))
+    U[7] = 1.0
+    views.update("w", U, np.array([[0.5]]))
+    w = w + 0.5 * U
+    assert error(views["beta"], wlstsq(F, y, w)) < 1e-10
+
+
+def test_weighted_answers_match_octave(tmp_path):
+    if not octave_available():
+        pytest.skip("octave-cli (GNU Octave) is not installed")
+    rng = np.random.default_rng(45)
+    X, _ = ill_conditioned(rng, 60, 30, decades=5)
+    y, w = rng.standard_normal((60, 1)), rng.uniform(0.2, 3.0, (60, 1))
+    path = tmp_path / "f.m"
+    path.write_text(f"function beta = f(X, y, w)\n  {WEIGHTED[False]}\nend\n")
+    views = linview.compile_file(path).load(X=X, y=y, w=w)
+    assert isinstance(views, SolveModule)  # the stable form: the normal equations refused
+    theirs = run_octave(path, {"X": X, "y": y, "w": w}, ["beta"])["beta"]
+    qr_path = tmp_path / "g.m"  # Octave's QR least squares of the weighted data
+    qr_path.write_text("function beta = g(X, y, w)\n  s = sqrt(w);\n"
+                       "  beta = (s .* X) \\ (s .* y);\nend\n")
+    qr = run_octave(qr_path, {"X": X, "y": y, "w": w}, ["beta"])["beta"]
+    ours = views["beta"]
+    assert error(ours, qr) < 1e-8
+    assert error(ours, qr) <= max(error(theirs, qr), 1e-12)  # never worse than as written
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.0, 3.5), st.booleans(), st.integers(0, 2 ** 16))
+def test_explain_predicts_the_normal_equations_error(decades, consistent, seed):
+    """Below the limit, the reason states the normal equations' predicted relative error
+    (``cond(XᵀX)·eps``) against lstsq's: over conditionings from 1 to 10^3.5 (cond(XᵀX)
+    up to 1e7, so the normal equations are kept), the error measured against lstsq's
+    answer is never more than 10× the prediction (or than 10·n·eps near cond 1)."""
+    rng = np.random.default_rng(seed)
+    m, n = 60, 12
+    Q1, _ = np.linalg.qr(rng.standard_normal((m, n)))
+    Q2, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    X = Q1 @ np.diag(np.logspace(0, -decades, n)) @ Q2.T
+    beta = rng.standard_normal((n, 1))
+    y = X @ beta + (0 if consistent else 1e-3 * rng.standard_normal((m, 1)))
+    views = program("normal").load(X=X, y=y)
+    assert not isinstance(views, SolveModule)
+    found = re.search(r"predicted relative error about (\S+) against lstsq's (\S+) "
+                      r"\((\S+)×\)", views.least_squares)
+    assert found, views.least_squares
+    predicted = float(found.group(1))
+    reference = np.linalg.lstsq(X, y, rcond=None)[0]  # QR: about κ·eps from the exact
+    floor = n * np.finfo(float).eps  # near cond 1, rounding of n-term sums dominates
+    assert error(views["beta"], reference) <= 10 * max(predicted, floor)
+
+
+@pytest.mark.parametrize("weights", [False, True])
+def test_a_state_of_the_stable_form_restores(tmp_path, weights):
+    """A program that load() compiled again in the stable form saves that form's options:
+    restore() compiles it the same way (it failed with 'unexpected _warm'), and the
+    restored views follow the same updates."""
+    rng = np.random.default_rng(46)
+    X, _ = ill_conditioned(rng, 80, 40, decades=5)
+    y = rng.standard_normal((80, 1))
+    if weights:
+        w = rng.uniform(0.2, 3.0, (80, 1))
+        views = weighted(False).load(X=X, y=y, w=w)
+    else:
+        views = program("normal").load(X=X, y=y)
+    assert isinstance(views, SolveModule)
+    views.save(tmp_path / "s.lvs")
+    back = linview.restore(tmp_path / "s.lvs")
+    assert error(back["beta"], views["beta"]) < 1e-12
+    U = np.zeros((80, 1))
+    U[3] = 1.0
+    V = 1e-2 * rng.standard_normal((40, 1))
+    for v in (views, back):
+        v.update("X", U, V)
+    assert error(back["beta"], views["beta"]) < 1e-12

@@ -28,7 +28,7 @@ from linview.backends.numpy.codegen import NumpyGenerator
 from linview.backends.numpy.render import ATOM, MUL, ExprPrinter
 from linview.compiler import ir, printer
 from linview.compiler.delta import NotMaintainable, Strategy, Trigger, ViewDelta, derive
-from linview.compiler.designs import design_blocks, gram_design
+from linview.compiler.designs import design_blocks, gram_design, gram_weights
 from linview.compiler.ir import Node, Op
 from linview.compiler.plan import Plan, size_code
 from linview.compiler.shapes import RANK
@@ -182,7 +182,7 @@ class SolveGenerator(NumpyGenerator):
         args = [repr(name), f"B={ex.code(b)}", f"A=lambda: {ex.code(a)}"]
         form = pagerank_form(a, self.prog, ("stochastic", "sparse"))
         # (F, Y): F an input or [ones(m,1) X] (compiler/designs.py), as the statement wrote it
-        gram = gram_design(*st.expr.children)
+        gram = gram_design(*st.expr.children, self.prog_views())
         if form:
             args += [f"M={self.names('view', form[0])}", f"s={ex.code(form[1])}"]
             why = f"push on {form[0]} where it is column-substochastic and 0 ≤ s < 1"
@@ -194,6 +194,8 @@ class SolveGenerator(NumpyGenerator):
             blocks = [repr(b) if isinstance(b, int) else
                       f"({b!r}, {self.names('view', b)}.shape[1])" for b in design_blocks(f)]
             args.append(f"design=({', '.join(blocks)},), rhs={y!r}")
+            if (w := gram_weights(*st.expr.children, self.prog_views())) is not None:
+                args.append(f"weights=({w!r}, {self.names('view', w)})")
         method = self.solves[name].attr[0] or "auto"
         if method == "krylov" or (method == "push" and not form):
             why = "Krylov (GMRES), warm-started" if method == "krylov" else "push"
@@ -237,8 +239,13 @@ class SolveGenerator(NumpyGenerator):
         first = ViewDelta(x, decl.ref, Strategy.INCR, (), ir.factor("U", (decl.shape[0], RANK)),
                           ir.factor("V", (decl.shape[1], RANK)))
         out = {}
+        views = self.prog_views()
         for name in side:
             expr = self.solves.get(name)
+            if expr is not None and expr.attr[0] == "cholesky" and \
+                    gram_design(*self.prog.statement(name).expr.children, views):
+                out[name] = ((), ())  # its factor takes the update itself (side_phase1)
+                continue
             if expr is None or any(leaf.attr in changed for leaf in ir.leaves(expr, Op.VIEW)):
                 continue
             try:
@@ -247,12 +254,16 @@ class SolveGenerator(NumpyGenerator):
                 continue
         return out
 
+    def prog_views(self) -> dict:
+        """The program's views by name (a weighted design's ``diag(w)·X`` is one)."""
+        return {st.name: st.expr for st in self.prog.statements}
+
     def side_phase1(self, trig: Trigger, side: list[str], names: Namer) -> list[str]:
         ind = " " * 8
         lines: list[str] = []
         for name, (ta, tb) in self._terms(trig, side).items():
             if self.solves[name].attr[0] == "cholesky" and \
-                    gram_design(*self.prog.statement(name).expr.children):
+                    gram_design(*self.prog.statement(name).expr.children, self.prog_views()):
                 lines.append(f"{ind}# {name}: its Cholesky factor takes the update itself")
                 lines.append(f"{ind}dA_{name} = dB_{name} = None")
                 continue

@@ -136,7 +136,7 @@ class SolveModule(TriggerModule):
         return kept, transient
 
     def _solve_view(self, name: str, B, A, M=None, s=None, gram=None, design=(),
-                    rhs=None) -> np.ndarray:
+                    rhs=None, weights=None) -> np.ndarray:
         """The solution of solve view ``name`` (``_evaluate``'s call): a new
         :class:`SolveView`, warm-started from the current (or restored) solution."""
         if self._direct:  # the reference of verify()
@@ -146,7 +146,8 @@ class SolveModule(TriggerModule):
         x0 = self._warm.pop(name, None)
         x0 = old.X if x0 is None and old is not None and old.method != "cholesky" else x0
         view = SolveView(name, self.method or method, float(self.solve_tolerance or tol),
-                         B, A, M=M, s=s, gram=gram, design=design, rhs=rhs, x0=x0)
+                         B, A, M=M, s=s, gram=gram, design=design, rhs=rhs, x0=x0,
+                         weights=weights)
         self._solves[name] = view
         return view.X
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from linview.backends.numpy.threads import idle_cores
 from linview.compiler.designs import layout_change
 from linview.errors import InputError
 from linview.solve.links import SparseLinks, substochastic
@@ -43,7 +44,7 @@ class SolveView:
     :func:`linview.compiler.designs.layout_change`)."""
 
     def __init__(self, name: str, method: str, tol: float, B, A, M=None, s=None,
-                 gram=None, design=(), rhs=None, x0=None):
+                 gram=None, design=(), rhs=None, x0=None, weights=None):
         if method not in METHODS:
             raise InputError(f"unknown solve method {method!r}",
                              hint="methods: auto, push, krylov, cholesky")
@@ -60,7 +61,9 @@ class SolveView:
                                  "equations (F'*F) \\ (F'*Y) of inputs F and Y",
                                  hint="use '%#linview solve krylov' for other systems")
             self.design, self.rhs = design, rhs
-            self.solver = CholeskySolver(*gram, tol)
+            self.weights = weights[0] if weights is not None else None
+            self.solver = CholeskySolver(*gram, tol, threads=idle_cores,
+                                         weights=None if weights is None else weights[1])
         elif method == "push":
             if links is None:
                 raise InputError(f"solve view {name}: push needs A = I - s*M with M "
@@ -93,6 +96,8 @@ class SolveView:
                 solver.change_matrix(U, layout_change(self.design, name, V))  # F += U Wᵀ
             elif name == self.rhs:
                 solver.change_rhs(U, V)
+            if name == self.weights:  # w += U Vᵀ: the rows whose weight changed
+                solver.change_weights(np.asarray(U, dtype=float) @ np.asarray(V).T)
             return
         if dA is None:  # compiled for the Cholesky method, loaded with another
             raise Rebuild(self.name)
@@ -113,6 +118,7 @@ class SolveView:
 
     design: tuple = ()
     rhs: str | None = None
+    weights: str | None = None
 
     def error_bound(self) -> float:
         return self.solver.error_bound()

@@ -30,9 +30,65 @@ def design_of(f: Node) -> Node | None:
     return f
 
 
-def gram_design(a: Node, b: Node) -> tuple[Node, str] | None:
+def weight_of(d: Node) -> str | None:
+    """The input w when ``d`` is ``diag(w)`` of an input w (the weights of weighted least
+    squares, ``W = diag(w)`` as users write it), else None."""
+    if d.op is Op.DIAG and d.attr == "tomat" and d.children[0].op is Op.INPUT:
+        return d.children[0].attr
+    return None
+
+
+def weight_node(ft: Node, gt: Node, views: dict) -> Node | None:
+    """``diag(w)`` (w an input) when ``ft`` and ``gt`` are both ``Fᵀ·W`` with W that
+    diagonal matrix (inline, or a view ``W = diag(w)`` of ``views``, as users write
+    weighted least squares: ``(X'*W*X) \\ (X'*W*y)``), else None."""
+    if not (ft.op is Op.MUL and gt is ft and ft.children[0].op is Op.T):
+        return None
+    d = ft.children[1]
+    d = views.get(d.attr, d) if d.op is Op.VIEW else d
+    return d if weight_of(d) is not None else None
+
+
+def show(design: Node) -> str:
+    """A design in Octave's words: ``[ones(m,1) X]``."""
+    parts = [c.attr if c.op is Op.INPUT else f"ones({c.rows},{c.cols})" for c in design.children]
+    return "[" + " ".join(parts) + "]"
+
+
+def gram_weights(a: Node, b: Node, views: dict | None = None) -> str | None:
+    """The weights' input w when ``a \\ b`` is ``(Fᵀ D F) \\ (Fᵀ D Y)``, ``D = diag(w)``,
+    with a design F and an input Y (:func:`gram_design` gives F and Y), else None."""
+    found = _weighted(a, b, views or {})
+    return None if found is None else found[2]
+
+
+def _weighted(a: Node, b: Node, views: dict) -> tuple[Node, str, str] | None:
+    """``(F, Y, w)`` of ``(Fᵀ D) F`` and ``(Fᵀ D) Y`` as lowered, or of ``Fᵀ (D F)`` and
+    ``Fᵀ (D Y)`` after the passes (``D F`` and ``D Y`` then views of ``views``)."""
+    if a.op is not Op.MUL or b.op is not Op.MUL:
+        return None
+    (l, f), (g, y) = a.children, b.children
+    if l.op is Op.MUL and g is l:  # as lowered
+        ft, d = l.children
+    elif l.op is Op.T and g is l:  # after the passes: D F and D Y, views or inline
+        df, dy = (views.get(n.attr, n) if n.op is Op.VIEW else n for n in (f, y))
+        if not (df.op is Op.MUL and dy.op is Op.MUL and df.children[0] is dy.children[0]):
+            return None
+        ft, (d, f), y = l, df.children, dy.children[1]
+    else:
+        return None
+    if ft.op is Op.T and ft.children[0] is f and y.op is Op.INPUT \
+            and design_of(f) is not None and weight_of(d):
+        return f, y.attr, weight_of(d)
+    return None
+
+
+def gram_design(a: Node, b: Node, views: dict | None = None) -> tuple[Node, str] | None:
     """``(F, Y)`` when ``a \\ b`` is ``(Fᵀ F) \\ (Fᵀ Y)`` with a design F (its expression)
-    and an input Y, else None."""
+    and an input Y, or ``(Fᵀ D F) \\ (Fᵀ D Y)`` with ``D = diag(w)`` of an input w
+    (weighted: :func:`gram_weights`; ``views``: the program's views by name), else None."""
+    if (found := _weighted(a, b, views or {})) is not None:
+        return found[0], found[1]
     if a.op is Op.MUL and b.op is Op.MUL:
         ft, f = a.children
         g, y = b.children

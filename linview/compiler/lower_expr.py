@@ -250,6 +250,9 @@ class ExpressionLowering:
             return None
         gram, rhs = self.fresh(gram), self.fresh(rhs)  # sizes unified since gram was built
         (ft, f), (gt, y) = gram.children, rhs.children
+        weight = designs.weight_node(ft, gt, {st.name: st.expr for st in self.statements})
+        if weight is not None:
+            ft = gt = ft.children[0]
         if not (ft.op is Op.T and ft.children[0] is f and gt is ft and y.op is Op.INPUT):
             return None
         design = self.design(f)
@@ -258,7 +261,9 @@ class ExpressionLowering:
         F, Y, line = f.attr, y.attr, e.pos[0] if e.pos else 0
         what = f"line {line}: least squares of {F} and {Y}"
         if design is not f:
-            what += f" ({F} = {_show_design(design)})"
+            what += f" ({F} = {designs.show(design)})"
+        if weight is not None:
+            what += f", weighted by diag({weight.children[0].attr})"
         if self.options.least_squares != "qr":
             self.notes.append(f"{what}: normal equations, inv({F}ᵀ{F}) maintained by "
                               f"Woodbury; load() keeps it by QR updates of {F} instead "
@@ -269,6 +274,8 @@ class ExpressionLowering:
                           "by corrected seminormal equations (O(n²) + O(mn) per row change), "
                           "no inverse")
         dt = ir.transpose(design)
+        if weight is not None:
+            dt = self.build(Op.MUL, dt, weight)
         node_ = self.build(Op.SOLVE, self.build(Op.MUL, dt, design),
                            self.build(Op.MUL, dt, y), attr=("cholesky", 1e-8))
         return self.materialize(node_, hint)
@@ -427,11 +434,6 @@ def _constant_syntax(e: syntax.Expr, loop_vars: set[str], env: dict) -> bool:
         return e.func in ("size", "length", "numel", "rows", "columns", "factorial") \
             and e.func not in env
     return False
-
-
-def _show_design(design: Node) -> str:
-    parts = [c.attr if c.op is Op.INPUT else f"ones({c.rows},{c.cols})" for c in design.children]
-    return "[" + " ".join(parts) + "]"
 
 
 def _plain_product(e: syntax.Expr) -> bool:

@@ -7,8 +7,9 @@ Gram matrix), not through ``inv(Fᵀ F)``, and without Q:
 
 * ``F += u vᵀ`` changes ``FᵀF`` by ``v wᵀ + w vᵀ + c v vᵀ`` (``w = Fᵀu``, ``c = uᵀu``),
   which is ``p pᵀ - q qᵀ`` with ``p = (w + c v)/√c`` and ``q = w/√c``: one rank-1 update
-  and one downdate of L (Givens and hyperbolic rotations, :func:`_update_downdate`, one
-  pass over L in O(n²)); a row change reads only that row of F for ``w``;
+  and one downdate of L (Givens and hyperbolic rotations,
+  :func:`.seminormal_kernels.update_downdate`, one pass over L in O(n²)); a row change
+  reads only that row of F for ``w``;
 * the solution is refined by the *corrected seminormal equations* (Björck): from the
   previous solution, ``r = Y - F X``, ``X += L⁻ᵀ L⁻¹ (Fᵀ r)``, repeated while the
   corrections shrink (usually once or twice; two products with F and two triangular
@@ -17,7 +18,14 @@ Gram matrix), not through ``inv(Fᵀ F)``, and without Q:
   shrinks the error by about ``cond(F)²·eps``.
 
 A downdate that fails (the updated Gram matrix is not positive definite to working
-precision) or corrections that stop shrinking recompute L from F by QR.  A factor singular
+precision) or cancels more than half the digits of a pivot (:data:`KEPT_MIN`), or
+corrections that stop shrinking, recompute L from F by QR.
+
+The passes over F and L run on several threads (:mod:`.seminormal_kernels`): per row
+change one pass over F (the residual and ``Fᵀ r`` of the first step, fused), one over L
+(update, downdate and the forward solve) and one more over L (the backward solve); a
+further step (another pass over F and two over L) only when the correction of the first is
+predicted to matter (:meth:`CholeskySolver._enough`).  A factor singular
 to working precision (smallest diagonal entry below ``eps·n`` times the largest, where
 Octave too calls the normal equations singular) is refused with a hint to add a ridge term.
 """
@@ -25,60 +33,34 @@ Octave too calls the normal equations singular) is refused with a hint to add a 
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Callable
 
 import numba
 import numpy as np
 import scipy.linalg
 
 from linview.errors import InputError, NumericalError
+from linview.solve.seminormal_kernels import (
+    residual_gradient,
+    solve_lower_t,
+    threads_for,
+    update_downdate,
+)
 
 _EPS = float(np.finfo(float).eps)
-#: at most this many refinement steps per change (each: two products with F, two solves)
+#: at most this many refinement steps per change (each: one pass over F, two solves)
 MAX_STEPS = 4
-
-
-@numba.njit(cache=True, nogil=True, boundscheck=False)
-def _update_downdate(L, p, q, b, solve):  # pragma: no cover - compiled by numba
-    """``L Lᵀ + p pᵀ - q qᵀ`` in place (L lower, Fortran order: column k is contiguous);
-    p and q are overwritten.  Column by column the update by p, then the downdate by q,
-    fused in one loop over the column (the same result as two passes over L, in one).
-    With ``solve``, b becomes ``L⁻¹ b`` for the new L in the same pass (forward
-    substitution by columns).  False when the downdate finds a non-positive pivot (L is
-    then partly changed)."""
-    n = L.shape[0]
-    for k in range(n):
-        lkk = L[k, k]
-        r1 = math.sqrt(lkk * lkk + p[k] * p[k])
-        c1 = r1 / lkk
-        s1 = p[k] / lkk
-        t = r1 * r1 - q[k] * q[k]
-        if not t > 0.0:
-            return False
-        r2 = math.sqrt(t)
-        c2 = r2 / r1
-        s2 = q[k] / r1
-        L[k, k] = r2
-        i1, i2 = 1.0 / c1, 1.0 / c2
-        col, pp, qq = L[k + 1:, k], p[k + 1:], q[k + 1:]  # 1-D views: the loop vectorizes
-        if solve:
-            zk = b[k] / r2
-            b[k] = zk
-            bb = b[k + 1:]
-            for i in range(col.shape[0]):
-                lik = (col[i] + s1 * pp[i]) * i1
-                pp[i] = c1 * pp[i] - s1 * lik
-                lik2 = (lik - s2 * qq[i]) * i2
-                qq[i] = c2 * qq[i] - s2 * lik2
-                col[i] = lik2
-                bb[i] -= zk * lik2
-            continue
-        for i in range(col.shape[0]):
-            lik = (col[i] + s1 * pp[i]) * i1  # the update's rotation
-            pp[i] = c1 * pp[i] - s1 * lik
-            lik2 = (lik - s2 * qq[i]) * i2  # the downdate's hyperbolic rotation
-            qq[i] = c2 * qq[i] - s2 * lik2
-            col[i] = lik2
-    return True
+#: a second (or later) correction of at most this relative size is taken as the floor of
+#: the refinement (rounding in the residual); a step is not taken when the correction it
+#: would make is predicted within 8 times that floor, and never past this size (a first
+#: correction after a change is often just over 8·eps of X times the contraction, and a
+#: second step, a whole pass over F and L, then changes X by noise)
+NOISE_MAX = 64 * _EPS
+#: a downdate that keeps less than this share of some pivot (``1 - (q_k/r_k)²``) has lost
+#: half the digits of the factor to cancellation: L is computed again from F (a column
+#: driven near another; the refinement's contraction alone did not always show it)
+KEPT_MIN = math.sqrt(_EPS)
 
 
 def add_low_rank(A: np.ndarray, U, V) -> np.ndarray:
@@ -107,26 +89,44 @@ class CholeskySolver:
 
     method = "cholesky"
 
-    def __init__(self, F, Y, tol: float):
-        self.F = np.array(_dense_2d(F), dtype=float, order="F")
+    def __init__(self, F, Y, tol: float, threads: Callable[[], int] | None = None,
+                 weights=None):
+        # F in C order: a row change is contiguous, and so is the residual's pass by rows
+        self.F = np.array(_dense_2d(F), dtype=float, order="C")
         self.Y = np.array(_dense_2d(Y), dtype=float, order="F")
         m, n = self.F.shape
         if m < n:
             raise InputError(f"cholesky mode needs at least as many rows as columns in F "
                              f"(got {m}x{n})", hint="use '%#linview solve krylov'")
         self.tol = float(tol)
+        #: the weights d of ``(Fᵀ D F) \\ (Fᵀ D Y)``, ``D = diag(d)`` (empty: none); L is
+        #: then the factor of ``√d∘F``
+        self.d = np.zeros(0) if weights is None else np.array(
+            np.asarray(weights, dtype=float).reshape(-1), dtype=float)
+        if self.d.size and (self.d.size != m or not np.all(self.d >= 0)):
+            raise NumericalError("the weights of a weighted least-squares problem must be "
+                                 f"{m} non-negative numbers for the stable form",
+                                 hint="W = diag(w) with w >= 0")
         self.stats = {"factor_updates": 0, "refinement_steps": 0, "refactorizations": 0}
+        self._threads = threads or (lambda: os.cpu_count() or 1)
+        #: the relative size of a correction that made no progress (at rounding level): a
+        #: step whose predicted correction is below it would change X by noise only
+        self._noise = 0.0
         self.X = np.zeros((n, self.Y.shape[1]), order="F")
         self._rate = 1.0  # the last observed shrink factor of the corrections
         self._factor()
         self._refine(fresh=True)
+        # the update's kernel compiled (or read from numba's cache) now, not at the first
+        # update: a 2×2 factor (1×1 would be typed C-ordered), the types of the real call
+        update_downdate(np.eye(2, order="F"), np.zeros(2), np.zeros(2), np.zeros(2), True, 1)
 
     # ------------------------------------------------------------------ the factor
     def _factor(self) -> None:
         """L from Householder QR of F (stable: never from the Gram matrix)."""
         if not np.all(np.isfinite(self.F)):
             raise NumericalError("the regression's matrix F has non-finite entries")
-        R = scipy.linalg.qr(self.F, mode="r", check_finite=False)[0]
+        F = self.F if not self.d.size else np.sqrt(self.d)[:, None] * self.F
+        R = scipy.linalg.qr(F, mode="r", check_finite=False)[0]
         n = self.F.shape[1]
         self.L = np.asfortranarray(R[:n, :n].T)
         self._check()
@@ -140,37 +140,69 @@ class CholeskySolver:
                                  "with a small lambda > 0, or drop the dependent columns")
 
     def _cho(self, b: np.ndarray) -> np.ndarray:
-        return scipy.linalg.cho_solve((self.L, True), b, check_finite=False)
+        """``(L Lᵀ)⁻¹ b``: the forward solve by LAPACK, the backward one by blocks on
+        several threads (:func:`.seminormal_kernels.solve_lower_t`)."""
+        z = scipy.linalg.solve_triangular(self.L, b, lower=True, check_finite=False)
+        z = np.asfortranarray(z.reshape(b.shape))
+        return self._back(z)
+
+    def _back(self, z: np.ndarray) -> np.ndarray:
+        """``L⁻ᵀ z`` in place, column by column."""
+        self._set_threads()
+        for c in range(z.shape[1]):
+            col = np.ascontiguousarray(z[:, c])
+            z[:, c] = solve_lower_t(self.L, col)
+        return z
+
+    def _set_threads(self) -> int:
+        t = threads_for(self._threads())
+        numba.set_num_threads(t)
+        return t
+
+    def _gradient(self) -> np.ndarray:
+        """``Fᵀ (Y - F X)`` in one pass over F (:func:`.seminormal_kernels.residual_gradient`)."""
+        t = self._set_threads()
+        return residual_gradient(self.F, self.Y, np.ascontiguousarray(self.X.T), t, self.d)
 
     # ------------------------------------------------------------------ solving
     def _refine(self, fresh: bool = False, again: bool = True, first=None) -> None:
         """Corrected seminormal steps from the current X (from zero when ``fresh``;
         ``first``: the first step's correction, computed with the factor's update)."""
         if fresh:
-            self.X[:] = self._cho(self.F.T @ self.Y)
+            Y = self.Y if not self.d.size else self.d[:, None] * self.Y
+            self.X[:] = self._cho(self.F.T @ Y)  # (once, at load: BLAS)
         last = None
         for _ in range(MAX_STEPS):
             if first is not None:
                 dx, first = first, None
             else:
-                dx = self._cho(self.F.T @ (self.Y - self.F @ self.X))
+                dx = self._cho(self._gradient())
             self.X += dx
             self.stats["refinement_steps"] += 1
             size, scale = float(np.abs(dx).max()), float(np.abs(self.X).max()) or 1.0
             if last is not None:
                 self._rate = size / last if last > 0 else self._rate
+                if size <= NOISE_MAX * scale:  # a correction at rounding level: the floor
+                    self._noise = size / scale
                 if self._rate > 0.5:  # no progress: at rounding level, or the factor drifted
                     if size <= 1e-8 * scale:
                         return
                     break
-            if size == 0 or size * min(self._rate, 1.0) <= 8 * _EPS * scale:
-                return  # the next correction would be below rounding
+            if size == 0 or size * min(self._rate, 1.0) <= self._enough() * scale:
+                return  # the next correction would be below rounding, or near the floor
             last = size
         if again and self._rate > 1e-2:  # corrections shrink slowly: the factor drifted
             self.stats["refactorizations"] += 1
             self._factor()
             self._rate = 1.0
             self._refine(again=False)
+
+    def _enough(self) -> float:
+        """The relative correction below which another step is not worth its pass: 8·eps,
+        or up to 8 times the floor seen (:data:`NOISE_MAX` at most).  The contraction
+        measured is itself an upper bound (its second correction is mostly rounding), so
+        the predicted correction overstates what a step would change."""
+        return max(8 * _EPS, min(8 * self._noise, NOISE_MAX))
 
     # ------------------------------------------------------------------ changes
     def change_matrix(self, U, V) -> None:
@@ -184,26 +216,56 @@ class CholeskySolver:
             if rows.size == 0 or not np.any(v):
                 continue
             ur = u[rows]
-            w = self.F[rows].T @ ur if rows.size < 0.25 * u.size else self.F.T @ u
-            c = float(ur @ ur)
-            p, q = (w + c * v) / math.sqrt(c), w / math.sqrt(c)
+            du = ur if not self.d.size else self.d[rows] * ur  # D u on its rows
+            w = self.F[rows].T @ du if rows.size < 0.25 * u.size else \
+                self.F.T @ (u if not self.d.size else self.d * u)
+            c = float(ur @ du)
+            sc = math.sqrt(c)
+            p, q = ((w + c * v) / sc, w / sc) if c > 0 else (None, None)  # zero weight
             if rows.size < 0.25 * u.size:
                 self.F[rows] += np.outer(ur, v)
-            else:  # F += u vᵀ in place (no m×n temporary)
-                self.F = scipy.linalg.blas.dger(1.0, u, v, a=self.F, overwrite_a=True)
+            else:  # F += u vᵀ in place (no m×n temporary; Fᵀ is Fortran-ordered)
+                self.F = scipy.linalg.blas.dger(1.0, v, u, a=self.F.T, overwrite_a=True).T
+            if p is None:  # rows of zero weight: FᵀDF does not change
+                continue
             self.stats["factor_updates"] += 1
             solve = k == U.shape[1] - 1 and self.Y.shape[1] == 1  # the first step, fused
             if solve:  # the residual's normal equations with the new F: L⁻¹ in the pass
-                b = (self.F.T @ (self.Y - self.F @ self.X))[:, 0].copy()
-            if not _update_downdate(self.L, p, q, b, solve):  # not positive definite
+                b = self._gradient()[:, 0].copy()
+            parts = self._set_threads()
+            kept = update_downdate(self.L, p, q, b, solve, parts)
+            if kept < KEPT_MIN:  # not positive definite, or half the factor's digits lost
                 self.stats["refactorizations"] += 1
                 self._factor()  # from F again
                 solve = False
             if solve:
-                first = scipy.linalg.solve_triangular(self.L, b, lower=True, trans="T",
-                                                      check_finite=False)[:, None]
+                first = solve_lower_t(self.L, b)[:, None]
         self._check()
         self._refine(first=first)
+
+    def change_weights(self, delta) -> None:
+        """``d += delta`` (a change of the weights): ``Fᵀ D F`` changes by
+        ``Σ δ_i F_iᵀ F_i`` over the rows that changed, one update (δ > 0) or downdate
+        (δ < 0) of L per row."""
+        delta = np.asarray(delta, dtype=float).reshape(-1)
+        new = self.d + delta
+        if not np.all(new >= 0):
+            raise NumericalError("a weight of the weighted least-squares problem became "
+                                 "negative", hint="weights must stay non-negative")
+        zero = np.zeros(self.F.shape[1])
+        for i in np.flatnonzero(delta):
+            row = self.F[i] * math.sqrt(abs(delta[i]))
+            p, q = (row.copy(), zero.copy()) if delta[i] > 0 else (zero.copy(), row.copy())
+            self.stats["factor_updates"] += 1
+            if update_downdate(self.L, p, q, np.zeros(0), False, self._set_threads()) \
+                    < KEPT_MIN:
+                self.d = new
+                self.stats["refactorizations"] += 1
+                self._factor()
+                break
+        self.d = new
+        self._check()
+        self._refine()
 
     def change_rhs(self, U, V) -> None:
         """``Y += U Vᵀ``."""
@@ -212,7 +274,7 @@ class CholeskySolver:
 
     # ------------------------------------------------------------------ checking
     def residual_bound(self) -> np.ndarray:
-        return np.linalg.norm(self.F.T @ (self.Y - self.F @ self.X), axis=0)
+        return np.linalg.norm(self._gradient(), axis=0)
 
     def error_bound(self) -> float:
         s = scipy.linalg.svdvals(self.L)
