@@ -35,6 +35,7 @@ from linview.backends.numpy.solve_view import Rebuild, SolveView, scalar  # noqa
 from linview.compiler.ops_solve import direct_solve
 from linview.errors import InputError, UpdateError
 from linview.solve.evaluate import change_factors
+from linview.solve.solvers import PushSolver
 from linview.solve.stochastic import StochasticMatrix
 
 
@@ -179,6 +180,9 @@ class SolveModule(TriggerModule):
 
     #: {solve view: the input M of its ``I - s·M``} (set by the generated module)
     PUSH_INPUT: Mapping[str, str] = {}
+    #: {stochastic input: the solve views its trigger changes, all ``(I - s·M) \\ B`` with
+    #: s and B not reading it}: pushed, an edge batch reaches them as changed columns only
+    COLUMNS_ONLY: Mapping[str, tuple[str, ...]] = {}
 
     def _resolve(self, names: set[str]) -> None:
         """Phase 2 of views of the solve side that are re-evaluated (solve views whose A or
@@ -235,7 +239,12 @@ class SolveModule(TriggerModule):
                               f"'%#linview stochastic {name}'")
         t0 = time.perf_counter()
         changes = M.change_edges(records, base=base, what=name, labels=labels)
-        if changes:
+        pushed = [self._solves[v] for v in self.COLUMNS_ONLY.get(name, ())]
+        if changes and pushed and all(isinstance(v.solver, PushSolver) and v.solver.M is M
+                                      for v in pushed):
+            for view in pushed:  # all the trigger would do: no factors built
+                view.solver.change_columns(changes)
+        elif changes:
             self._edge_changes = changes
             try:
                 self._run_trigger(name, *change_factors(changes, M.n))
