@@ -82,9 +82,9 @@ def power_iteration(S: sps.csr_matrix, dang: np.ndarray, d: float, x0: np.ndarra
 
 def stats(ts) -> dict:
     a = np.asarray(ts, dtype=float)
-    return {"median": float(np.median(a)), "p10": float(np.percentile(a, 10)),
-            "p90": float(np.percentile(a, 90)), "p99": float(np.percentile(a, 99)),
-            "count": int(a.size)}
+    return {"median": float(np.median(a)), "mean": float(a.mean()),
+            "p10": float(np.percentile(a, 10)), "p90": float(np.percentile(a, 90)),
+            "p99": float(np.percentile(a, 99)), "count": int(a.size)}
 
 
 def subsample_peers(src, dst, n: int, size: int, d: float, tol: float, rng) -> dict:
@@ -225,13 +225,18 @@ def table_cell(views, M: StochasticMatrix, d: float, tol: float, size: int, batc
     L∞ error against a reference solved to a residual of 1e-13, and the top-100 ranking
     (of every column, for personalised PageRank with ``seeds`` = (1-d)·S)."""
     lin, warm, its, bounds = [], [], [], []
+    work = {k: [] for k in ("edges", "rounds", "pushes", "sweeps")}  # push's, per batch
     out = "R" if seeds is not None else "r"
     x_pi = np.array(views[out]) if seeds is not None else np.array(views[out]).ravel()
+    counts = views.solver(out).stats
     for _ in range(batches):
         batch = edge_batch(M, size, targets, rng)
+        before = dict(counts)
         t = time.perf_counter()
         views.update_edges("M", batch)
         lin.append(time.perf_counter() - t)
+        for k, v in work.items():
+            v.append(counts[k] - before[k])
         bounds.append(views.error_bound(out))
         S, dang = M.sparse_part().tocsr(), M.dangling  # the graph as a peer holds it
         t = time.perf_counter()
@@ -247,6 +252,7 @@ def table_cell(views, M: StochasticMatrix, d: float, tol: float, size: int, batc
     return {"tolerance": tol, "batch": size, "batches": batches, "columns": x.shape[1],
             "linview_per_batch": stats(lin), "warm_power_per_batch": stats(warm),
             "warm_power_iterations": stats(its),
+            "push_work": {k: stats(v) for k, v in work.items()}, "nnz": int(M.nnz),
             "speedup_per_change": float(np.median(warm) / np.median(lin)),
             "bound_max": float(max(bounds)), "bound_held": bool(max(bounds) <= tol),
             "l1_error": float(np.abs(x - ref).sum(axis=0).max()),  # worst column
@@ -327,54 +333,6 @@ def markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
-# ------------------------------------------------------------------ --plain-load
-PLAIN = """function r = pr(M, d)
-  %#linview scalar d
-  n = size(M, 1);
-  r = (eye(n) - d * M) \\ ((1 - d) / n * ones(n, 1));
-end
-"""
-
-
-def plain_load(args) -> dict:
-    """The README program with no pragma and M a plain ``scipy.sparse`` matrix (dangling
-    nodes as zero columns): ``load()`` (compiled beforehand) against cold power iteration
-    on the same M, stopped by the same certified test, at each ``--tolerances``."""
-    rng = np.random.default_rng(args.seed)
-    n, d = args.nodes, args.damping
-    src, dst = chung_lu(n, args.degree * n, rng)
-    deg = np.bincount(src, minlength=n)
-    M = sps.csr_matrix((1.0 / deg[src], (dst, src)), shape=(n, n))
-    prog = linview.compile(PLAIN, name="pr")
-    prog.load(M=M[:3, :3], d=d)  # compiles the sparse specialisation
-    rows = []
-    for tol in args.tolerances:
-        t = time.perf_counter()
-        views = prog.load(M=M, d=d, tolerance=tol)
-        load_s = time.perf_counter() - t
-        t = time.perf_counter()
-        x, k = np.full(n, 1 / n), 0
-        while True:
-            y = d * (M @ x) + (1 - d) / n
-            k += 1
-            diff, x = np.abs(y - x).sum(), y
-            if diff <= tol * (1 - d):
-                break
-        cold_s = time.perf_counter() - t
-        solver = views.solver("r")
-        rows.append({"tolerance": tol, "method": solver.method, "load_seconds": load_s,
-                     "stats": dict(solver.stats), "bound": views.error_bound("r"),
-                     "cold_power_seconds": cold_s, "cold_power_steps": k,
-                     "memory_ratio": views.memory_bytes() / (
-                         M.data.nbytes + M.indices.nbytes + M.indptr.nbytes)})
-        print(f"tol {tol:g}: load {load_s:.2f} s ({solver.method}, {solver.stats}), bound "
-              f"{rows[-1]['bound']:.1e}; cold power iteration {cold_s:.2f} s ({k} steps); "
-              f"memory {rows[-1]['memory_ratio']:.2f}x the CSR graph", flush=True)
-    return {"graph": {"nodes": n, "edges": int(src.size), "seed": args.seed},
-            "damping": d, "rows": rows, "machine": {"cpus": os.cpu_count(),
-                                                    "load_average": os.getloadavg()}}
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=100_000)
@@ -408,6 +366,8 @@ def main(argv=None) -> int:
         print(markdown(json.loads(Path(args.markdown).read_text())))
         return 0
     if args.plain_load:
+        from pagerank_load import plain_load  # its own file (size)
+
         res = plain_load(args)
         out = Path(args.json or HERE / "results" / f"pagerank_plain_load_n{args.nodes}.json")
         out.write_text(json.dumps(res, indent=2) + "\n")

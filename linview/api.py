@@ -364,9 +364,14 @@ def _restore_solve(path, meta: dict, views: dict, program: CompiledProgram, opti
     inputs = solve_state.inputs_of(meta, views)
     opts = {k: v for k, v in (meta.get("solve_options") or {}).items() if v is not None}
     out = program.load(**inputs, **{**opts, **options},
-                       _warm=solve_state.solutions_of(views))
+                       _warm=solve_state.solutions_of(views),
+                       _restored=solve_state.dense_views_of(views))
     out.saved_meta, out.updates = meta, int(meta["updates"])
     out.stats["updates"] = out.updates
+    if meta.get("probe"):
+        from linview.backends.numpy import reuse
+
+        reuse.restore_probes(out, path, meta)  # the saved probe vectors: guards as strict
     return out
 
 

@@ -173,6 +173,44 @@ def test_mixed_module_saves_in_the_one_state_format_and_restores(tmp_path):
             "examples/pagerank_solve.m"))
 
 
+def test_restore_takes_the_dense_views_as_saved_and_solves_only_the_solve_views(tmp_path):
+    """The Woodbury-maintained views of a mixed program come back bit for bit (a fresh
+    evaluation of them differs in the last bits after updates), with their probe state;
+    the solve views are solved again, warm, with their bounds; against a fresh load on
+    the same inputs, before and after further updates of both inputs."""
+    rng = np.random.default_rng(11)
+    prog = linview.compile(MIXED, name="mixed")
+    inputs = mixed_inputs(rng)
+    views = prog.load(**inputs)
+    n, m, k = inputs["P"].shape[0], *inputs["X"].shape
+    for _ in range(3):
+        views.update("X", rng.standard_normal(m) * 0.1, rng.standard_normal(k))
+    views.update("M", -views["M"][:, [4]].toarray().ravel(), np.eye(n)[:, 4])
+    views.save(tmp_path / "s.npz")
+    _, arrays = statefile.read(tmp_path / "s.npz")
+    dense = {nm for nm, v in views._views.items() if isinstance(v, np.ndarray)
+             and nm not in views.INPUTS and nm not in views.solvers}
+    assert dense and {f"{nm}@view" for nm in dense} <= set(arrays)
+    back = linview.restore(tmp_path / "s.npz")
+    fresh = prog.load(**{nm: views[nm] for nm in views.INPUTS})
+    for nm in dense:
+        np.testing.assert_array_equal(back._views[nm], views._views[nm])
+    assert any(not np.array_equal(fresh._views[nm], views._views[nm]) for nm in dense)
+    assert back._prober.states.keys() == views._prober.states.keys()
+    for _ in range(2):
+        for v in (back, fresh):
+            for nm in ("r", "beta", "q", "share"):
+                np.testing.assert_allclose(back[nm], fresh[nm], atol=1e-8)
+            assert v.error_bound("r") <= 1e-6
+        u, w = rng.standard_normal(m) * 0.1, rng.standard_normal(k)
+        col = np.zeros(n)
+        col[rng.choice(n, size=2, replace=False)] = 0.5
+        col -= back["M"][:, [1]].toarray().ravel()
+        for v in (back, fresh):
+            v.update("X", u, w)
+            v.update("M", col, np.eye(n)[:, 1])
+
+
 def test_old_solve_state_files_are_refused_clearly(tmp_path):
     """The format solve views had before they joined the generated module is not read."""
     meta = {"kind": "solve", "program": "p", "source": "", "updates": 0}
@@ -212,3 +250,63 @@ def test_cost_model_chooses_solve_view_or_inverse_by_seconds_and_explain_says_wh
         A += np.outer(u, v)
         np.testing.assert_allclose(views["x"], np.linalg.solve(A + 2 * np.eye(12),
                                                                np.ones((12, 1))), atol=1e-9)
+
+
+B_READS_M = """function [r, y] = f(M, v, d)
+  %#linview scalar d
+  %#linview stochastic M
+  %#linview dynamic M
+  n = size(M, 1);
+  r = (eye(n) - d * M) \\ (M * v);
+  y = (eye(n) - d * M) \\ v;
+end
+"""
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**31 - 1), st.integers(1, 12))
+def test_edge_batches_reach_push_as_columns_only_where_nothing_else_changes(seed, size):
+    """``COLUMNS_ONLY``: an edge batch is handed to push as its changed columns, without
+    the trigger's factors (a node that becomes or stops being dangling has a factor
+    column of n entries).  Against the trigger itself (``COLUMNS_ONLY`` emptied), and
+    against direct solves; a program whose B reads M keeps its trigger."""
+    rng = np.random.default_rng(seed)
+    n = 40
+    src, dst = rng.integers(3, n, 120), rng.integers(0, n, 120)  # nodes 0-2: dangling
+    keep = src != dst
+    pairs = np.unique(np.stack([src[keep], dst[keep]]), axis=1)
+    prog = linview.compile_file("examples/pagerank_solve.m")
+    assert "COLUMNS_ONLY = {'M': ('r',)}" in prog.source
+    fast = prog.load(M=StochasticMatrix(n, *pairs), d=D, tolerance=1e-9)
+    slow = prog.load(M=StochasticMatrix(n, *pairs), d=D, tolerance=1e-9)
+    slow.COLUMNS_ONLY = {}
+    mixed = linview.compile(B_READS_M)
+    assert "COLUMNS_ONLY" not in mixed.source
+    v = rng.random((n, 1))
+    other = mixed.load(M=StochasticMatrix(n, *pairs), v=v, d=D, tolerance=1e-9)
+    for _ in range(4):
+        M = fast["M"]
+        batch, seen = [], set()
+        while len(batch) < size:
+            j = int(rng.integers(n))  # the dangling nodes 0-2 gain links, others lose some
+            rows, _, _ = M.column(j)
+            rec = ("delete", j, int(rows[0])) if rows.size and rng.random() < 0.5 else (
+                ("insert", j, int(rng.integers(n))))
+            if (rec[0] == "insert" and (rec[2] == j or rec[2] in set(rows.tolist()))) or \
+                    (j, rec[2]) in seen:
+                continue
+            seen.add((j, rec[2]))
+            batch.append(rec)
+        for views in (fast, slow, other):
+            views.update_edges("M", batch)
+        A = sps.identity(n, format="csc") - D * fast["M"].tocsc()
+        exact = sps.linalg.spsolve(A, np.full(n, (1 - D) / n)).reshape(-1, 1)
+        for views in (fast, slow):
+            assert np.abs(views["r"] - exact).sum() <= views.error_bound("r") <= 1e-9
+        np.testing.assert_allclose(fast["r"], slow["r"], atol=2e-9)
+        Mo = other["M"].tocsc()
+        Ao = sps.identity(n, format="csc") - D * Mo
+        np.testing.assert_allclose(other["r"], sps.linalg.spsolve(Ao, Mo @ v).reshape(-1, 1),
+                                   atol=1e-7)
+        np.testing.assert_allclose(other["y"], sps.linalg.spsolve(Ao, v).reshape(-1, 1),
+                                   atol=1e-7)

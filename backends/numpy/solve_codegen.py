@@ -156,6 +156,29 @@ class SolveGenerator(NumpyGenerator):
                 if (form := pagerank_form(e.children[0], self.prog, ("sparse",)))}
         if push:
             out.append(f"    PUSH_INPUT = {push!r}  # plain sparse M of I - s·M")
+        if columns := self._columns_only():
+            out.append(f"    COLUMNS_ONLY = {columns!r}  # edge batches: push takes the "
+                       "changed columns")
+        return out
+
+    def _columns_only(self) -> dict[str, tuple[str, ...]]:
+        """``{stochastic input X: solve views}`` where X's trigger changes only solve views
+        ``(I - s·X) \\ B`` with s and B not reading X: pushed, they need nothing of an
+        edge batch but its changed columns, so ``update_edges`` builds no factors (a node
+        that becomes or stops being dangling has a factor column of n entries)."""
+        out = {}
+        for x, trig in self.plan.triggers.items():
+            if self.storage.get(x) != "stochastic":
+                continue
+            dense, side = self.split_side(trig)
+            terms = self._terms(trig, side)
+            if len(dense.deltas) > 1 or not side or set(terms) != set(side):
+                continue
+            forms = [(pagerank_form(self.solves[v].children[0], self.prog), tb)
+                     for v, (_, tb) in terms.items()]
+            if all(f is not None and f[0] == x and not tb and x not in
+                   {leaf.attr for leaf in ir.leaves(f[1], Op.INPUT)} for f, tb in forms):
+                out[x] = tuple(side)
         return out
 
     def generate(self) -> str:

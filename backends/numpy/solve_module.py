@@ -33,8 +33,9 @@ from linview.backends.numpy.kernels import as_matrix
 from linview.backends.numpy.runtime import TriggerModule
 from linview.backends.numpy.solve_view import Rebuild, SolveView, scalar  # noqa: F401 - sv.*
 from linview.compiler.ops_solve import direct_solve
-from linview.errors import InputError, UpdateError
+from linview.errors import InputError, StateError, UpdateError
 from linview.solve.evaluate import change_factors
+from linview.solve.solvers import PushSolver
 from linview.solve.stochastic import StochasticMatrix
 
 
@@ -95,12 +96,13 @@ class SolveModule(TriggerModule):
     SIDE: tuple[str, ...] = ()
     OPTIONS = {**TriggerModule.OPTIONS, "tolerance": None, "method": None}
 
-    def __init__(self, /, _state=None, _reuse=None, _warm=None, **kwargs):
+    def __init__(self, /, _state=None, _reuse=None, _warm=None, _restored=None, **kwargs):
         if _reuse is not None or _state is not None:
             raise InputError("reuse= and store= are not supported for programs with solve "
                              "views yet", hint="load without them (every view is computed)")
         self._solves: dict[str, SolveView] = {}
         self._warm = dict(_warm or {})
+        self._restored = dict(_restored or {})  # dense views of a state file, as saved
         self._direct = False  # verify(): direct solves, no solver is touched
         self._edge_changes = None
         super().__init__(**kwargs)
@@ -127,6 +129,28 @@ class SolveModule(TriggerModule):
         arrays = {n: stored(inputs[n], self.STORAGE.get(n), n) for n in names}
         self.dims = self._bind_dims(arrays)
         return arrays
+
+    def _reevaluate(self, arrays: Mapping[str, object]) -> dict:
+        """Every view from the inputs; restoring (``_restored``), the saved dense views as
+        they are and only the others evaluated (solve views warm, sparse values), in
+        program order, by the module's ``_evaluate_some``."""
+        restored, self._restored = self._restored, {}
+        if not restored:
+            return super()._reevaluate(arrays)
+        if set(restored) - set(self.VIEWS):
+            raise StateError("the saved state holds views this program does not have: "
+                             + ", ".join(sorted(set(restored) - set(self.VIEWS))))
+        self._prober.reset()
+        views = dict(arrays)
+        kept, _ = self._kept_values(restored)  # checked finite, Fortran-ordered
+        views.update(kept)
+        missing = {n for n in self.VIEWS if n not in views}
+        computed, transient = self._kept_values(
+            self._evaluate_some(self.dims, views, missing))
+        for name, val in transient.items():
+            self._prober.seed(name, val)
+        views.update(computed)
+        return views
 
     def _kept_values(self, computed: Mapping[str, object]):
         own = {k: v for k, v in computed.items() if k in self.SOLVES or sps.issparse(v)}
@@ -180,6 +204,9 @@ class SolveModule(TriggerModule):
 
     #: {solve view: the input M of its ``I - s·M``} (set by the generated module)
     PUSH_INPUT: Mapping[str, str] = {}
+    #: {stochastic input: the solve views its trigger changes, all ``(I - s·M) \\ B`` with
+    #: s and B not reading it}: pushed, an edge batch reaches them as changed columns only
+    COLUMNS_ONLY: Mapping[str, tuple[str, ...]] = {}
 
     def _resolve(self, names: set[str]) -> None:
         """Phase 2 of views of the solve side that are re-evaluated (solve views whose A or
@@ -236,7 +263,12 @@ class SolveModule(TriggerModule):
                               f"'%#linview stochastic {name}'")
         t0 = time.perf_counter()
         changes = M.change_edges(records, base=base, what=name, labels=labels)
-        if changes:
+        pushed = [self._solves[v] for v in self.COLUMNS_ONLY.get(name, ())]
+        if changes and pushed and all(isinstance(v.solver, PushSolver) and v.solver.M is M
+                                      for v in pushed):
+            for view in pushed:  # all the trigger would do: no factors built
+                view.solver.change_columns(changes)
+        elif changes:
             self._edge_changes = changes
             try:
                 self._run_trigger(name, *change_factors(changes, M.n))
@@ -302,9 +334,9 @@ class SolveModule(TriggerModule):
 
     # -------------------------------------------------------------- persistence
     def save(self, path, extra: dict | None = None) -> None:
-        """The inputs in their storage and the solve views' solutions, in the one state
-        format (:mod:`linview.statefile`); the other views are evaluated again by
-        :func:`linview.restore`."""
+        """The inputs in their storage, the solve views' solutions and the other dense
+        views, in the one state format (:mod:`linview.statefile`); :func:`linview.restore`
+        takes the dense views as saved and solves the solve views again, warm."""
         solve_state.write(path, self, extra)
 
 

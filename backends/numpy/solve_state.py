@@ -3,11 +3,13 @@
 A dense input is saved as ``view:NAME`` as every module saves it; a sparse input as its CSR
 arrays (``NAME@data``, ``NAME@indices``, ``NAME@indptr``, ``NAME@shape``), a stochastic one
 as its edge list (``NAME@src``, ``NAME@dst``, ``NAME@w``, ``NAME@n``), all float64 (node
-ids are exact below 2⁵³); each solve view's solution as ``NAME@x``.  The manifest's
-``storage`` says which input is which.  Other views are not saved: :func:`linview.restore`
-loads the inputs again (:func:`inputs_of`), every solve view warm-started from its saved
-solution (:func:`solutions_of`), so that each bound is certified again from an exact
-residual.
+ids are exact below 2⁵³); each solve view's solution as ``NAME@x``; every other dense
+view as ``NAME@view``, with the probe state of maintained inverses beside them.  The
+manifest's ``storage`` says which input is which.  :func:`linview.restore` loads the
+inputs again (:func:`inputs_of`), takes the dense views as saved (:func:`dense_views_of`),
+and evaluates only the solve views, warm-started from their saved solutions
+(:func:`solutions_of`) so that each bound is certified again from an exact residual, and
+the sparse values of the solve side (which are not saved).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 import scipy.sparse as sps
 
 from linview import statefile
+from linview.backends.numpy import probe as _probe
 from linview.errors import StateError
 from linview.solve.stochastic import StochasticMatrix
 
@@ -41,14 +44,19 @@ def write(path, module, extra: dict | None = None) -> None:
             storage[name] = "dense"
     for name, view in module._solves.items():
         arrays[f"{name}@x"] = np.asarray(view.X)
+    for name, v in module._views.items():  # the other dense views, as they are
+        if name not in module.INPUTS and name not in module._solves and \
+                isinstance(v, np.ndarray):
+            arrays[f"{name}@view"] = v
+    probes, probe_doc = _probe.saved(module._prober)  # guards as strict on restore
     manifest = {"program": module.PROGRAM, "hash": module.SOURCE_HASH,
                 "updates": int(module.updates), "dims": dict(module.dims),
                 "extra": dict(extra or {}), "storage": storage,
                 "solve_options": {"tolerance": module.solve_tolerance,
                                   "method": module.method},
-                **module.PROGRAM_INFO}
+                "probe": probe_doc, **module.PROGRAM_INFO}
     statefile.write(path, {k: np.asarray(a, dtype=np.float64) for k, a in arrays.items()},
-                    manifest)
+                    manifest, probes)
 
 
 def _ints(a: np.ndarray) -> np.ndarray:
@@ -85,4 +93,10 @@ def solutions_of(views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k[:-2]: v for k, v in views.items() if k.endswith("@x")}
 
 
-__all__ = ["write", "inputs_of", "solutions_of"]
+def dense_views_of(views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``{view: its saved value}`` of the dense views that are not solve views (a state
+    written before they were saved has none: they are evaluated again)."""
+    return {k[:-5]: v for k, v in views.items() if k.endswith("@view")}
+
+
+__all__ = ["write", "inputs_of", "solutions_of", "dense_views_of"]

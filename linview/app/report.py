@@ -55,7 +55,9 @@ def print_solve_cost(console, solve: dict) -> None:
         if pr := v.get("prediction"):
             console.print(f"  at tolerance {pr['tolerance']:g}, batches of {pr['batch']}: a "
                           f"batch brings about {pr['residual_per_batch']:.1e} of residual, "
-                          f"{pr['reduction']:.2g}× the target {pr['target']:.1e}; predicted "
+                          f"{pr['reduction']:.2g}× the target {pr['target']:.1e}: about "
+                          f"{pr['power_steps']:.0f} power-iteration steps against "
+                          f"{pr['push_sweeps']:.2g} sweeps' worth of push; predicted "
                           f"{pr['predicted_speedup']:.1f}× warm power iteration per batch: "
                           f"maintenance {pr['verdict']}")
 

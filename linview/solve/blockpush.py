@@ -140,6 +140,7 @@ def push(solver, F: np.ndarray, cols: np.ndarray) -> None:
                          (solver.s * w)[:, None] * V[src], cols) if rows.size else rows
     solver.cand_all = touched
     solver.stats["pushes"] += F.size * cols.size
+    solver.stats["edges"] += rows.size * cols.size
     solver.stats["rounds"] += 1
 
 
@@ -154,6 +155,7 @@ def dense_round(solver, cols: np.ndarray) -> None:
     merge_candidates(solver, np.flatnonzero((np.abs(new) > solver.theta[cols]).any(axis=1)))
     solver.stats["sweeps"] += cols.size
     solver.stats["pushes"] += solver.n * cols.size
+    solver.stats["edges"] += solver.M.nnz * cols.size
 
 
 def uniform(solver, cols: np.ndarray) -> None:

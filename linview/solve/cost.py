@@ -22,19 +22,41 @@ can be said before there is data, and what this report gives:
 
 from __future__ import annotations
 
+import math
+
 from linview.compiler import ir
 from linview.compiler.calibrate import rates
 from linview.compiler.ir import Op
 from linview.errors import CompileError
 from linview.solve.sparsity import input_reasons, sparse_views
 
-#: the fixed cost of a push update (validating the batch, the changed columns, one round):
-#: about 1 ms per batch measured by ``bench/pagerank_graph.py --table`` at 10⁵ and 10⁶ nodes
-PUSH_FIXED_S = 1e-3
 #: a sparse product reads the iterate at scattered places: a power-iteration step took
 #: about this many times the streaming-rate bound of a sweep in ``bench/pagerank_graph.py``
 #: (48 ms at 10⁶ nodes and 9.3·10⁶ edges against a bound of 8.6 ms on its machine)
 SCATTER = 5.0
+#: The laws of :func:`predict_push`, measured as work counts (power-iteration steps, links
+#: push reads: ``solver.stats["edges"]``) by ``bench/pagerank_graph.py --table --seed 7``
+#: at 10⁵ nodes, on another graph than the table's (docs/solve_views.md, "Whether
+#: maintenance pays").  Power iteration after a batch: the L1 norm of the batch's residual
+#: falls by about PI_DECAY per step (faster than s: the two halves of an edge change,
+#: ``+x_j/deg'`` on the new links and ``-x_j/deg`` on the old, cancel as they spread), on
+#: top of PI_LEFT (what the previous stop left, in units of the stop test)
+PI_DECAY = 0.56
+PI_LEFT = 0.11
+#: push: links read per unit of the reduction ρ, in sweeps (the mean over batches), while
+#: the residual is local; once it spreads, the steps of power iteration less PUSH_HEAD
+PUSH_LINKS = 1.6
+PUSH_HEAD = 2.5
+#: push's time: per batch (the drive's first rounds), per edge change (validating it,
+#: changing its column and the residual: 90 ms for 100 changes at 10⁵ nodes while the
+#: trigger built factors for them, now 85 µs each), per link gathered (bytes at the
+#: streaming rate: the gather, the products, the scattered adds, the L1 sums) and per
+#: dense round (a sweep's product plus passes over n: PUSH_DENSE sweeps); the cheaper of
+#: the last two is what push does (a wide frontier becomes a dense round)
+PUSH_FIXED_S = 0.4e-3
+PUSH_CHANGE_S = 85e-6
+PUSH_LINK_BYTES = 94
+PUSH_DENSE = 1.7
 #: a predicted speedup within this factor of 1 is "about even": the measurements on a
 #: shared machine spread more than that between batches of one cell
 EVEN = 1.5
@@ -97,34 +119,46 @@ def solve_cost_report(compiled, tolerance: float | None = None, batch: int = 1,
                 "state_bytes": 24 * rows * p}
         if tolerance is not None and method in ("push", "auto") and nnz:
             view["prediction"] = predict_push(rows, max(nnz.values()), damping, tolerance,
-                                              batch, SCATTER * view["sweep_s"])
+                                              batch, SCATTER * view["sweep_s"],
+                                              PUSH_LINK_BYTES / r.stream1_bytes)
         views.append(view)
     sparse = [{"view": v, "why": w} for v, w in
               sparse_views(compiled.lowered or prog, compiled.options.get("sparse")).items()]
     return {"inputs": inputs, "views": views, "sparse_views": sparse}
 
 
-def predict_push(n: int, nnz: int, s: float, tol: float, batch: int, sweep_s: float) -> dict:
+def predict_push(n: int, nnz: int, s: float, tol: float, batch: int, sweep_s: float,
+                 link_s: float) -> dict:
     """Does push maintenance of ``(I - s·M) \\ B`` pay, per micro-batch of ``batch`` edge
-    changes at certified L1 tolerance ``tol``, against warm power iteration?
+    changes at certified L1 tolerance ``tol``, against warm power iteration?  ``sweep_s``
+    is one product of M with the iterate (all its columns: several columns are priced as
+    one, see docs/solve_views.md), ``link_s`` one link that push gathers.
 
     An edge change at node j moves ``s·x_j·‖ΔM[:, j]‖₁ ≈ 2·s·x_j/(deg_j + 1)`` of L1 mass
     into the residual; with ``x_j ≈ 1/n`` on average (every column sums to 1) a batch
-    brings ``δ = batch·2·s/(n·(nnz/n + 1))``.  Push must bring the residual back under its
-    target ``0.9·tol·(1 - s)``: ``ρ = δ / target`` is the reduction asked of it.  Pushing a
-    node removes ``1 - s`` of the mass it moves, so push moves about ``ρ·(1 - s)`` of the
-    graph's mass, and touches about that fraction of a sweep's work when the residual lies
-    where the change was; when ``ρ·(1 - s) ≥ 1`` the residual spreads over the graph and
-    push does what power iteration does (about even).  Power iteration costs at least one
-    sweep per batch (its stop test needs a step).  So the predicted speedup is
-    ``sweep / (PUSH_FIXED_S + ρ·(1 - s)·sweep)``, and 1 when ``ρ·(1 - s) ≥ 1``."""
+    brings ``δ = batch·2·s/(n·(nnz/n + 1))``, a reduction ``ρ = δ / target`` that push
+    must make (its target is ``0.9·tol·(1 - s)``).  With the laws measured as work counts
+    (see the constants above):
+
+    * power iteration stops at ``‖x_{k+1} - x_k‖₁ ≤ tol·(1 - s)``, after
+      ``k = 1 + log(1 + 0.9·ρ/PI_LEFT) / log(1/PI_DECAY)`` steps of ``sweep_s``;
+    * push reads ``w = min(PUSH_LINKS·ρ, max(k - PUSH_HEAD, 1))`` sweeps' worth of links,
+      each sweep's worth at the cheaper of ``nnz·link_s`` (gathered) and
+      ``PUSH_DENSE·sweep_s`` (a dense round), plus ``PUSH_FIXED_S`` and
+      ``batch·PUSH_CHANGE_S``.
+
+    The predicted speedup is the ratio of the two times."""
     target = 0.9 * tol * (1 - s)
     delta = batch * 2 * s / (n * (nnz / max(n, 1) + 1))
     rho = delta / target
-    work = rho * (1 - s)
-    speedup = 1.0 if work >= 1 else sweep_s / (PUSH_FIXED_S + work * sweep_s)
+    steps = 1 + math.log1p(0.9 * rho / PI_LEFT) / math.log(1 / PI_DECAY)
+    sweeps = min(PUSH_LINKS * rho, max(steps - PUSH_HEAD, 1.0))
+    push_s = PUSH_FIXED_S + batch * PUSH_CHANGE_S + sweeps * min(nnz * link_s,
+                                                                  PUSH_DENSE * sweep_s)
+    speedup = steps * sweep_s / push_s
     verdict = "pays" if speedup >= EVEN else ("does not pay" if speedup <= 1 / EVEN
                                                else "about even")
     return {"tolerance": tol, "batch": batch, "residual_per_batch": delta, "target": target,
-            "reduction": rho, "predicted_speedup": speedup, "verdict": verdict}
-
+            "reduction": rho, "power_steps": steps, "push_sweeps": sweeps,
+            "power_s": steps * sweep_s, "push_s": push_s,
+            "predicted_speedup": speedup, "verdict": verdict}
