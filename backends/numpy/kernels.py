@@ -24,7 +24,7 @@ from linview.backends.numpy.threads import (  # noqa: F401 - the kernels' thread
     blas_limit,
     blas_threads,
     others_running,
-    pass_columns,
+    pass_threads,
     pools,
     trigger_limit,
     update_threads,
@@ -140,10 +140,10 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     """``[op1(A) @ B1, op2(A) @ B2, ...]`` with ``ops[i]`` "N" (A) or "T" (Aᵀ): the products
     of one view at one trigger level, computed together.  One-hot blocks read only their
     columns of A (see :func:`dot`).  The other blocks of each kind are reduced to their
-    distinct columns (:func:`distinct_columns`), and then, for a large view, at most
-    :data:`ONE_PASS_MAX` columns in all run as one pass over A (:func:`pass_dot`, one
-    thread), more as one ``dgemm`` per kind (:func:`wide`), and on a trigger that holds
-    several threads at most :func:`.threads.pass_columns` as matrix-vector passes on them;
+    distinct columns (:func:`distinct_columns`), and then, for a large view, two to
+    :data:`ONE_PASS_MAX` columns in all run as one pass over A (:func:`pass_dot`, split
+    over the threads the trigger holds, :func:`.threads.pass_threads`), more as one
+    ``dgemm`` per kind (:func:`wide`); a single column is one matrix-vector product, and
     small views take one product per kind."""
     ops = ops or "N" * len(blocks)
     out: list = [None] * len(blocks)
@@ -157,9 +157,10 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     basis = {o: distinct_columns([blocks[i] for i in idx], dependent=large)
              for o, idx in kinds.items()}
     width = sum(b.shape[1] for b, _ in basis.values())
-    if large and pass_columns() < width <= ONE_PASS_MAX and width > 1:
-        res = dict(zip("NT", pass_dot(A, *(basis[o][0] if o in basis else None
-                                           for o in "NT")), strict=True))
+    if large and 1 < width <= ONE_PASS_MAX:
+        both = pass_dot(A, *(basis[o][0] if o in basis else None for o in "NT"),
+                        threads=pass_threads())
+        res = dict(zip("NT", both, strict=True))
     else:
         res = {o: _thin_dot(A.T if o == "T" else A, b) for o, (b, _) in basis.items()}
     for o, idx in kinds.items():
@@ -175,12 +176,14 @@ def _one_pass_ok(A) -> bool:
             and A.dtype == np.float64 and A.size >= WIDE_MIN)
 
 
-def pass_dot(A: np.ndarray, BN: np.ndarray | None, BT: np.ndarray | None):
+def pass_dot(A: np.ndarray, BN: np.ndarray | None, BT: np.ndarray | None,
+             threads: int = 1):
     """``(A @ BN, Aᵀ @ BT)`` (None for a missing block) in one pass over the Fortran-ordered
-    float64 ``A`` (:mod:`.fused`, compiled by numba: imported with the first large view)."""
+    float64 ``A`` on ``threads`` threads (:mod:`.fused`, compiled by numba: imported with
+    the first large view)."""
     from linview.backends.numpy.fused import pass_dot as one_pass
 
-    return one_pass(A, BN, BT)
+    return one_pass(A, BN, BT, threads)
 
 
 def warm(arrays) -> None:

@@ -81,31 +81,14 @@ WIDE_RANK = 8
 #: for 2 to 8 columns on one thread, 13-15 ms on two)
 GEMV_MAX = 2
 _WIDE = {"allowed": True, "threads": 1}
-#: the calibrated gain of a memory-bound pass on every thread over one (``stream_bytes /
-#: stream1_bytes``; set at load by :func:`set_stream_gain`; 1: as if one core saturated
-#: memory, until it is measured)
-_GAIN = {"stream": 1.0}
 
 
-def set_stream_gain(gain: float) -> None:
-    """Record the calibrated all-thread over one-thread streaming rate (see
-    :func:`pass_columns`)."""
-    _GAIN["stream"] = max(1.0, float(gain))
-
-
-def stream_gain() -> float:
-    """The gain recorded by :func:`set_stream_gain`."""
-    return _GAIN["stream"]
-
-
-def pass_columns() -> int:
-    """Columns up to which the products of one large view run as one matrix-vector pass per
-    column rather than as the one-thread one-pass kernel: while the running trigger holds
-    several threads, as many as the calibrated gain of a pass on them over one thread (at
-    most :data:`GEMV_MAX`; ``linview.compiler.timemodel.gemv_columns`` mirrors it); else 0."""
-    if _WIDE["threads"] < 2 or not _WIDE["allowed"]:
-        return 0
-    return min(GEMV_MAX, int(_GAIN["stream"]))
+def pass_threads() -> int:
+    """Threads of the one-pass kernel (:func:`.fused.pass_dot`): those the running trigger
+    holds (:func:`holding`), one outside a trigger.  Whether one thread or all is faster
+    for a trigger is measured, not assumed (the trials at load, ``adaptive.py``): a pass
+    over 128 MB with three columns took 6.5 ms on one thread and 3.6 ms on two here."""
+    return max(1, int(_WIDE["threads"]))
 
 
 #: park the BLAS workers a trigger woke when it ends (see :func:`park`)
