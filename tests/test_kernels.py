@@ -234,3 +234,35 @@ def test_one_pool_gets_the_threads():
         for lib in (rest.lib_controllers if rest is not None else []):
             assert now[lib.filepath] == before[lib.filepath]
     assert counts() == before
+
+
+def test_single_entry_columns_are_gathers_not_pass_columns(monkeypatch):
+    """A block ``[e_i·c, dense]`` (a row update's ``[U, A U + …]``) is not one-hot as a
+    whole; its single-entry column is a gather of A's column (row for Aᵀ), so the pass
+    over A carries only the dense columns, and the products equal NumPy's."""
+    rng = np.random.default_rng(5)
+    n = N_LARGE
+    A = np.asfortranarray(rng.standard_normal((n, n)))
+    e = np.zeros((n, 1))
+    e[17] = -2.5
+    BN = np.hstack([e, rng.standard_normal((n, 2))])
+    f = np.zeros((n, 1))
+    f[n - 1] = 0.75
+    BT = np.hstack([rng.standard_normal((n, 1)), f])
+    widths = []
+    real = kernels.pass_dot
+
+    def spy(A, BN, BT, threads=1):
+        widths.append(sum(0 if b is None else b.shape[1] for b in (BN, BT)))
+        return real(A, BN, BT, threads)
+
+    monkeypatch.setattr(kernels, "pass_dot", spy)
+    got = kernels.fused_dot(A, BN, BT, ops="NT")
+    assert widths == [3]  # two dense columns of BN, one of BT
+    _close(got, _reference(A, [BN, BT], "NT"))
+    # only single-entry columns: no pass at all
+    widths.clear()
+    only = np.hstack([e, f])
+    got = kernels.fused_dot(A, only, only, ops="NT")
+    assert widths == []
+    _close(got, _reference(A, [only, only], "NT"))

@@ -156,18 +156,45 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     large = _one_pass_ok(A)
     basis = {o: distinct_columns([blocks[i] for i in idx], dependent=large)
              for o, idx in kinds.items()}
-    width = sum(b.shape[1] for b, _ in basis.values())
+    # columns with one non-zero (the e_i of a row update inside [U, A U + …]) are gathers
+    hot = {o: _single_entries(b) if large else None for o, (b, _) in basis.items()}
+    dense = {o: b if hot[o] is None else b[:, hot[o][0]] for o, (b, _) in basis.items()}
+    dense = {o: b for o, b in dense.items() if b.shape[1]}
+    width = sum(b.shape[1] for b in dense.values())
     if large and 1 < width <= ONE_PASS_MAX:
-        both = pass_dot(A, *(basis[o][0] if o in basis else None for o in "NT"),
-                        threads=pass_threads())
+        both = pass_dot(A, *(dense.get(o) for o in "NT"), threads=pass_threads())
         res = dict(zip("NT", both, strict=True))
     else:
-        res = {o: _thin_dot(A.T if o == "T" else A, b) for o, (b, _) in basis.items()}
+        res = {o: _thin_dot(A.T if o == "T" else A, b) for o, b in dense.items()}
+    for o, h in hot.items():
+        if h is not None:
+            res[o] = _with_gathers(A.T if o == "T" else A, basis[o][0], res.get(o), *h)
     for o, idx in kinds.items():
         full = basis[o][1](res[o])
         cuts = np.cumsum([blocks[i].shape[1] for i in idx])[:-1]
         for i, part in zip(idx, np.hsplit(full, cuts), strict=True):
             out[i] = part
+    return out
+
+
+def _single_entries(B: np.ndarray):
+    """``(others, hot)``: the columns of ``B`` with exactly one non-zero entry (``hot``) and
+    the rest, or None when none has one."""
+    ones = np.count_nonzero(B, axis=0) == 1
+    if not ones.any():
+        return None
+    return np.flatnonzero(~ones), np.flatnonzero(ones)
+
+
+def _with_gathers(A, B: np.ndarray, res: np.ndarray | None, others, hot) -> np.ndarray:
+    """``A @ B`` from ``res = A @ B[:, others]`` and, for each column of ``hot`` (one
+    non-zero ``c`` in row ``i``), ``c·A[:, i]``: a column of A (a strided row of a
+    Fortran view's transpose), not a pass over it."""
+    out = np.empty((A.shape[0], B.shape[1]), order="F")
+    if others.size:
+        out[:, others] = res
+    rows = np.argmax(B[:, hot] != 0, axis=0)
+    out[:, hot] = A[:, rows] * B[rows, hot]
     return out
 
 

@@ -31,17 +31,28 @@ MIN_ELEMENTS = kernels.WIDE_MIN
 
 class Pending:
     """A view with low-rank terms not yet added: its value is ``base + P Qᵀ`` (``P``:
-    rows×r, ``Q``: cols×r)."""
+    rows×r, ``Q``: cols×r).  The terms live in Fortran-ordered buffers of
+    ``FOLD_RANK + k`` columns, kept across folds: a new term is written into them, not
+    stacked onto copies of the old ones (an O(n·r) copy per update)."""
 
-    __slots__ = ("base", "P", "Q")
+    __slots__ = ("base", "_P", "_Q", "rank")
 
     def __init__(self, base: np.ndarray):
         self.base = base
-        self.P, self.Q = _empty(base.shape[0]), _empty(base.shape[1])
+        self._P, self._Q = _empty(base.shape[0]), _empty(base.shape[1])
+        self.rank = 0
 
     @property
-    def rank(self) -> int:
-        return self.P.shape[1]
+    def P(self) -> np.ndarray:  # noqa: N802 - the math's name
+        return self._P[:, :self.rank]
+
+    @property
+    def Q(self) -> np.ndarray:  # noqa: N802
+        return self._Q[:, :self.rank]
+
+    def drop(self) -> None:
+        """Forget the terms (an undone trigger's, see ``fallback.Snapshot``)."""
+        self.rank = 0
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -84,21 +95,28 @@ class Pending:
         """``value += P Qᵀ``: a row or column update (a one-hot factor) goes to the base at
         once (it touches only those rows or columns); other terms wait until their rank
         passes :data:`FOLD_RANK`."""
-        if P.shape[1] == 0:
+        k = P.shape[1]
+        if k == 0:
             return
         if kernels.one_hot(P) is not None or kernels.one_hot(Q) is not None:
             kernels.add_outer(self.base, P, Q)
             return
-        self.P = np.hstack([self.P, P])
-        self.Q = np.hstack([self.Q, Q])
+        r = self.rank
+        if r + k > self._P.shape[1]:  # room for FOLD_RANK + k columns, once
+            more = max(FOLD_RANK + k, r + k)
+            self._P = _grown(self._P, r, more)
+            self._Q = _grown(self._Q, r, more)
+        self._P[:, r:r + k] = P
+        self._Q[:, r:r + k] = Q
+        self.rank = r + k
         if self.rank > FOLD_RANK:
             self.fold()
 
     def fold(self) -> None:
         """Add the terms to the base (one ``dgemm``, every idle core at this rank)."""
         if self.rank:
-            kernels.add_outer(self.base, np.asfortranarray(self.P), np.asfortranarray(self.Q))
-            self.P, self.Q = _empty(self.base.shape[0]), _empty(self.base.shape[1])
+            kernels.add_outer(self.base, self.P, self.Q)  # column slices of F buffers: F
+            self.rank = 0
 
 
 class Transposed:
@@ -137,6 +155,13 @@ _LAZY = (Pending, Transposed)
 
 def _empty(rows: int) -> np.ndarray:
     return np.zeros((rows, 0), order="F")
+
+
+def _grown(buf: np.ndarray, used: int, cols: int) -> np.ndarray:
+    """A Fortran buffer of ``cols`` columns holding ``buf``'s first ``used``."""
+    out = np.empty((buf.shape[0], cols), order="F")
+    out[:, :used] = buf[:, :used]
+    return out
 
 
 class PendingViews:
