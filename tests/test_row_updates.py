@@ -73,3 +73,16 @@ def test_ols_row_and_dense_updates_give_the_same_views(seed, dense):
         np.testing.assert_allclose(views["beta"], want, rtol=1e-8, atol=1e-12)
         assert views.verify() < 1e-8
     np.testing.assert_allclose(rows["beta"], other["beta"], rtol=1e-8, atol=1e-12)
+
+
+def test_the_memory_floor_reads_what_a_row_update_must_read():
+    """``linview bench``'s floor: one pass over each large view the trigger multiplies by a
+    dense block.  OLS's row update reads inv(XᵀX) once and only a row of X (Xᵀ U is a
+    gather); A^16's reads A, A², A⁴, A⁸ and never D, whose updates wait as pending terms."""
+    from linview.app.bench import floor_views
+
+    ols = linview.compile_file(EXAMPLES / "ols.m", dims={"m": 4000, "n": 4000, "p": 1})
+    assert floor_views(ols.plan.triggers["X"], ols.plan.sizes.value) == {"beta_inv"}
+    pow16 = linview.compile(POW16, name="pow16", dims={"n": 4000})
+    assert floor_views(pow16.plan.triggers["A"], pow16.plan.sizes.value) == {
+        "A", "A_pow2", "A_pow4", "A_pow8"}
