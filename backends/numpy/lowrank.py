@@ -14,6 +14,16 @@ read of a view (outputs, saving, verification, the other triggers) folds its ter
 
 This is LINVIEW's own Spark strategy (pending terms folded at a rank budget, see
 ``backends/spark/context.py``) applied to NumPy views.
+
+What an update then costs at its floor (``docs/auto.md``, "OLS and A^16 against their
+floors"): the reads of the views it multiplies, and the fold's flops.  A trigger writes no
+large view per update: the terms go into buffers of ``FOLD_RANK + k`` columns kept across
+folds (no O(n·r) copy per update), a row update of a view is written to its row at once,
+and the products of a row update's one-hot ``U`` (or of a column ``c·e_i`` inside a
+stacked factor such as A^16's ``[U, A U + …]``) read one column of the view, not all of
+it (``kernels.dot``, ``kernels.fused_dot``).  A view that no trigger reads (A^16's ``D``)
+is still folded at ``FOLD_RANK``: the flops are the same at any rank, and its reader
+would otherwise pay them all at once.
 """
 
 from __future__ import annotations
