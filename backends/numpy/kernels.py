@@ -102,7 +102,9 @@ def one_hot(X: np.ndarray) -> np.ndarray | None:
 def matmul(A, B: np.ndarray) -> np.ndarray:
     """``A @ B`` on the kernels' BLAS (SciPy's ``dgemv``/``dgemm``, the library of the
     in-place updates, so that a trigger's heavy calls share one thread pool; see
-    :func:`blas_limit`).  ``A`` may be a transposed view (``X.T``): it is read in place
+    :func:`blas_limit`), or, for a large view and a thin block inside a trigger that
+    holds several threads, the one-pass kernel on them (:func:`pass_dot`).  ``A`` may be
+    a transposed view (``X.T``): it is read in place
     with BLAS's transpose flag.  Anything but float64 matrices goes through NumPy."""
     trans = False
     if isinstance(A, np.ndarray) and A.ndim == 2 and not A.flags.f_contiguous \
@@ -113,7 +115,11 @@ def matmul(A, B: np.ndarray) -> np.ndarray:
             and B.dtype == np.float64 and B.ndim in (1, 2) and A.size):
         return (A.T if trans else A) @ B
     if B.ndim == 1:
-        return blas.dgemv(1.0, A, B, trans=int(trans))
+        return matmul(A.T if trans else A, B[:, None])[:, 0]
+    if pass_threads() > 1 and A.size >= WIDE_MIN and B.shape[1] <= ONE_PASS_MAX:
+        # a trigger holding several threads keeps BLAS on one (threads.trigger_limit)
+        return pass_dot(A, *((None, B) if trans else (B, None)), threads=pass_threads())[
+            int(trans)]
     if B.shape[1] == 1:
         return blas.dgemv(1.0, A, B[:, 0], trans=int(trans))[:, None]
     return blas.dgemm(1.0, A, np.asfortranarray(B), trans_a=int(trans))

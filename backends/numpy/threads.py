@@ -112,19 +112,21 @@ def park(which: str = "kernels") -> None:
 
 
 @contextlib.contextmanager
-def holding(threads: int, limit, others: int = 1):
+def holding(threads: int, limit, others: int = 1, blas: int | None = None):
     """``limit`` (a thread-limit context), recording that the trigger holds ``threads``
-    (``others``: what the other BLAS libraries got); the workers it woke are parked when
-    it ends (:func:`park`)."""
+    (``blas``: what the kernels' BLAS library got, default ``threads``; ``others``: what
+    the other BLAS libraries got); the BLAS workers it woke are parked when it ends
+    (:func:`park`)."""
     before = _WIDE["threads"]
     _WIDE["threads"] = threads
+    _WIDE.pop("woke", None)  # set by a call widened outside any trigger: not this one's
     try:
         with limit:
             yield
     finally:
         _WIDE["threads"] = before
         woke = _WIDE.pop("woke", False)  # a call widened by wide() inside the trigger
-        if PARK["on"] and (max(threads, others) > 1 or woke):
+        if PARK["on"] and (max(threads if blas is None else blas, others) > 1 or woke):
             park("all" if others > 1 else "kernels")
 
 
@@ -205,14 +207,18 @@ def blas_threads() -> int | None:
 
 
 def trigger_limit(threads: int | None, reevaluates: bool):
-    """The BLAS threads while a trigger runs: ``threads`` for every library; or, for all of
-    them (None), every idle core (:func:`idle_cores`: a thread on a core another process
-    keeps busy waits for it) for the kernels' library and one for the others (a
-    maintaining trigger), or no change (a re-evaluating one: its products are NumPy's).
-    One thread pool works at a time (see :func:`blas_limit`)."""
+    """The threads while a trigger runs: ``threads`` for every BLAS library; or, for all
+    of them (None), no change for a re-evaluating trigger (its products are NumPy's), and
+    for a maintaining one every idle core (:func:`idle_cores`: a thread on a core another
+    process keeps busy waits for it) for its passes over large views (the one-pass kernel
+    on threads of its own, :func:`pass_threads`; a single column too, see
+    ``kernels.matmul``), with one thread for every BLAS library: BLAS workers woken at
+    every update, and parked after it (:func:`park`), had to be started again by the next
+    one (measured 8-10 ms per OLS update at n = 4000 on the loaded 2-core machine).  A
+    large ``dgemm`` still widens to the idle cores (:func:`wide`).  One thread pool works
+    at a time (see :func:`blas_limit`)."""
     if threads is not None:
         return holding(threads, blas_limit(threads), threads)
     if reevaluates:
         return contextlib.nullcontext()
-    idle = idle_cores()
-    return holding(idle, blas_limit(idle, 1))
+    return holding(idle_cores(), blas_limit(1, 1), 1, blas=1)
