@@ -266,3 +266,25 @@ def test_single_entry_columns_are_gathers_not_pass_columns(monkeypatch):
     got = kernels.fused_dot(A, only, only, ops="NT")
     assert widths == []
     _close(got, _reference(A, [only, only], "NT"))
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_split_pass_works_in_a_forked_child():
+    """A child forked after the pass's threads started has none of them: it starts its
+    own (a pool that kept the parent's dead threads would wait for ever)."""
+    import os
+    import signal
+
+    from linview.backends.numpy import fused
+
+    rng = np.random.default_rng(9)
+    A = np.asfortranarray(rng.standard_normal((600, 600)))
+    B = rng.standard_normal((600, 3))
+    fused.pass_dot(A, None, B, 2)  # the parent's threads
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        signal.alarm(30)
+        got = fused.pass_dot(A, None, B, 2)[1]
+        os._exit(0 if np.allclose(got, A.T @ B) else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -17,6 +17,8 @@ BLAS's blocked kernels do; NaN and infinity propagate as in any product.
 
 from __future__ import annotations
 
+import os
+
 import numba
 import numpy as np
 
@@ -135,6 +137,8 @@ def pass_dot(A: np.ndarray, BN: np.ndarray | None, BT: np.ndarray | None,
 #: a thread's range of columns is at least this many (a smaller pass is not worth a thread)
 MIN_RANGE = 64
 _POOL: list = []
+# a forked child has none of the pool's threads: it makes its own
+os.register_at_fork(after_in_child=_POOL.clear)
 
 
 def _ranges(cols: int, threads: int) -> list[tuple[int, int]]:
@@ -151,8 +155,6 @@ def _workers(count: int):
     from concurrent.futures import ThreadPoolExecutor
 
     if not _POOL or _POOL[1] < count:
-        import os
-
         size = max(count, os.cpu_count() or 1)
         _POOL[:] = [ThreadPoolExecutor(size, thread_name_prefix="linview-pass"), size]
     return _POOL[0]
