@@ -139,7 +139,7 @@ def main() -> int:
         for s, v in list(r["strategies"].items()) + [(f"{k} (peer)", v)
                                                      for k, v in r["peers"].items()]:
             extra = (f"  predicted {v['predicted_speedup']:7.1f}x  floor "
-                     f"x{v['trigger_over_floor']:5.1f}  err {v['max_rel_error']:.0e}  "
+                     f"x{v['trigger_over_floor'] or 0:5.1f}  err {v['max_rel_error']:.0e}  "
                      f"threads {v['blas_threads']}") if "predicted_speedup" in v else ""
             print(f"   {s:>18} mean {v['mean_s'] * 1e3:9.2f} ms  speedup "
                   f"{v['speedup_vs_reeval']:7.1f}x{extra}", flush=True)
@@ -210,8 +210,8 @@ def render(results: list[dict], load: tuple[float, ...] | None = None,
         "squaring, products in the best chain order), re-run after each update.",
         "REEVAL_MODEL re-runs the program as compiled (after the iterative model's",
         "rewriting), shown where it differs.  `predicted` is the seconds model's speedup",
-        "(`linview cost`); `÷floor` the trigger time over the memory floor (one in-place",
-        "rank-1 pass over each changed view plus one matrix-vector pass over each read view);",
+        "(`linview cost`); `÷floor` the trigger time over the memory floor (one",
+        "matrix-vector pass over each large view the maintaining trigger must read);",
         "`error` the max relative error of every view against re-evaluation after the",
         "stream; p10–p90 the spread of per-update times; `thr` the BLAS threads the update",
         "ran with; `load` the 1-minute load average after the row.  Peers (`bench/peers.py`)",
@@ -238,7 +238,7 @@ def render(results: list[dict], load: tuple[float, ...] | None = None,
                 f"| {label} | {s.upper()}{chosen} | {_t(v['mean_s'])} | "
                 f"{_t(v['p10_s'])}–{_t(v['p90_s'])} | {v['speedup_vs_reeval']:.1f}× | "
                 f"{v.get('predicted_speedup', float('nan')):.1f}× | "
-                f"{v['trigger_over_floor']:.1f} | {v['max_rel_error']:.0e} | "
+                f"{v['trigger_over_floor'] or 0:.1f} | {v['max_rel_error']:.0e} | "
                 f"{v.get('blas_threads')} | {v.get('load_avg', [0, 0])[-1]:.1f} |")
         for s, v in r.get("peers", {}).items():
             lines.append(f"| {label} | peer: {s} | {_t(v['mean_s'])} | "

@@ -217,30 +217,12 @@ def test_adaptive_module_is_the_runtime_mixin():
     assert issubclass(TriggerModule, adaptive.Adaptive)
 
 
-@pytest.mark.parametrize("gain,columns", [(1.0, 1), (1.9, 1), (2.6, 2), (8.0, 2)])
-def test_memory_passes_go_to_every_thread_as_far_as_the_calibrated_gain(gain, columns):
-    """The kernels' choice between matrix-vector passes on the trigger's threads and the
-    one-thread one-pass kernel follows the calibrated gain, as the seconds model's does."""
-    from linview.backends.numpy import threads
-    from linview.compiler import timemodel
-    from linview.compiler.calibrate import REFERENCE
-
-    before = threads.stream_gain()
-    try:
-        threads.set_stream_gain(gain)
-        with threads.holding(2, contextlib.nullcontext()):
-            got = threads.pass_columns()
-        with threads.holding(1, contextlib.nullcontext()):
-            assert threads.pass_columns() == 0  # one thread: the one-pass kernel
-    finally:
-        threads.set_stream_gain(before)
-    rates = REFERENCE.__class__(**{**REFERENCE.as_dict(),
-                                   "stream_bytes": gain * REFERENCE.stream1_bytes})
-    assert got == columns == timemodel.gemv_columns(rates)
-
-
-@pytest.mark.parametrize("widths", [(1, 1), (2,), (1, 0)])
-def test_fused_products_on_several_threads_equal_the_separate_products(widths):
+@pytest.mark.parametrize("widths", [(1, 1), (2,), (1, 0), (3, 4), (7, 9)])
+@pytest.mark.parametrize("held", [1, 2, 3])
+def test_fused_products_on_the_threads_a_trigger_holds_equal_the_separate_products(
+        widths, held):
+    """The one-pass kernel split over the threads the trigger holds (column ranges, each
+    range's share of A·B summed) gives the products to rounding."""
     from linview.backends.numpy import kernels, threads
 
     rng = np.random.default_rng(3)
@@ -248,14 +230,10 @@ def test_fused_products_on_several_threads_equal_the_separate_products(widths):
     A = np.asfortranarray(rng.standard_normal((n, n)))
     blocks = [rng.standard_normal((n, w)) for w in widths if w]
     ops = "NT"[:len(blocks)]
-    before = threads.stream_gain()
-    try:
-        threads.set_stream_gain(3.0)
-        with threads.holding(2, contextlib.nullcontext()):
-            assert threads.pass_columns() == 2
-            got = kernels.fused_dot(A, *blocks, ops=ops)
-    finally:
-        threads.set_stream_gain(before)
+    with threads.holding(held, contextlib.nullcontext()):
+        assert threads.pass_threads() == held
+        got = kernels.fused_dot(A, *blocks, ops=ops)
+    assert threads.pass_threads() == 1  # outside a trigger
     for g, B, o in zip(got, blocks, ops, strict=True):
         np.testing.assert_allclose(g, (A.T if o == "T" else A) @ B, rtol=1e-12, atol=1e-10)
 

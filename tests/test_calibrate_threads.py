@@ -38,22 +38,17 @@ def test_memory_bound_triggers_take_every_thread_when_threads_stream_faster(page
     assert every < one / timemodel.THREADS_GAIN
 
 
-def test_matrix_vector_passes_are_priced_at_the_threads_they_run_on():
+def test_passes_are_priced_at_the_threads_they_run_on():
+    """The one-pass kernel runs on the trigger's threads: on every thread of a machine
+    whose memory streams faster on several, the pass is cheaper than on one; a single
+    column is a matrix-vector product at the trigger's rates."""
     roof1, roof_all = timemodel._rates(TWO_CORES, True), timemodel._rates(TWO_CORES, False)
     reads = {("W", "N", 0): [4000, 4000, 1], ("W", "T", 0): [4000, 4000, 1]}
-    passes = timemodel._rates(TWO_CORES, True)
-    gemv = timemodel.gemv_columns(TWO_CORES)
-    assert gemv == 2
-    # on every thread: two matrix-vector passes at 54 GB/s, cheaper than one at 21
-    on_all = timemodel.fused_seconds(reads, roof_all, passes, gemv)
-    assert on_all == pytest.approx(2 * timemodel.thin_seconds(4000, 4000, 1, roof_all))
-    # on one thread: the one-pass kernel
-    on_one = timemodel.fused_seconds(reads, roof1, passes, 0)
-    assert on_one == pytest.approx(timemodel.one_pass_seconds(4000, 4000, 2, passes))
+    on_all = timemodel.fused_seconds(reads, roof_all)
+    assert on_all == pytest.approx(timemodel.one_pass_seconds(4000, 4000, 2, roof_all))
+    on_one = timemodel.fused_seconds(reads, roof1)
+    assert on_one == pytest.approx(timemodel.one_pass_seconds(4000, 4000, 2, roof1))
     assert on_all < on_one
-    # where threads stream no faster, the one-pass kernel also on every thread
-    assert timemodel.gemv_columns(SATURATED) == 1
-    flat = timemodel.fused_seconds(reads, timemodel._rates(SATURATED, False),
-                                   timemodel._rates(SATURATED, True), 1)
-    assert flat == pytest.approx(timemodel.one_pass_seconds(
-        4000, 4000, 2, timemodel._rates(SATURATED, True)))
+    single = {("W", "T", 0): [4000, 4000, 1]}
+    assert timemodel.fused_seconds(single, roof_all) == pytest.approx(
+        timemodel.thin_seconds(4000, 4000, 1, roof_all))

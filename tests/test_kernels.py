@@ -63,13 +63,14 @@ def test_fused_products_equal_numpy_products(case, seed):
     _close(kernels.fused_dot(A, *blocks, ops=ops), _reference(A, blocks, ops))
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
 @pytest.mark.parametrize("cn, ct", [(0, 2), (1, 1), (3, 4), (0, 8), (5, 0)])
-def test_one_pass_equals_both_products(cn, ct):
+def test_one_pass_equals_both_products(cn, ct, threads):
     rng = np.random.default_rng(cn * 10 + ct)
     A = np.asfortranarray(rng.standard_normal((N_LARGE, 903)))
     BN = rng.standard_normal((903, cn)) if cn else None
     BT = rng.standard_normal((N_LARGE, ct)) if ct else None
-    outN, outT = kernels.pass_dot(A, BN, BT)
+    outN, outT = kernels.pass_dot(A, BN, BT, threads=threads)
     if cn:
         np.testing.assert_allclose(outN, A @ BN, rtol=1e-12, atol=1e-11)
     else:
@@ -82,20 +83,32 @@ def test_one_pass_equals_both_products(cn, ct):
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 40), st.integers(1, 40), st.integers(0, 9), st.integers(0, 9),
-       st.integers(0, 2**32 - 1), st.booleans())
-def test_one_pass_kernel_on_every_shape(rows, cols, cn, ct, seed, poison):
+       st.integers(0, 2**32 - 1), st.booleans(), st.integers(1, 4))
+def test_one_pass_kernel_on_every_shape(rows, cols, cn, ct, seed, poison, threads):
     """The compiled kernel (blocks of four columns of A, three of Bᵀ, and what is left over)
-    against NumPy for every small shape and column count; a NaN or infinity in A reaches
-    exactly the results it enters, as in NumPy (fastmath keeps IEEE special values)."""
+    against NumPy for every small shape and column count, on one thread or split into
+    column ranges on several (ranges of at least four columns here); a NaN or infinity
+    in A reaches exactly the results it enters, as in NumPy (fastmath keeps IEEE special
+    values)."""
     from linview.backends.numpy import fused
 
     rng = np.random.default_rng(seed)
+    before, fused.MIN_RANGE = fused.MIN_RANGE, 4
+    try:
+        _one_pass_case(rng, rows, cols, cn, ct, poison, threads)
+    finally:
+        fused.MIN_RANGE = before
+
+
+def _one_pass_case(rng, rows, cols, cn, ct, poison, threads):
+    from linview.backends.numpy import fused
+
     A = np.asfortranarray(rng.standard_normal((rows, cols)) * 10.0 ** rng.integers(-6, 6))
     if poison:
         A[rng.integers(rows), rng.integers(cols)] = rng.choice([np.nan, np.inf, -np.inf])
     BN = rng.standard_normal((cols, cn)) if cn else None
     BT = rng.standard_normal((rows, ct)) if ct else None
-    outN, outT = fused.pass_dot(A, BN, BT)
+    outN, outT = fused.pass_dot(A, BN, BT, threads)
     with np.errstate(invalid="ignore"):
         for got, want in ((outN, None if BN is None else A @ BN),
                           (outT, None if BT is None else A.T @ BT)):
@@ -221,3 +234,57 @@ def test_one_pool_gets_the_threads():
         for lib in (rest.lib_controllers if rest is not None else []):
             assert now[lib.filepath] == before[lib.filepath]
     assert counts() == before
+
+
+def test_single_entry_columns_are_gathers_not_pass_columns(monkeypatch):
+    """A block ``[e_i·c, dense]`` (a row update's ``[U, A U + …]``) is not one-hot as a
+    whole; its single-entry column is a gather of A's column (row for Aᵀ), so the pass
+    over A carries only the dense columns, and the products equal NumPy's."""
+    rng = np.random.default_rng(5)
+    n = N_LARGE
+    A = np.asfortranarray(rng.standard_normal((n, n)))
+    e = np.zeros((n, 1))
+    e[17] = -2.5
+    BN = np.hstack([e, rng.standard_normal((n, 2))])
+    f = np.zeros((n, 1))
+    f[n - 1] = 0.75
+    BT = np.hstack([rng.standard_normal((n, 1)), f])
+    widths = []
+    real = kernels.pass_dot
+
+    def spy(A, BN, BT, threads=1):
+        widths.append(sum(0 if b is None else b.shape[1] for b in (BN, BT)))
+        return real(A, BN, BT, threads)
+
+    monkeypatch.setattr(kernels, "pass_dot", spy)
+    got = kernels.fused_dot(A, BN, BT, ops="NT")
+    assert widths == [3]  # two dense columns of BN, one of BT
+    _close(got, _reference(A, [BN, BT], "NT"))
+    # only single-entry columns: no pass at all
+    widths.clear()
+    only = np.hstack([e, f])
+    got = kernels.fused_dot(A, only, only, ops="NT")
+    assert widths == []
+    _close(got, _reference(A, [only, only], "NT"))
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_split_pass_works_in_a_forked_child():
+    """A child forked after the pass's threads started has none of them: it starts its
+    own (a pool that kept the parent's dead threads would wait for ever)."""
+    import os
+    import signal
+
+    from linview.backends.numpy import fused
+
+    rng = np.random.default_rng(9)
+    A = np.asfortranarray(rng.standard_normal((600, 600)))
+    B = rng.standard_normal((600, 3))
+    fused.pass_dot(A, None, B, 2)  # the parent's threads
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        signal.alarm(30)
+        got = fused.pass_dot(A, None, B, 2)[1]
+        os._exit(0 if np.allclose(got, A.T @ B) else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -243,8 +243,6 @@ class Adaptive(aswritten.AsWrittenRuns):
         self.stats["switches"] = []
         if hasattr(self, "_evaluate_written") and reeval_s is not None:
             self.adaptation.catch_up_s = reeval_s  # the evaluation at load: every view
-        if self._wide:  # memory passes on several threads, from the calibrated rates
-            threads.set_stream_gain(_stream_gain())
         if self.adaptation.enabled and reeval_s is not None and self.AS_WRITTEN:
             self._load_trials()  # NumPy modules planned with numeric sizes (not Spark)
 
@@ -274,14 +272,3 @@ class Adaptive(aswritten.AsWrittenRuns):
         switch = self.adaptation.observe(name, seconds)
         if switch is not None:
             self.stats["switches"].append({"update": int(self.updates), **switch})
-
-
-def _stream_gain() -> float:
-    """The calibrated ratio of the all-thread to the one-thread streaming rate (1 where
-    calibration is off or the machine has one core)."""
-    if (os.cpu_count() or 1) < 2:
-        return 1.0
-    from linview.compiler.calibrate import rates
-
-    r = rates()
-    return r.stream_bytes / r.stream1_bytes

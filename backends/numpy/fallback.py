@@ -78,7 +78,7 @@ class Snapshot:
         for n, a in self.saved.items():
             self.views[n][...] = a
         for p in self.pending.values():  # terms the undone trigger added
-            p.P, p.Q = p.P[:, :0], p.Q[:, :0]
+            p.drop()
 
     def commit(self) -> None:
         self.saved = {}

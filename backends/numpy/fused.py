@@ -17,6 +17,8 @@ BLAS's blocked kernels do; NaN and infinity propagate as in any product.
 
 from __future__ import annotations
 
+import os
+
 import numba
 import numpy as np
 
@@ -104,13 +106,55 @@ def _pass(At, BN, BT, outNt, outT):  # pragma: no cover - compiled; tests run th
                 o[i] += a[i] * b
 
 
-def pass_dot(A: np.ndarray, BN: np.ndarray | None, BT: np.ndarray | None):
+def pass_dot(A: np.ndarray, BN: np.ndarray | None, BT: np.ndarray | None,
+             threads: int = 1):
     """``(A @ BN, Aᵀ @ BT)`` (None for a missing block) in one pass over the
-    Fortran-ordered float64 ``A``."""
+    Fortran-ordered float64 ``A``; with ``threads`` > 1 the columns of ``A`` are split into
+    that many contiguous ranges, each passed by its own thread (the kernel releases the
+    GIL): ``Aᵀ @ BT`` is written range by range, and the ranges' shares of ``A @ BN`` are
+    summed at the end."""
     rows, cols = A.shape
     bn = np.zeros((0, cols)) if BN is None else np.ascontiguousarray(BN.T, dtype=np.float64)
     bt = np.zeros((0, rows)) if BT is None else np.ascontiguousarray(BT.T, dtype=np.float64)
-    outNt = np.empty((bn.shape[0], rows))
     outT = np.empty((cols, bt.shape[0]))
-    _pass(A.T, bn, bt, outNt, outT)
+    cuts = _ranges(cols, threads)
+    if len(cuts) == 1:
+        outNt = np.empty((bn.shape[0], rows))
+        _pass(A.T, bn, bt, outNt, outT)
+    else:
+        parts = [np.empty((bn.shape[0], rows)) for _ in cuts]
+        jobs = [_workers(len(cuts)).submit(_pass, A.T[j0:j1], np.ascontiguousarray(bn[:, j0:j1]),
+                                           bt, part, outT[j0:j1])
+                for (j0, j1), part in zip(cuts, parts, strict=True)]
+        for job in jobs:
+            job.result()
+        outNt = parts[0]
+        for part in parts[1:]:
+            outNt += part
     return (None if BN is None else outNt.T, None if BT is None else outT)
+
+
+#: a thread's range of columns is at least this many (a smaller pass is not worth a thread)
+MIN_RANGE = 64
+_POOL: list = []
+# a forked child has none of the pool's threads: it makes its own
+os.register_at_fork(after_in_child=_POOL.clear)
+
+
+def _ranges(cols: int, threads: int) -> list[tuple[int, int]]:
+    """``threads`` contiguous column ranges of about equal length, each a multiple of four
+    columns but the last (the kernel takes four columns at a time)."""
+    threads = max(1, min(int(threads), cols // MIN_RANGE))
+    step = -(-cols // threads)
+    step += -step % 4
+    return [(j, min(j + step, cols)) for j in range(0, cols, step)]
+
+
+def _workers(count: int):
+    """The threads that run :func:`_pass` on column ranges (made once, as many as cores)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not _POOL or _POOL[1] < count:
+        size = max(count, os.cpu_count() or 1)
+        _POOL[:] = [ThreadPoolExecutor(size, thread_name_prefix="linview-pass"), size]
+    return _POOL[0]

@@ -24,7 +24,7 @@ from linview.backends.numpy.threads import (  # noqa: F401 - the kernels' thread
     blas_limit,
     blas_threads,
     others_running,
-    pass_columns,
+    pass_threads,
     pools,
     trigger_limit,
     update_threads,
@@ -102,7 +102,9 @@ def one_hot(X: np.ndarray) -> np.ndarray | None:
 def matmul(A, B: np.ndarray) -> np.ndarray:
     """``A @ B`` on the kernels' BLAS (SciPy's ``dgemv``/``dgemm``, the library of the
     in-place updates, so that a trigger's heavy calls share one thread pool; see
-    :func:`blas_limit`).  ``A`` may be a transposed view (``X.T``): it is read in place
+    :func:`blas_limit`), or, for a large view and a thin block inside a trigger that
+    holds several threads, the one-pass kernel on them (:func:`pass_dot`).  ``A`` may be
+    a transposed view (``X.T``): it is read in place
     with BLAS's transpose flag.  Anything but float64 matrices goes through NumPy."""
     trans = False
     if isinstance(A, np.ndarray) and A.ndim == 2 and not A.flags.f_contiguous \
@@ -113,7 +115,11 @@ def matmul(A, B: np.ndarray) -> np.ndarray:
             and B.dtype == np.float64 and B.ndim in (1, 2) and A.size):
         return (A.T if trans else A) @ B
     if B.ndim == 1:
-        return blas.dgemv(1.0, A, B, trans=int(trans))
+        return matmul(A.T if trans else A, B[:, None])[:, 0]
+    if pass_threads() > 1 and A.size >= WIDE_MIN and B.shape[1] <= ONE_PASS_MAX:
+        # a trigger holding several threads keeps BLAS on one (threads.trigger_limit)
+        return pass_dot(A, *((None, B) if trans else (B, None)), threads=pass_threads())[
+            int(trans)]
     if B.shape[1] == 1:
         return blas.dgemv(1.0, A, B[:, 0], trans=int(trans))[:, None]
     return blas.dgemm(1.0, A, np.asfortranarray(B), trans_a=int(trans))
@@ -140,10 +146,10 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     """``[op1(A) @ B1, op2(A) @ B2, ...]`` with ``ops[i]`` "N" (A) or "T" (Aᵀ): the products
     of one view at one trigger level, computed together.  One-hot blocks read only their
     columns of A (see :func:`dot`).  The other blocks of each kind are reduced to their
-    distinct columns (:func:`distinct_columns`), and then, for a large view, at most
-    :data:`ONE_PASS_MAX` columns in all run as one pass over A (:func:`pass_dot`, one
-    thread), more as one ``dgemm`` per kind (:func:`wide`), and on a trigger that holds
-    several threads at most :func:`.threads.pass_columns` as matrix-vector passes on them;
+    distinct columns (:func:`distinct_columns`), and then, for a large view, two to
+    :data:`ONE_PASS_MAX` columns in all run as one pass over A (:func:`pass_dot`, split
+    over the threads the trigger holds, :func:`.threads.pass_threads`), more as one
+    ``dgemm`` per kind (:func:`wide`); a single column is one matrix-vector product, and
     small views take one product per kind."""
     ops = ops or "N" * len(blocks)
     out: list = [None] * len(blocks)
@@ -156,12 +162,19 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     large = _one_pass_ok(A)
     basis = {o: distinct_columns([blocks[i] for i in idx], dependent=large)
              for o, idx in kinds.items()}
-    width = sum(b.shape[1] for b, _ in basis.values())
-    if large and pass_columns() < width <= ONE_PASS_MAX and width > 1:
-        res = dict(zip("NT", pass_dot(A, *(basis[o][0] if o in basis else None
-                                           for o in "NT")), strict=True))
+    # columns with one non-zero (the e_i of a row update inside [U, A U + …]) are gathers
+    hot = {o: _single_entries(b) if large else None for o, (b, _) in basis.items()}
+    dense = {o: b if hot[o] is None else b[:, hot[o][0]] for o, (b, _) in basis.items()}
+    dense = {o: b for o, b in dense.items() if b.shape[1]}
+    width = sum(b.shape[1] for b in dense.values())
+    if large and 1 < width <= ONE_PASS_MAX:
+        both = pass_dot(A, *(dense.get(o) for o in "NT"), threads=pass_threads())
+        res = dict(zip("NT", both, strict=True))
     else:
-        res = {o: _thin_dot(A.T if o == "T" else A, b) for o, (b, _) in basis.items()}
+        res = {o: _thin_dot(A.T if o == "T" else A, b) for o, b in dense.items()}
+    for o, h in hot.items():
+        if h is not None:
+            res[o] = _with_gathers(A.T if o == "T" else A, basis[o][0], res.get(o), *h)
     for o, idx in kinds.items():
         full = basis[o][1](res[o])
         cuts = np.cumsum([blocks[i].shape[1] for i in idx])[:-1]
@@ -170,17 +183,40 @@ def fused_dot(A, *blocks: np.ndarray, ops: str | None = None) -> list[np.ndarray
     return out
 
 
+def _single_entries(B: np.ndarray):
+    """``(others, hot)``: the columns of ``B`` with exactly one non-zero entry (``hot``) and
+    the rest, or None when none has one."""
+    ones = np.count_nonzero(B, axis=0) == 1
+    if not ones.any():
+        return None
+    return np.flatnonzero(~ones), np.flatnonzero(ones)
+
+
+def _with_gathers(A, B: np.ndarray, res: np.ndarray | None, others, hot) -> np.ndarray:
+    """``A @ B`` from ``res = A @ B[:, others]`` and, for each column of ``hot`` (one
+    non-zero ``c`` in row ``i``), ``c·A[:, i]``: a column of A (a strided row of a
+    Fortran view's transpose), not a pass over it."""
+    out = np.empty((A.shape[0], B.shape[1]), order="F")
+    if others.size:
+        out[:, others] = res
+    rows = np.argmax(B[:, hot] != 0, axis=0)
+    out[:, hot] = A[:, rows] * B[rows, hot]
+    return out
+
+
 def _one_pass_ok(A) -> bool:
     return (isinstance(A, np.ndarray) and A.ndim == 2 and A.flags.f_contiguous
             and A.dtype == np.float64 and A.size >= WIDE_MIN)
 
 
-def pass_dot(A: np.ndarray, BN: np.ndarray | None, BT: np.ndarray | None):
+def pass_dot(A: np.ndarray, BN: np.ndarray | None, BT: np.ndarray | None,
+             threads: int = 1):
     """``(A @ BN, Aᵀ @ BT)`` (None for a missing block) in one pass over the Fortran-ordered
-    float64 ``A`` (:mod:`.fused`, compiled by numba: imported with the first large view)."""
+    float64 ``A`` on ``threads`` threads (:mod:`.fused`, compiled by numba: imported with
+    the first large view)."""
     from linview.backends.numpy.fused import pass_dot as one_pass
 
-    return one_pass(A, BN, BT)
+    return one_pass(A, BN, BT, threads)
 
 
 def warm(arrays) -> None:

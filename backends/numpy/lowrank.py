@@ -14,6 +14,16 @@ read of a view (outputs, saving, verification, the other triggers) folds its ter
 
 This is LINVIEW's own Spark strategy (pending terms folded at a rank budget, see
 ``backends/spark/context.py``) applied to NumPy views.
+
+What an update then costs at its floor (``docs/auto.md``, "OLS and A^16 against their
+floors"): the reads of the views it multiplies, and the fold's flops.  A trigger writes no
+large view per update: the terms go into buffers of ``FOLD_RANK + k`` columns kept across
+folds (no O(n·r) copy per update), a row update of a view is written to its row at once,
+and the products of a row update's one-hot ``U`` (or of a column ``c·e_i`` inside a
+stacked factor such as A^16's ``[U, A U + …]``) read one column of the view, not all of
+it (``kernels.dot``, ``kernels.fused_dot``).  A view that no trigger reads (A^16's ``D``)
+is still folded at ``FOLD_RANK``: the flops are the same at any rank, and its reader
+would otherwise pay them all at once.
 """
 
 from __future__ import annotations
@@ -31,17 +41,28 @@ MIN_ELEMENTS = kernels.WIDE_MIN
 
 class Pending:
     """A view with low-rank terms not yet added: its value is ``base + P Qᵀ`` (``P``:
-    rows×r, ``Q``: cols×r)."""
+    rows×r, ``Q``: cols×r).  The terms live in Fortran-ordered buffers of
+    ``FOLD_RANK + k`` columns, kept across folds: a new term is written into them, not
+    stacked onto copies of the old ones (an O(n·r) copy per update)."""
 
-    __slots__ = ("base", "P", "Q")
+    __slots__ = ("base", "_P", "_Q", "rank")
 
     def __init__(self, base: np.ndarray):
         self.base = base
-        self.P, self.Q = _empty(base.shape[0]), _empty(base.shape[1])
+        self._P, self._Q = _empty(base.shape[0]), _empty(base.shape[1])
+        self.rank = 0
 
     @property
-    def rank(self) -> int:
-        return self.P.shape[1]
+    def P(self) -> np.ndarray:  # noqa: N802 - the math's name
+        return self._P[:, :self.rank]
+
+    @property
+    def Q(self) -> np.ndarray:  # noqa: N802
+        return self._Q[:, :self.rank]
+
+    def drop(self) -> None:
+        """Forget the terms (an undone trigger's, see ``fallback.Snapshot``)."""
+        self.rank = 0
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -84,21 +105,28 @@ class Pending:
         """``value += P Qᵀ``: a row or column update (a one-hot factor) goes to the base at
         once (it touches only those rows or columns); other terms wait until their rank
         passes :data:`FOLD_RANK`."""
-        if P.shape[1] == 0:
+        k = P.shape[1]
+        if k == 0:
             return
         if kernels.one_hot(P) is not None or kernels.one_hot(Q) is not None:
             kernels.add_outer(self.base, P, Q)
             return
-        self.P = np.hstack([self.P, P])
-        self.Q = np.hstack([self.Q, Q])
+        r = self.rank
+        if r + k > self._P.shape[1]:  # room for FOLD_RANK + k columns, once
+            more = max(FOLD_RANK + k, r + k)
+            self._P = _grown(self._P, r, more)
+            self._Q = _grown(self._Q, r, more)
+        self._P[:, r:r + k] = P
+        self._Q[:, r:r + k] = Q
+        self.rank = r + k
         if self.rank > FOLD_RANK:
             self.fold()
 
     def fold(self) -> None:
         """Add the terms to the base (one ``dgemm``, every idle core at this rank)."""
         if self.rank:
-            kernels.add_outer(self.base, np.asfortranarray(self.P), np.asfortranarray(self.Q))
-            self.P, self.Q = _empty(self.base.shape[0]), _empty(self.base.shape[1])
+            kernels.add_outer(self.base, self.P, self.Q)  # column slices of F buffers: F
+            self.rank = 0
 
 
 class Transposed:
@@ -137,6 +165,13 @@ _LAZY = (Pending, Transposed)
 
 def _empty(rows: int) -> np.ndarray:
     return np.zeros((rows, 0), order="F")
+
+
+def _grown(buf: np.ndarray, used: int, cols: int) -> np.ndarray:
+    """A Fortran buffer of ``cols`` columns holding ``buf``'s first ``used``."""
+    out = np.empty((buf.shape[0], cols), order="F")
+    out[:, :used] = buf[:, :used]
+    return out
 
 
 class PendingViews:

@@ -81,31 +81,14 @@ WIDE_RANK = 8
 #: for 2 to 8 columns on one thread, 13-15 ms on two)
 GEMV_MAX = 2
 _WIDE = {"allowed": True, "threads": 1}
-#: the calibrated gain of a memory-bound pass on every thread over one (``stream_bytes /
-#: stream1_bytes``; set at load by :func:`set_stream_gain`; 1: as if one core saturated
-#: memory, until it is measured)
-_GAIN = {"stream": 1.0}
 
 
-def set_stream_gain(gain: float) -> None:
-    """Record the calibrated all-thread over one-thread streaming rate (see
-    :func:`pass_columns`)."""
-    _GAIN["stream"] = max(1.0, float(gain))
-
-
-def stream_gain() -> float:
-    """The gain recorded by :func:`set_stream_gain`."""
-    return _GAIN["stream"]
-
-
-def pass_columns() -> int:
-    """Columns up to which the products of one large view run as one matrix-vector pass per
-    column rather than as the one-thread one-pass kernel: while the running trigger holds
-    several threads, as many as the calibrated gain of a pass on them over one thread (at
-    most :data:`GEMV_MAX`; ``linview.compiler.timemodel.gemv_columns`` mirrors it); else 0."""
-    if _WIDE["threads"] < 2 or not _WIDE["allowed"]:
-        return 0
-    return min(GEMV_MAX, int(_GAIN["stream"]))
+def pass_threads() -> int:
+    """Threads of the one-pass kernel (:func:`.fused.pass_dot`): those the running trigger
+    holds (:func:`holding`), one outside a trigger.  Whether one thread or all is faster
+    for a trigger is measured, not assumed (the trials at load, ``adaptive.py``): a pass
+    over 128 MB with three columns took 6.5 ms on one thread and 3.6 ms on two here."""
+    return max(1, int(_WIDE["threads"]))
 
 
 #: park the BLAS workers a trigger woke when it ends (see :func:`park`)
@@ -129,19 +112,21 @@ def park(which: str = "kernels") -> None:
 
 
 @contextlib.contextmanager
-def holding(threads: int, limit, others: int = 1):
+def holding(threads: int, limit, others: int = 1, blas: int | None = None):
     """``limit`` (a thread-limit context), recording that the trigger holds ``threads``
-    (``others``: what the other BLAS libraries got); the workers it woke are parked when
-    it ends (:func:`park`)."""
+    (``blas``: what the kernels' BLAS library got, default ``threads``; ``others``: what
+    the other BLAS libraries got); the BLAS workers it woke are parked when it ends
+    (:func:`park`)."""
     before = _WIDE["threads"]
     _WIDE["threads"] = threads
+    _WIDE.pop("woke", None)  # set by a call widened outside any trigger: not this one's
     try:
         with limit:
             yield
     finally:
         _WIDE["threads"] = before
         woke = _WIDE.pop("woke", False)  # a call widened by wide() inside the trigger
-        if PARK["on"] and (max(threads, others) > 1 or woke):
+        if PARK["on"] and (max(threads if blas is None else blas, others) > 1 or woke):
             park("all" if others > 1 else "kernels")
 
 
@@ -222,14 +207,18 @@ def blas_threads() -> int | None:
 
 
 def trigger_limit(threads: int | None, reevaluates: bool):
-    """The BLAS threads while a trigger runs: ``threads`` for every library; or, for all of
-    them (None), every idle core (:func:`idle_cores`: a thread on a core another process
-    keeps busy waits for it) for the kernels' library and one for the others (a
-    maintaining trigger), or no change (a re-evaluating one: its products are NumPy's).
-    One thread pool works at a time (see :func:`blas_limit`)."""
+    """The threads while a trigger runs: ``threads`` for every BLAS library; or, for all
+    of them (None), no change for a re-evaluating trigger (its products are NumPy's), and
+    for a maintaining one every idle core (:func:`idle_cores`: a thread on a core another
+    process keeps busy waits for it) for its passes over large views (the one-pass kernel
+    on threads of its own, :func:`pass_threads`; a single column too, see
+    ``kernels.matmul``), with one thread for every BLAS library: BLAS workers woken at
+    every update, and parked after it (:func:`park`), had to be started again by the next
+    one (measured 8-10 ms per OLS update at n = 4000 on the loaded 2-core machine).  A
+    large ``dgemm`` still widens to the idle cores (:func:`wide`).  One thread pool works
+    at a time (see :func:`blas_limit`)."""
     if threads is not None:
         return holding(threads, blas_limit(threads), threads)
     if reevaluates:
         return contextlib.nullcontext()
-    idle = idle_cores()
-    return holding(idle, blas_limit(idle, 1))
+    return holding(idle_cores(), blas_limit(1, 1), 1, blas=1)

@@ -145,14 +145,20 @@ def print_bench(console, result: dict) -> None:
     views = max(r["view_bytes"] for r in result["strategies"].values())
     console.print(f"views held: {_bytes(views)}; mean = time per update, its share of the "
                   "pending low-rank terms added at the end included; ÷floor = mean over the "
-                  "memory floor "
-                  f"({_secs(next(iter(result['strategies'].values()))['floor_s'])} here); "
+                  "memory floor, one matrix-vector pass over each large view the maintaining "
+                  "trigger must read "
+                  f"({_floor_text(result)} here); "
                   "probe = share of the update time spent checking maintained inverses; "
                   "temp = peak temporary memory of an update")
     rk = result["ranking"]
     console.print("ranking, fastest first:  measured "
                   + " < ".join(s.upper() for s in rk["measured"])
                   + "   predicted " + " < ".join(s.upper() for s in rk["predicted"]))
+
+
+def _floor_text(result: dict) -> str:
+    floor = next(iter(result["strategies"].values())).get("floor_s")
+    return _secs(floor) if floor else "none: no large view is read"
 
 
 def plot_bench(result: dict, path: str) -> None:

@@ -4,7 +4,7 @@ Every operation is timed by a roofline over the calibrated rates (:mod:`.calibra
 ``max(flops / gemm rate, bytes / streaming rate) + call overhead``.  Each trigger is
 priced on one BLAS thread and on all of them (the one-thread and all-thread rates, both
 measured: nothing assumes that one core saturates memory; the runtime's one-pass kernel
-runs on one thread whatever the trigger holds, see :func:`fused_seconds`), and
+runs on the threads the trigger holds, see :func:`fused_seconds`), and
 :func:`trigger_choice` takes the better.  Flops and bytes per operation are
 those of :func:`.counts.node_counts`, which knows that a product ``A·U`` with a one-hot
 update factor ``U`` (a row update, the planning assumption, see :data:`ONE_HOT`) reads only
@@ -54,9 +54,9 @@ MODEL_GAIN = 1.25
 #: the NumPy runtime's kernels (``linview.backends.numpy.kernels``), mirrored here: the
 #: products of a view of at least ``WIDE_MIN`` elements at one trigger level with at most
 #: ``ONE_PASS_MAX`` columns in all run as one pass over it, a wider block of
-#: one kind as one ``dgemm`` on every core of an idle machine, a block of at most
-#: ``GEMV_MAX`` columns alone as matrix-vector products (tests/test_timemodel.py checks
-#: that the two agree)
+#: one kind as one ``dgemm`` on every core of an idle machine, a single column, or a
+#: block of at most ``GEMV_MAX`` columns outside a pass, as matrix-vector products
+#: (tests/test_timemodel.py checks that the two agree)
 WIDE_MIN = 1 << 20
 WIDE_RANK = 8
 GEMV_MAX = 2
@@ -64,7 +64,8 @@ ONE_PASS_MAX = 16
 #: the rank at which a large view's pending low-rank terms are added to it
 FOLD_RANK = 64
 #: the one-pass kernel's flops run at this share of ``dgemm``'s rate, beyond the pass over
-#: the view (measured n = 4000, one thread: 3 columns 0.8 ms, 2+2 3.5, 4+4 10 ms beyond it)
+#: the view (measured n = 4000, one thread: 3 columns 0.8 ms, 2+2 3.5, 4+4 10 ms beyond it;
+#: on two threads the pass and the flops both about halve)
 ONE_PASS_FLOP_SHARE = 0.5
 #: a block of at most this many columns is thin: its product is bound by the passes over
 #: the view (``thin_bytes``), not by flops
@@ -170,21 +171,11 @@ def factor_level(nodes, levels: dict, size, one_hot=ONE_HOT) -> int:
     return level
 
 
-def gemv_columns(r: Rates) -> int:
-    """Columns up to which a trigger on every thread runs a view's products as
-    matrix-vector passes on all of them, not the one-thread one-pass kernel: the calibrated
-    all-thread over one-thread streaming rate, at most ``GEMV_MAX`` (``threads.pass_columns``)."""
-    return max(0, min(GEMV_MAX, int(r.stream_bytes / r.stream1_bytes)))
-
-
-def fused_seconds(reads: dict, rt3: Roof, passes: Roof | None = None,
-                  gemv_max: int = 0) -> float:
+def fused_seconds(reads: dict, rt3: Roof) -> float:
     """The fused products of each view and level (:func:`expr_seconds`'s ``reads``, by view,
-    kind and level): one pass for both kinds together when they have at most
-    ``ONE_PASS_MAX`` columns in all (more than ``gemv_max``: see :func:`gemv_columns`), at
-    the one-thread ``passes`` rates (the kernel runs on one thread); else one product per
-    kind at the trigger's own rates ``rt3``."""
-    passes = passes or rt3
+    kind and level): one pass for both kinds together when they have two to
+    ``ONE_PASS_MAX`` columns in all, split over the trigger's threads (its rates ``rt3``),
+    as the runtime's ``fused_dot`` runs it; else one product per kind."""
     levels: dict = {}
     for (view, _kind, level), (rows, cols, k) in reads.items():
         levels.setdefault((view, level), []).append((rows, cols, k))
@@ -192,10 +183,10 @@ def fused_seconds(reads: dict, rt3: Roof, passes: Roof | None = None,
     for parts in levels.values():
         width = sum(k for _, _, k in parts)
         rows, cols, _ = parts[0]
-        if width <= gemv_max or not 1 < width <= ONE_PASS_MAX:
+        if not 1 < width <= ONE_PASS_MAX:
             t += sum(thin_seconds(r, c, k, rt3) for r, c, k in parts)
         else:
-            t += one_pass_seconds(rows, cols, width, passes)
+            t += one_pass_seconds(rows, cols, width, rt3)
     return t
 
 
@@ -343,8 +334,7 @@ def maintenance_seconds(program: ir.Program, x: str, trigger_options, sizes,
             reads[first][2] += 1
         else:  # or a matrix-vector pass of its own
             t += roof.seconds(2 * n * n, 8 * n * n)
-    return t + fused_seconds(reads, roof, _rates(r, True),
-                             0 if one_thread else gemv_columns(r))
+    return t + fused_seconds(reads, roof)
 
 
 def trigger_choice(program: ir.Program, x: str, trigger_options, sizes,
