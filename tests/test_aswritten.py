@@ -203,3 +203,18 @@ def test_corpus_iterates_run_as_written_and_answer_as_reevaluation(name, model):
     for out, want in fresh.outputs.items():
         assert corpus.rel_err(views[out], want) <= 1e-8, out
     assert views.verify() <= 1e-8
+
+
+def test_bench_of_a_program_specialised_to_shapes_runs_each_strategy_on_them():
+    """``bench/thin_iterate.py`` benchmarks the corpus' programs through their inputs'
+    shapes (``ppr``'s ``d`` is a scalar only by its shape): every strategy's variant is
+    compiled for those shapes, not for the open sizes (a matrix ``d``)."""
+    from conftest import ROOT
+
+    from linview.app.bench import run_bench
+
+    prog = linview.compile_file(ROOT / "tests" / "programs" / "ppr.m",
+                                shapes=(("M", 12, 12), ("v", 12, 1), ("d", 1, 1)))
+    r = run_bench(prog, updates=3, strategies=("reeval", "auto"), progress=False)
+    assert set(r["strategies"]) == {"reeval", "reeval_other_threads", "auto"}
+    assert all(s["max_rel_error"] < 1e-8 for s in r["strategies"].values())
