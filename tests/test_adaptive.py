@@ -260,25 +260,47 @@ def test_fused_products_on_several_threads_equal_the_separate_products(widths):
         np.testing.assert_allclose(g, (A.T if o == "T" else A) @ B, rtol=1e-12, atol=1e-10)
 
 
-def test_workers_a_trigger_woke_are_parked_when_it_ends(monkeypatch):
+@pytest.mark.parametrize("two_copies", [True, False])
+def test_workers_a_trigger_woke_are_parked_when_it_ends(monkeypatch, two_copies):
     """Quiet BLAS after a trigger: a trigger that held several BLAS threads parks the
-    workers when it ends; one on a single thread has none to park."""
+    workers of the kernels' library when it ends, where that library is a copy of its
+    own (SciPy's wheel), never NumPy's pool (the user's next NumPy call runs on those
+    workers; parking makes it start them again); one on a single thread has none to
+    park; with one library for both, nothing is parked."""
     from linview.backends.numpy import threads
 
+    kernels, rest = threads.pools()
+    monkeypatch.setattr(threads, "pools", lambda: (kernels, rest if two_copies else None))
     parked = []
     monkeypatch.setattr(threads, "park", lambda which="kernels": parked.append(which))
     rng = np.random.default_rng(4)
     ins = inputs("ols", rng)
     views = program("ols").load(**ins, blas_threads=2)
     update(views, "X", rng, "dense")
-    assert parked == ["all"]
+    assert parked == (["kernels"] if two_copies else [])
     views = program("ols").load(**ins, blas_threads=1)
     update(views, "X", rng, "dense")
-    assert parked == ["all"]
+    assert len(parked) == (1 if two_copies else 0)
     monkeypatch.setitem(threads.PARK, "on", False)
     views = program("ols").load(**ins, blas_threads=2)
     update(views, "X", rng, "dense")
-    assert parked == ["all"]
+    assert len(parked) == (1 if two_copies else 0)
+
+
+def test_the_pools_see_scipys_blas_loaded_after_the_first_call():
+    """The pools are found once; SciPy's BLAS is loaded before, so that a process that
+    asks first (a bench, a thread limit) still controls and parks SciPy's copy."""
+    import subprocess
+    import sys
+
+    code = ("from linview.backends.numpy import threads\n"
+            "k, r = threads.pools()\n"
+            "seen = {c.filepath for p in (k, r) if p is not None for c in p.lib_controllers}\n"
+            "import scipy.linalg.blas\n"
+            "from threadpoolctl import threadpool_info\n"
+            "every = {i['filepath'] for i in threadpool_info() if i['user_api'] == 'blas'}\n"
+            "assert every and every <= seen, (every, seen)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 def test_blas_works_after_its_workers_are_parked():
