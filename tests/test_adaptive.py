@@ -389,3 +389,20 @@ def test_one_thread_is_not_re_tried_because_the_machine_got_busier():
     idle["now"] = 1
     assert not any(a.observe("X", 1.0) for _ in range(3 * WINDOW))
     assert a.mode["X"] == "maintain"
+
+
+def test_a_trial_slower_than_this_modes_own_trial_gets_no_window():
+    """A trial at load is the best of a few runs, a window's median is slower than that
+    for every mode: an alternative whose trial was slower than this mode's own trial is
+    not run for a window because this mode's window is slower than that trial."""
+    a = adaptation(["X"], None, {"X": 1})
+    a.idle = lambda: 1
+    a.seed("X", {"maintain": 2.0, "threads": 2.1, "reeval": 1.0, "reeval_threads": 1.2}, 1,
+           1.05)
+    assert a.mode["X"] == "reeval"  # started as written on one thread: its trial fastest
+    assert not any(a.observe("X", 1.35) for _ in range(3 * WINDOW))  # 1.2 < 1.35, yet stays
+    assert a.mode["X"] == "reeval"
+    b = adaptation(["X"], None)
+    b.idle = lambda: 1
+    b.seed("X", {"maintain": 1.0, "reeval": 0.97}, None, 1.05)
+    assert [s for s in (b.observe("X", 1.1) for _ in range(WINDOW)) if s][0]["to"] == "reeval"
