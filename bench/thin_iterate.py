@@ -80,7 +80,7 @@ def _corpus(N, M):
         "jacobi": (TP / "jacobi.m", {"shapes": {"A": SQ, "b": COL}}, 16),
         "rayleigh_steps": (TP / "rayleigh_steps.m", {"shapes": {"A": SQ, "x0": COL}}, 16),
         "cg_steps": (TP / "cg_steps.m", {"shapes": {"A": SQ, "b": COL}}, 16),
-        "gauss_seidel": (TP / "gauss_seidel.m", {"shapes": {"A": SQ, "b": COL, "x0": COL}}, 16),
+        "gauss_seidel": (TP / "gauss_seidel.m", {"shapes": {"A": SQ, "b": COL, "x0": COL}}, 4),
         "logistic_gd": (TP / "logistic_gd.m",
                         {"shapes": {"X": (M, N), "y": (M, 1), "w0": COL}}, 16),
         "powers_sum": (TP / "powers_sum.m", {"shapes": {"A": SQ}}, 4),  # the matrix iterate
