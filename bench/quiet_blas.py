@@ -12,10 +12,14 @@ NumPy's BLAS with every thread.  Each is timed in two pacings, each in blocks:
 * ``paced``: the same with a pause of 0.3 s before each (every worker asleep when the
   update starts), against ``pause; call``.
 
-The blocks alternate (:data:`ROUNDS` rounds of after/alone, the first rotating), so a
-change in the machine's load falls on both.  Prints the medians, their p10-p90 and the
-ratio right after / in isolation (<= 1.1 is the target: the trigger's BLAS workers do not
-slow the user's code).  ``--park off`` leaves the workers a trigger woke as OpenBLAS
+The control: the same call after a busy wait in Python as long as the updates took (the
+same CPU time before the call, no BLAS workers).  On a machine shared with other jobs the
+scheduler favours a process that just slept, so a call after any busy stretch is slower
+than after a pause; the control shows how much of a ratio is that and not the trigger's
+workers.  The blocks alternate (:data:`ROUNDS` rounds of after/alone/control, the first
+rotating), so a change in the machine's load falls on all.  Prints the medians, their
+p10-p90 and the ratios to isolation (<= 1.1 is the target: the trigger's BLAS workers do
+not slow the user's code).  ``--park off`` leaves the workers a trigger woke as OpenBLAS
 does (they spin for about 0.1 s after a parallel call).
 """
 
@@ -37,24 +41,43 @@ ROUNDS = 4
 PAUSE_S = 0.3
 
 
-def _blocks(views, x, stream, call, pause: float) -> tuple[list, list]:
-    """The call's seconds right after each update and in isolation, in alternating
-    blocks (each block a run of consecutive updates, or of calls)."""
-    after, alone = [], []
+def _spin(seconds: float) -> None:
+    """Keep one core busy in Python (no BLAS) for ``seconds``."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _blocks(views, x, stream, call, pause: float) -> dict[str, list]:
+    """The call's seconds right after each update, in isolation, and after a busy wait
+    in Python as long as the updates took (the control: the same CPU time before the call,
+    no BLAS workers), in alternating blocks (each a run of consecutive updates or calls)."""
+    out: dict[str, list] = {"after": [], "alone": [], "control": []}
+    took: list[float] = []
     size = -(-len(stream) // ROUNDS)
+    kinds = list(out)
     for r, first in enumerate(range(0, len(stream), size)):
         chunk = stream[first:first + size]
-        for kind in (("after", "alone") if r % 2 == 0 else ("alone", "after")):
+        for kind in kinds[r % 3:] + kinds[:r % 3]:
             call()  # the block starts as the one before left the workers: once untimed
             for U, V in chunk:
                 if pause:
                     time.sleep(pause)
                 if kind == "after":
+                    t0 = time.perf_counter()
                     views.update(x, U, V)
+                    took.append(time.perf_counter() - t0)
+                elif kind == "control":
+                    _spin(float(np.median(took)) if took else 0.02)
                 t0 = time.perf_counter()
                 call()
-                (after if kind == "after" else alone).append(time.perf_counter() - t0)
-    return after, alone
+                out[kind].append(time.perf_counter() - t0)
+    return out
+
+
+def _ms(r: dict) -> str:
+    return (f"{r['median_s'] * 1e3:7.3f} ms ({r['p10_s'] * 1e3:.3f}-"
+            f"{r['p90_s'] * 1e3:.3f})")
 
 
 def _stats(ts: list) -> dict:
@@ -89,20 +112,21 @@ def main(argv=None) -> int:
     out = {}
     for pacing, pause in (("back to back", 0.0), ("paced", PAUSE_S)):
         for k, call in calls.items():
-            after, alone = _blocks(views, x, stream, call, pause)
-            a, b = _stats(after), _stats(alone)
-            out[f"{k}, {pacing}"] = {"after": a, "alone": b,
-                                     "ratio": a["median_s"] / b["median_s"]}
+            runs = _blocks(views, x, stream, call, pause)
+            got = {k: _stats(v) for k, v in runs.items()}
+            out[f"{k}, {pacing}"] = {**got, "ratio": got["after"]["median_s"]
+                                     / got["alone"]["median_s"],
+                                     "control_ratio": got["control"]["median_s"]
+                                     / got["alone"]["median_s"]}
     mode = views.adaptation.mode.get(x, "as compiled")
     print(f"{prog.name} {args.dims}, trigger threads {views._threads.get(x, 'unset')}, "
           f"mode {mode} (now on {views._trigger_threads(x) if x in views._threads else '-'}"
           f" threads), park {args.park}, load {os.getloadavg()[0]:.1f}")
     for k, r in out.items():
-        a, b = r["after"], r["alone"]
-        print(f"  {k:<24} right after an update {a['median_s'] * 1e3:7.3f} ms "
-              f"({a['p10_s'] * 1e3:.3f}-{a['p90_s'] * 1e3:.3f}), in isolation "
-              f"{b['median_s'] * 1e3:7.3f} ms ({b['p10_s'] * 1e3:.3f}-"
-              f"{b['p90_s'] * 1e3:.3f}): {r['ratio']:.2f}x")
+        a, b, c = r["after"], r["alone"], r["control"]
+        print(f"  {k:<24} right after an update {_ms(a)}, in isolation {_ms(b)}: "
+              f"{r['ratio']:.2f}x; after a busy wait as long (no BLAS) {_ms(c)}: "
+              f"{r['control_ratio']:.2f}x")
     if args.json:
         Path(args.json).write_text(json.dumps({"program": prog.name, "dims": dims,
                                                "threads": args.threads, "park": args.park,
