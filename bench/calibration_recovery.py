@@ -43,7 +43,8 @@ def busy_calibration(cache: Path) -> dict:
         for p in hogs:
             p.kill()
             p.wait()
-    return {"rates": cal.rates.as_dict(), "noisy": cal.noisy, "spread": cal.spread}
+    return {"rates": cal.rates.as_dict(), "noisy": cal.noisy, "spread": cal.spread,
+            "probe": cal.probe}
 
 
 def main(argv=None) -> int:
@@ -60,6 +61,14 @@ def main(argv=None) -> int:
                       f"; found noisy: {busy['noisy']}" if busy["noisy"] else
                       "; not found noisy"))
         time.sleep(2.0)  # the CPU-bound processes have stopped
+        from linview.compiler import calibrate
+
+        busy["quiet_probe"] = calibrate.probe()
+        busy["probe_disagreement"] = calibrate.probe_disagreement(busy["probe"],
+                                                                  busy["quiet_probe"])
+        print(f"the probe after they stopped differs from the busy one by "
+              f"{busy['probe_disagreement']:.2f}x (measured again beyond "
+              f"{calibrate.PROBE_TOLERANCE}x)", flush=True)
         out = Path(tmp) / "thin.json"
         env = {**os.environ, "LINVIEW_CACHE_DIR": str(cache)}
         subprocess.run([sys.executable, str(HERE / "thin_iterate.py"), "--updates",

@@ -1,20 +1,35 @@
 """A user's NumPy call right after a trigger, against the same call in isolation.
 
     python bench/quiet_blas.py [--program bench/thin/markov30.m --dims n=2000]
-                               [--updates 30] [--threads auto|N] [--park on|off]
+                               [--updates 24] [--threads auto|N] [--park on|off]
 
-After each update the user's call (a 2000×2000 matrix-vector product and a 600×600
-matrix product, NumPy's BLAS on every thread) is timed at once; then, after a pause of
-0.3 s (every BLAS worker asleep), the same call again.  Prints the medians and their ratio
-(<= 1.1 is the target: the trigger's BLAS workers do not slow the user's code).  ``--park
-off`` leaves the kernels' workers as OpenBLAS does (they spin for about 0.1 s).
+The user's calls: a 2000×2000 matrix-vector product and a 600×600 matrix product, on
+NumPy's BLAS with every thread.  Each is timed in two pacings, each in blocks:
+
+* ``back to back``: ``update; call`` over and over (an application that does nothing
+  else), against ``call`` over and over (the same call in isolation: its own BLAS
+  workers warm);
+* ``paced``: the same with a pause of 0.3 s before each (every worker asleep when the
+  update starts), against ``pause; call``.
+
+The control: the same call after a busy wait in Python as long as the updates took (the
+same CPU time before the call, no BLAS workers).  On a machine shared with other jobs the
+scheduler favours a process that just slept, so a call after any busy stretch is slower
+than after a pause; the control shows how much of a ratio is that and not the trigger's
+workers.  The blocks alternate (:data:`ROUNDS` rounds of after/alone/control, the first
+rotating), so a change in the machine's load falls on all.  Prints the medians, their
+p10-p90 and the ratios to isolation (<= 1.1 is the target: the trigger's BLAS workers do
+not slow the user's code).  ``--park off`` leaves the workers a trigger woke as OpenBLAS
+does (they spin for about 0.1 s after a parallel call).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -22,15 +37,64 @@ import linview
 from linview.app.bench import random_inputs, row_updates
 from linview.backends.numpy import threads
 
+ROUNDS = 4
+PAUSE_S = 0.3
+
+
+def _spin(seconds: float) -> None:
+    """Keep one core busy in Python (no BLAS) for ``seconds``."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _blocks(views, x, stream, call, pause: float) -> dict[str, list]:
+    """The call's seconds right after each update, in isolation, and after a busy wait
+    in Python as long as the updates took (the control: the same CPU time before the call,
+    no BLAS workers), in alternating blocks (each a run of consecutive updates or calls)."""
+    out: dict[str, list] = {"after": [], "alone": [], "control": []}
+    took: list[float] = []
+    size = -(-len(stream) // ROUNDS)
+    kinds = list(out)
+    for r, first in enumerate(range(0, len(stream), size)):
+        chunk = stream[first:first + size]
+        for kind in kinds[r % 3:] + kinds[:r % 3]:
+            call()  # the block starts as the one before left the workers: once untimed
+            for U, V in chunk:
+                if pause:
+                    time.sleep(pause)
+                if kind == "after":
+                    t0 = time.perf_counter()
+                    views.update(x, U, V)
+                    took.append(time.perf_counter() - t0)
+                elif kind == "control":
+                    _spin(float(np.median(took)) if took else 0.02)
+                t0 = time.perf_counter()
+                call()
+                out[kind].append(time.perf_counter() - t0)
+    return out
+
+
+def _ms(r: dict) -> str:
+    return (f"{r['median_s'] * 1e3:7.3f} ms ({r['p10_s'] * 1e3:.3f}-"
+            f"{r['p90_s'] * 1e3:.3f})")
+
+
+def _stats(ts: list) -> dict:
+    t = np.array(ts)
+    return {"median_s": float(np.median(t)), "p10_s": float(np.percentile(t, 10)),
+            "p90_s": float(np.percentile(t, 90))}
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--program", default=os.path.join(os.path.dirname(__file__), "thin",
                                                       "markov30.m"))
     ap.add_argument("--dims", default="n=2000")
-    ap.add_argument("--updates", type=int, default=30)
+    ap.add_argument("--updates", type=int, default=24)
     ap.add_argument("--threads", default="auto")
     ap.add_argument("--park", default="on", choices=["on", "off"])
+    ap.add_argument("--json")
     args = ap.parse_args(argv)
     threads.PARK["on"] = args.park == "on"
     dims = {k: int(v) for k, v in (kv.split("=") for kv in args.dims.split(","))}
@@ -45,26 +109,28 @@ def main(argv=None) -> int:
     v = rng.standard_normal(2000)
     C = rng.standard_normal((600, 600))
     calls = {"gemv 2000": lambda: B @ v, "gemm 600": lambda: C @ C}
-    after: dict = {k: [] for k in calls}
-    alone: dict = {k: [] for k in calls}
-    for k, call in calls.items():
-        for U, V in stream:
-            views.update(x, U, V)
-            t0 = time.perf_counter()
-            call()
-            after[k].append(time.perf_counter() - t0)
-            time.sleep(0.3)
-            t0 = time.perf_counter()
-            call()
-            alone[k].append(time.perf_counter() - t0)
+    out = {}
+    for pacing, pause in (("back to back", 0.0), ("paced", PAUSE_S)):
+        for k, call in calls.items():
+            runs = _blocks(views, x, stream, call, pause)
+            got = {k: _stats(v) for k, v in runs.items()}
+            out[f"{k}, {pacing}"] = {**got, "ratio": got["after"]["median_s"]
+                                     / got["alone"]["median_s"],
+                                     "control_ratio": got["control"]["median_s"]
+                                     / got["alone"]["median_s"]}
     mode = views.adaptation.mode.get(x, "as compiled")
     print(f"{prog.name} {args.dims}, trigger threads {views._threads.get(x, 'unset')}, "
           f"mode {mode} (now on {views._trigger_threads(x) if x in views._threads else '-'}"
           f" threads), park {args.park}, load {os.getloadavg()[0]:.1f}")
-    for k in calls:
-        a, b = float(np.median(after[k])), float(np.median(alone[k]))
-        print(f"  {k:<10} right after an update {a * 1e3:7.3f} ms, in isolation "
-              f"{b * 1e3:7.3f} ms: {a / b:.2f}x")
+    for k, r in out.items():
+        a, b, c = r["after"], r["alone"], r["control"]
+        print(f"  {k:<24} right after an update {_ms(a)}, in isolation {_ms(b)}: "
+              f"{r['ratio']:.2f}x; after a busy wait as long (no BLAS) {_ms(c)}: "
+              f"{r['control_ratio']:.2f}x")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"program": prog.name, "dims": dims,
+                                               "threads": args.threads, "park": args.park,
+                                               "mode": mode, "calls": out}, indent=2))
     return 0
 
 

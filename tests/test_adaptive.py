@@ -238,25 +238,47 @@ def test_fused_products_on_the_threads_a_trigger_holds_equal_the_separate_produc
         np.testing.assert_allclose(g, (A.T if o == "T" else A) @ B, rtol=1e-12, atol=1e-10)
 
 
-def test_workers_a_trigger_woke_are_parked_when_it_ends(monkeypatch):
+@pytest.mark.parametrize("two_copies", [True, False])
+def test_workers_a_trigger_woke_are_parked_when_it_ends(monkeypatch, two_copies):
     """Quiet BLAS after a trigger: a trigger that held several BLAS threads parks the
-    workers when it ends; one on a single thread has none to park."""
+    workers of the kernels' library when it ends, where that library is a copy of its
+    own (SciPy's wheel), never NumPy's pool (the user's next NumPy call runs on those
+    workers; parking makes it start them again); one on a single thread has none to
+    park; with one library for both, nothing is parked."""
     from linview.backends.numpy import threads
 
+    kernels, rest = threads.pools()
+    monkeypatch.setattr(threads, "pools", lambda: (kernels, rest if two_copies else None))
     parked = []
     monkeypatch.setattr(threads, "park", lambda which="kernels": parked.append(which))
     rng = np.random.default_rng(4)
     ins = inputs("ols", rng)
     views = program("ols").load(**ins, blas_threads=2)
     update(views, "X", rng, "dense")
-    assert parked == ["all"]
+    assert parked == (["kernels"] if two_copies else [])
     views = program("ols").load(**ins, blas_threads=1)
     update(views, "X", rng, "dense")
-    assert parked == ["all"]
+    assert len(parked) == (1 if two_copies else 0)
     monkeypatch.setitem(threads.PARK, "on", False)
     views = program("ols").load(**ins, blas_threads=2)
     update(views, "X", rng, "dense")
-    assert parked == ["all"]
+    assert len(parked) == (1 if two_copies else 0)
+
+
+def test_the_pools_see_scipys_blas_loaded_after_the_first_call():
+    """The pools are found once; SciPy's BLAS is loaded before, so that a process that
+    asks first (a bench, a thread limit) still controls and parks SciPy's copy."""
+    import subprocess
+    import sys
+
+    code = ("from linview.backends.numpy import threads\n"
+            "k, r = threads.pools()\n"
+            "seen = {c.filepath for p in (k, r) if p is not None for c in p.lib_controllers}\n"
+            "import scipy.linalg.blas\n"
+            "from threadpoolctl import threadpool_info\n"
+            "every = {i['filepath'] for i in threadpool_info() if i['user_api'] == 'blas'}\n"
+            "assert every and every <= seen, (every, seen)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 def test_blas_works_after_its_workers_are_parked():
@@ -345,3 +367,20 @@ def test_one_thread_is_not_re_tried_because_the_machine_got_busier():
     idle["now"] = 1
     assert not any(a.observe("X", 1.0) for _ in range(3 * WINDOW))
     assert a.mode["X"] == "maintain"
+
+
+def test_a_trial_slower_than_this_modes_own_trial_gets_no_window():
+    """A trial at load is the best of a few runs, a window's median is slower than that
+    for every mode: an alternative whose trial was slower than this mode's own trial is
+    not run for a window because this mode's window is slower than that trial."""
+    a = adaptation(["X"], None, {"X": 1})
+    a.idle = lambda: 1
+    a.seed("X", {"maintain": 2.0, "threads": 2.1, "reeval": 1.0, "reeval_threads": 1.2}, 1,
+           1.05)
+    assert a.mode["X"] == "reeval"  # started as written on one thread: its trial fastest
+    assert not any(a.observe("X", 1.35) for _ in range(3 * WINDOW))  # 1.2 < 1.35, yet stays
+    assert a.mode["X"] == "reeval"
+    b = adaptation(["X"], None)
+    b.idle = lambda: 1
+    b.seed("X", {"maintain": 1.0, "reeval": 0.97}, None, 1.05)
+    assert [s for s in (b.observe("X", 1.1) for _ in range(WINDOW)) if s][0]["to"] == "reeval"

@@ -203,3 +203,45 @@ def test_corpus_iterates_run_as_written_and_answer_as_reevaluation(name, model):
     for out, want in fresh.outputs.items():
         assert corpus.rel_err(views[out], want) <= 1e-8, out
     assert views.verify() <= 1e-8
+
+
+def test_bench_of_a_program_specialised_to_shapes_runs_each_strategy_on_them():
+    """``bench/thin_iterate.py`` benchmarks the corpus' programs through their inputs'
+    shapes (``ppr``'s ``d`` is a scalar only by its shape): every strategy's variant is
+    compiled for those shapes, not for the open sizes (a matrix ``d``)."""
+    from conftest import ROOT
+
+    from linview.app.bench import run_bench
+
+    prog = linview.compile_file(ROOT / "tests" / "programs" / "ppr.m",
+                                shapes=(("M", 12, 12), ("v", 12, 1), ("d", 1, 1)))
+    r = run_bench(prog, updates=3, strategies=("reeval", "auto"), progress=False)
+    assert set(r["strategies"]) == {"reeval", "reeval_other_threads", "auto"}
+    assert all(s["max_rel_error"] < 1e-8 for s in r["strategies"].values())
+
+
+def test_trials_at_load_take_turns_run_by_run(monkeypatch):
+    """The trials at load alternate the settings they compare (1, all, 1, all, ...; the
+    maintaining modes likewise), so that a change in the machine's load during the trials
+    falls on both and does not decide the comparison."""
+    from linview.backends.numpy import aswritten
+
+    rng = np.random.default_rng(7)
+    views = program("markov30").load(**inputs("markov30", rng), blas_threads="auto")
+    seen = []
+    limit = aswritten.trigger_limit
+    monkeypatch.setattr(aswritten, "trigger_limit",
+                        lambda threads, reeval: seen.append(threads) or limit(threads, reeval))
+    views._time_written(True)
+    assert seen == [1, None] * aswritten.TRIALS
+    modes = []
+    trigger = views.on_update_P
+    monkeypatch.setattr(views, "on_update_P", lambda U, V: modes.append(
+        views.adaptation.mode["P"]) or trigger(U, V), raising=False)
+    before = {k: np.array(v) for k, v in views.views.items()}
+    got = views._time_maintenance("P", ["maintain", "threads"])
+    assert modes == ["maintain", "threads"] * aswritten.TRIALS
+    assert set(got) == {"maintain", "threads"} and all(t > 0 for t in got.values())
+    assert views.adaptation.mode["P"] == "maintain"
+    for k, v in views.views.items():
+        np.testing.assert_array_equal(v, before[k])

@@ -137,3 +137,60 @@ def test_probes_of_other_rates_never_agree():
     assert calibrate.probe_disagreement({"stream": 1.0}, dict(PROBE)) == math.inf
     assert calibrate.probe_disagreement({**PROBE, "gemm1": -1.0}, dict(PROBE)) == math.inf
     assert calibrate.probe_disagreement(dict(PROBE), dict(PROBE)) == 1.0
+
+
+class _Clock:
+    """A fake clock that runs of a probed function advance by given durations, in turn."""
+
+    def __init__(self, durations):
+        self.t, self.durations, self.runs = 0.0, list(durations), 0
+
+    def __call__(self):
+        return self.t
+
+    def run(self):
+        self.t += self.durations[self.runs % len(self.durations)]
+        self.runs += 1
+
+
+def test_the_probe_sees_a_core_shared_with_cpu_bound_work():
+    """Every other run waits for the core (1 ms of work, then 3 ms): the best single run
+    says 1000 runs/s, the machine gives 500; the sustained blocks say 500."""
+    clock = _Clock([0.001, 0.003])
+    rate = calibrate.sustained(clock.run, seconds=0.02, blocks=3, clock=clock)
+    assert rate == pytest.approx(500, rel=0.1)
+
+
+def test_one_disturbed_block_does_not_make_the_probe_slow():
+    """A quiet machine with one disturbance (a 30 ms stall inside one block): the best of
+    the blocks is the quiet rate."""
+    quiet = [0.001] * 25
+    clock = _Clock([0.001] * 25 + [0.001] * 5 + [0.030] + [0.001] * 19 + quiet + quiet)
+    rate = calibrate.sustained(clock.run, seconds=0.02, blocks=3, clock=clock)
+    assert rate == pytest.approx(1000, rel=0.1)
+
+
+@pytest.mark.parametrize("busy", [0.2, 0.4, 0.6])
+def test_a_poisoned_cache_is_replaced_once_the_machine_is_quiet(machine, busy):
+    """A calibration under CPU-bound processes that the noise check let through (trials
+    alike, the load average not yet risen) caches slow rates with its slow probe.  When
+    the processes stop, the first use measures again; while the load average still
+    lags, that measurement serves the process but is not cached; once it has fallen, the
+    cache is replaced, and then used."""
+    path, fake = machine
+    fake["trials"], fake["probe"] = [scaled(QUIET, busy)] * 3, {
+        k: v * busy for k, v in PROBE.items()}
+    assert calibrate.rates(refresh=True) == scaled(QUIET, busy)
+    assert calibrate.load(path) == (scaled(QUIET, busy), "")  # poisoned
+    fake["trials"], fake["probe"], fake["load"] = [QUIET] * 3, dict(PROBE), 1.2
+    calibrate.reset()
+    assert calibrate.rates() == QUIET and "probe differs" in calibrate.status()["because"]
+    assert calibrate.load(path) == (scaled(QUIET, busy), "")  # the load average lags
+    fake["load"] = 0.1
+    calibrate.reset()
+    assert calibrate.rates() == QUIET and calibrate.status()["cached"] is True
+    assert calibrate.load(path) == (QUIET, "")  # replaced
+    measured = fake["measured"]
+    calibrate.reset()
+    assert calibrate.rates() == QUIET and fake["measured"] == measured  # and trusted
+    assert calibrate.status()["source"] == "cache"

@@ -87,6 +87,8 @@ class Adaptation:
         self.idle_at: dict[str, dict[str, int | None]] = {x: {} for x in self.inputs}
         #: {input: modes measured only by their trial at load (a few runs, not a window)}
         self.trialed: dict[str, set[str]] = {x: set() for x in self.inputs}
+        #: {input: {mode: seconds of its trial at load}} (kept when windows measure it)
+        self.trial_s: dict[str, dict[str, float]] = {x: {} for x in self.inputs}
         self.enabled = all(os.environ.get(v, "").lower() not in ("off", "0", "no")
                            for v in ("LINVIEW_ADAPT", "LINVIEW_CALIBRATION"))
 
@@ -132,6 +134,7 @@ class Adaptation:
         seen.update({m: t for m, t in trials.items() if t is not None and m in self.modes(name)})
         self.idle_at[name].update(dict.fromkeys(seen, self._idle_now()))
         self.trialed[name] = set(seen)
+        self.trial_s[name] = dict(seen)
         mode = self.mode[name]
         best = min(seen, key=seen.get, default=mode)
         if best == mode or seen[best] * margin >= seen.get(mode, float("inf")):
@@ -202,8 +205,15 @@ class Adaptation:
         base = {"threads": "maintain", "reeval_threads": "reeval"}.get(mode)
         if base in known and median * SLOWER >= known[base]:
             return base, known[base]  # the compiled threads were not worse
-        tried = [m for m in modes if m in self.trialed[name] and known[m] < median]
-        if tried:  # faster in its trial at load, inside the dead band: a window of it
+        # faster in its trial at load than this mode in both its trial and its window,
+        # inside the dead band: a window of it (a trial is the best of a few runs, a
+        # window's median is slower than that for every mode alike: compared with this
+        # mode's window alone, every trial looked faster; markov_steps left the program
+        # as written on one thread, 9.9 ms in its trial, for all threads, 12.1 ms in
+        # theirs, because its window measured 13.7 ms, and ran a window at 31 ms)
+        own = self.trial_s[name].get(mode, float("inf"))
+        tried = [m for m in modes if m in self.trialed[name] and known[m] < min(median, own)]
+        if tried:
             best = min(tried, key=known.get)
             return best, known[best]
         other = base or {"maintain": "threads", "reeval": "reeval_threads"}[mode]

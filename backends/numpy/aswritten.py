@@ -89,8 +89,8 @@ class AsWrittenRuns:
         kept = dict(self.stats)
         maintained: dict[str, dict] = {}
         for x in sorted(a.inputs - a.reevaluated):
-            maintained[x] = {m: self._time_maintenance(x, m)
-                             for m in a.modes(x) if m in ("maintain", "threads")}
+            maintained[x] = self._time_maintenance(
+                x, [m for m in a.modes(x) if m in ("maintain", "threads")])
         self._pending.clear()  # the trial updates' terms: below half an ulp
         self.stats.update({k: v for k, v in kept.items() if k != "switches"})
         timed = [x for x in sorted(a.inputs) if self._worth_timing(x, maintained.get(x))]
@@ -123,27 +123,32 @@ class AsWrittenRuns:
         keep, again, _ = self.AS_WRITTEN[x]
         return again <= WRITTEN_TRIAL_MAX * keep
 
-    def _time_maintenance(self, x: str, mode: str) -> float | None:
-        """The fastest of :data:`TRIALS` runs of the maintaining trigger of ``x`` in
-        ``mode`` on a vanishing row update (:data:`TINY`: the views do not change), or
-        None when a guard refused it."""
+    def _time_maintenance(self, x: str, modes: list[str]) -> dict[str, float | None]:
+        """``{mode: seconds}``: the fastest of :data:`TRIALS` runs of the maintaining
+        trigger of ``x`` in each of ``modes`` on a vanishing row update (:data:`TINY`: the
+        views do not change), the modes taking turns run by run (as
+        :meth:`_time_written`); None for a mode a guard refused."""
         a = self.adaptation
         rows, cols = self._store[x].shape
         U = np.zeros((rows, 1), order="F")
         U[0, 0] = 1.0  # a row update, as planned
         V = np.asfortranarray(TINY * np.random.default_rng(0).standard_normal((cols, 1)))
         row = self._store[x][0].copy()
-        compiled, a.mode[x] = a.mode[x], mode
-        best = None
+        compiled = a.mode[x]
+        best: dict[str, float | None] = dict.fromkeys(modes, np.inf)
         try:
             for _ in range(TRIALS):
-                t0 = time.perf_counter()
-                with self._blas(x), wide_products(self._wide):
-                    getattr(self, f"on_update_{x}")(U, V)
-                self._prober.commit()
-                best = min(best or np.inf, time.perf_counter() - t0)
-        except (IllConditioned, NumericalError):
-            self._prober.discard()
+                for mode in [m for m in modes if best[m] is not None]:
+                    a.mode[x] = mode
+                    try:
+                        t0 = time.perf_counter()
+                        with self._blas(x), wide_products(self._wide):
+                            getattr(self, f"on_update_{x}")(U, V)
+                        self._prober.commit()
+                        best[mode] = min(best[mode], time.perf_counter() - t0)
+                    except (IllConditioned, NumericalError):
+                        self._prober.discard()
+                        best[mode] = None
         finally:
             a.mode[x] = compiled
             self._store[x][0] = row  # exactly as given
@@ -151,19 +156,21 @@ class AsWrittenRuns:
 
     def _time_written(self, both: bool) -> dict:
         """``{threads: seconds}`` of the program as written (the fastest of :data:`TRIALS`
-        runs) on one BLAS thread and on every thread (``both``), else as the threads are."""
+        runs) on one BLAS thread and on every thread (``both``), else as the threads are.
+        The settings take turns run by run (1, all, 1, all, ...): timed one setting after
+        the other, a change in the machine's load between them (another process starting)
+        decided the comparison (gradient_descent5 started on one thread at 27 ms per
+        update when all threads took 13 ms)."""
         run = getattr(self, "_evaluate_written", self._evaluate)
         arrays = {n: self._view(n) for n in self.INPUTS}
-        out = {}
-        for threads in (1, None) if both else (None,):
-            limit = trigger_limit(threads, True) if both else _unchanged()
-            best = np.inf
-            with limit:
-                for _ in range(TRIALS):
+        settings = (1, None) if both else (None,)
+        out = dict.fromkeys(settings, np.inf)
+        for _ in range(TRIALS):
+            for threads in settings:
+                with trigger_limit(threads, True) if both else _unchanged():
                     t0 = time.perf_counter()
                     self._kept_values(run(self.dims, arrays))
-                    best = min(best, time.perf_counter() - t0)
-            out[threads] = best
+                    out[threads] = min(out[threads], time.perf_counter() - t0)
         return out
 
 

@@ -38,6 +38,7 @@ def pools():
     below call (SciPy's) and of every other BLAS library loaded (NumPy's own copy in pip
     wheels; None where both use one library, as in most distributions)."""
     if not _POOLS:
+        import scipy.linalg.blas  # noqa: F401 - loaded first: else its copy goes unseen
         from threadpoolctl import ThreadpoolController
 
         ctrl = ThreadpoolController()
@@ -101,8 +102,8 @@ def park(which: str = "kernels") -> None:
     call (``OPENBLAS_THREAD_TIMEOUT``, read once when it loads); on a machine with few
     cores they then take the cores the user's own NumPy call right after an update wants
     (NumPy's wheel bundles another OpenBLAS, with workers of its own).  OpenBLAS's
-    ``blas_thread_shutdown_`` ends them; its next parallel call starts them again (tens of
-    microseconds).  Libraries other than OpenBLAS are left alone."""
+    ``blas_thread_shutdown_`` ends them; its next parallel call starts them again.
+    Libraries other than OpenBLAS are left alone."""
     kernels, rest = pools()
     for pool in (kernels, rest) if which == "all" else (kernels,):
         for lib in getattr(pool, "lib_controllers", ()) if pool is not None else ():
@@ -115,8 +116,14 @@ def park(which: str = "kernels") -> None:
 def holding(threads: int, limit, others: int = 1, blas: int | None = None):
     """``limit`` (a thread-limit context), recording that the trigger holds ``threads``
     (``blas``: what the kernels' BLAS library got, default ``threads``; ``others``: what
-    the other BLAS libraries got); the BLAS workers it woke are parked when it ends
-    (:func:`park`)."""
+    the other BLAS libraries got).  When it ends, the workers it woke in
+    the kernels' library are parked (:func:`park`) where that library is not NumPy's own
+    (pip's wheels: SciPy's copy): they would spin on the cores the user's next NumPy call
+    wants.  NumPy's pool is left as it is: its spinning workers are the ones the user's
+    next NumPy call runs on, and a parked pool starts its threads again at its next
+    parallel call (a 2000×2000 matrix-vector product right after parking NumPy's pool:
+    6.4 ms against 0.58 ms warm, measured on a loaded 2-core machine); where the kernels
+    use NumPy's library too, nothing is parked, for the same reason."""
     before = _WIDE["threads"]
     _WIDE["threads"] = threads
     _WIDE.pop("woke", None)  # set by a call widened outside any trigger: not this one's
@@ -126,8 +133,9 @@ def holding(threads: int, limit, others: int = 1, blas: int | None = None):
     finally:
         _WIDE["threads"] = before
         woke = _WIDE.pop("woke", False)  # a call widened by wide() inside the trigger
-        if PARK["on"] and (max(threads if blas is None else blas, others) > 1 or woke):
-            park("all" if others > 1 else "kernels")
+        if (PARK["on"] and (max(threads if blas is None else blas, others) > 1 or woke)
+                and pools()[1] is not None):
+            park("kernels")
 
 
 @contextlib.contextmanager

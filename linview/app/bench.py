@@ -261,7 +261,7 @@ def run_bench(prog, *, updates: int = 20, seed: int = 0, rank: int = 1,
                 source, name=prog.name, filename=prog.program.filename, dims=base.get("dims"),
                 backend=prog.backend, model=model,
                 strategy=s if s in ("incr", "hybrid") else "reeval" if s.startswith("reeval")
-                else None, rank=rank)
+                else None, rank=rank, shapes=base.get("shapes") or None)
             views = variant.load(**inputs, **(load_options or {}))
             step = views.reevaluate_update if s.startswith("reeval") else views.update
             step = one_thread(step) if s == ONE_THREAD else step

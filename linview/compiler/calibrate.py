@@ -26,10 +26,15 @@ A busy machine cannot poison the cache:
 * a *noisy* calibration (the load average per core at least :data:`LOAD_MAX`, or two trials
   of one rate :data:`SPREAD_MAX` apart) serves the process that took it and is not cached
   (``linview calibrate`` says so);
-* the cache stores a quick probe (:func:`probe`, a few milliseconds) measured with the
-  rates; at first use in a process a fresh probe is compared with it, and a disagreement
-  beyond :data:`PROBE_TOLERANCE` either way (the machine is busier now, or the cache was
-  taken when it was busy) measures again.
+* the cache stores a quick probe (:func:`probe`, a few tens of milliseconds: sustained
+  blocks, the best of them, so that neither a short disturbance nor a short quiet moment
+  decides it) measured with the rates; at first use in a process a fresh probe is
+  compared with it, and a disagreement beyond :data:`PROBE_TOLERANCE` either way (the
+  machine is busier now, or the cache was taken when it was busy) measures again.  A
+  cache poisoned by a busy calibration that the noise check let through (the load
+  average lags a minute behind the load) stored a slow probe with its slow rates: once
+  the machine is quiet, the probe disagrees and the rates are measured again, and cached
+  as soon as that measurement is not noisy.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-VERSION = 3  # 3: the probe stored with the rates
+VERSION = 4  # 3: the probe stored with the rates; 4: the probe over sustained blocks
 #: plausible range of every rate; a value outside it marks the cache as corrupt
 RANGES = {"gemm_flops": (1e7, 1e15), "gemm1_flops": (1e7, 1e15), "stream_bytes": (1e7, 1e13),
           "stream1_bytes": (1e7, 1e13), "thin_bytes": (1e7, 1e13), "thin1_bytes": (1e7, 1e13),
@@ -221,13 +226,41 @@ def measure(scale: float = 1.0, trials: int = TRIALS) -> Calibration:
 
 
 #: the probe's operands: a product of small matrices (in cache: compute) and matrix-vector
-#: products over 8 MB (memory), a few milliseconds on a quiet machine
+#: products over 8 MB (memory)
 PROBE_N, PROBE_ROWS, PROBE_COLS = 192, 1024, 1024
+#: the probe times each rate over blocks of this many seconds of back-to-back runs, not
+#: single runs: one run of a few tenths of a millisecond fits in the slice the scheduler
+#: gives a process that just woke, even while CPU-bound processes hold every core, so the
+#: best of single runs never sees that load (a calibration cached under two such processes
+#: once passed its probe at 1.08x); a block outlasts that slice
+PROBE_BLOCK_S = 0.004
+#: blocks per rate, the best counting (one short disturbance does not make a probe slow)
+PROBE_BLOCKS = 3
+
+
+def sustained(fn, seconds: float = PROBE_BLOCK_S, blocks: int = PROBE_BLOCKS,
+              clock=time.perf_counter) -> float:
+    """Runs per second of ``fn`` over a block of back-to-back runs lasting at least
+    ``seconds``, the best of ``blocks`` blocks, after one unmeasured block (it warms the
+    caches and spends the scheduler's credit of a process that just woke)."""
+    best = 0.0
+    for b in range(blocks + 1):
+        runs, t0 = 0, clock()
+        while True:
+            fn()
+            runs += 1
+            elapsed = clock() - t0
+            if elapsed >= seconds:
+                break
+        if b:
+            best = max(best, runs / elapsed)
+    return best
 
 
 def probe() -> dict[str, float]:
-    """A few milliseconds' measurement of a compute rate (one thread) and a memory rate
-    (one thread and all), comparable only with another :func:`probe`: a cache stores the
+    """A few tens of milliseconds' measurement of a compute rate (one thread) and a memory
+    rate (one thread and all), each the best of :data:`PROBE_BLOCKS` sustained blocks
+    (:func:`sustained`); comparable only with another :func:`probe`: a cache stores the
     probe taken with it, and :func:`rates` compares a fresh one with it at first use."""
     from threadpoolctl import threadpool_limits
 
@@ -235,10 +268,10 @@ def probe() -> dict[str, float]:
     M = np.full((PROBE_ROWS, PROBE_COLS), 0.5, order="F")
     x = np.ones(PROBE_COLS)
     by = 8.0 * PROBE_ROWS * PROBE_COLS
-    out = {"stream": by / _best(lambda: M @ x, 2)}
+    out = {"stream": by * sustained(lambda: M @ x)}
     with threadpool_limits(limits=1, user_api="blas"):
-        out["gemm1"] = 2.0 * PROBE_N ** 3 / _best(lambda: A @ A, 2)
-        out["stream1"] = by / _best(lambda: M @ x, 2)
+        out["gemm1"] = 2.0 * PROBE_N ** 3 * sustained(lambda: A @ A)
+        out["stream1"] = by * sustained(lambda: M @ x)
     return out
 
 
