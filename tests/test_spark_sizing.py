@@ -78,17 +78,21 @@ def test_block_bytes_follow_the_executors_memory_and_the_rpc_limit():
         return _Conf({"spark.master": "spark://h:7077",
                       **{k.replace("_", "."): v for k, v in kw.items()}})
 
-    assert block_bytes(conf()) == 32 * MiB  # a quarter of the 128 MB RPC limit
-    assert block_bytes(conf(spark_rpc_message_maxSize="512", spark_executor_memory="2g")) \
-        == 64 * MiB
-    assert block_bytes(conf(spark_rpc_message_maxSize="512")) == 64 * MiB  # 1g / 16
-    assert block_bytes(conf(spark_executor_memory="256m")) == 16 * MiB
+    # an eighth of the heap outside Spark's unified memory: (1024 - 300) MiB x 0.4 / 8
+    assert block_bytes(conf()) == int(724 * MiB * 0.4) // 8
+    assert block_bytes(conf(spark_executor_memory="2g")) == 64 * MiB  # 87 MiB: capped
+    assert block_bytes(conf(spark_executor_memory="2g", spark_rpc_message_maxSize="64")) \
+        == 32 * MiB  # half the RPC limit: a NumPy input's block travels in one task
+    assert block_bytes(conf(spark_rpc_message_maxSize="512")) == int(724 * MiB * 0.4) // 8
+    assert block_bytes(conf(spark_rpc_message_maxSize="512", spark_memory_fraction="0.8")) \
+        == int(724 * MiB * 0.2) // 8
+    assert block_bytes(conf(spark_executor_memory="512m")) == int(212 * MiB * 0.4) // 8
     assert block_bytes(conf(spark_executor_memory="8g", spark_rpc_message_maxSize="32")) \
-        == 8 * MiB
+        == 16 * MiB
     assert block_bytes(conf(spark_executor_memory="16m")) == 4 * MiB
-    local = _Conf({"spark.master": "local[2]", "spark.driver.memory": "256m",
+    local = _Conf({"spark.master": "local[2]", "spark.driver.memory": "812m",
                    "spark.executor.memory": "8g"})
-    assert block_bytes(local) == 16 * MiB  # local mode: the driver's memory
+    assert block_bytes(local) == int(512 * MiB * 0.4) // 8  # local: the driver's memory
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +100,14 @@ def spark():
     s = srt.local_session("local[2]")
     yield s
     s.stop()
+
+
+def test_sessions_linview_starts_give_executors_the_parallel_collector(spark):
+    """G1 never moves a block's array (a humongous object) in JDK 17: cached blocks that
+    churn fragment an executor's heap until it dies (jvm.EXECUTOR_JVM_OPTIONS)."""
+    conf = spark.sparkContext.getConf()
+    assert "-XX:+UseParallelGC" in conf.get("spark.executor.extraJavaOptions")
+    assert "-XX:+ExitOnOutOfMemoryError" in conf.get("spark.driver.extraJavaOptions")
 
 
 def test_partitions_follow_the_view_sizes_not_the_cores(spark):
