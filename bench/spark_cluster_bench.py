@@ -132,7 +132,7 @@ def main(argv=None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="linview-cluster-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     res = {"case": args.case, "n": args.n, "executor_memory": args.executor_memory,
-           "driver_memory": args.driver_memory or "1g (default)", "work": str(work),
+           "driver_memory": args.driver_memory or "1g (default)",
            "cluster": "standalone on loopback: 2 workers of 1 core, 2 GB",
            "load_average_at_start": os.getloadavg()}
     t0 = time.perf_counter()
