@@ -78,17 +78,21 @@ def test_block_bytes_follow_the_executors_memory_and_the_rpc_limit():
         return _Conf({"spark.master": "spark://h:7077",
                       **{k.replace("_", "."): v for k, v in kw.items()}})
 
-    assert block_bytes(conf()) == 32 * MiB  # a quarter of the 128 MB RPC limit
-    assert block_bytes(conf(spark_rpc_message_maxSize="512", spark_executor_memory="2g")) \
-        == 64 * MiB
-    assert block_bytes(conf(spark_rpc_message_maxSize="512")) == 64 * MiB  # 1g / 16
-    assert block_bytes(conf(spark_executor_memory="256m")) == 16 * MiB
+    # an eighth of the heap outside Spark's unified memory: (1024 - 300) MiB x 0.4 / 8
+    assert block_bytes(conf()) == int(724 * MiB * 0.4) // 8
+    assert block_bytes(conf(spark_executor_memory="2g")) == 64 * MiB  # 87 MiB: capped
+    assert block_bytes(conf(spark_executor_memory="2g", spark_rpc_message_maxSize="64")) \
+        == 32 * MiB  # half the RPC limit: a NumPy input's block travels in one task
+    assert block_bytes(conf(spark_rpc_message_maxSize="512")) == int(724 * MiB * 0.4) // 8
+    assert block_bytes(conf(spark_rpc_message_maxSize="512", spark_memory_fraction="0.8")) \
+        == int(724 * MiB * 0.2) // 8
+    assert block_bytes(conf(spark_executor_memory="512m")) == int(212 * MiB * 0.4) // 8
     assert block_bytes(conf(spark_executor_memory="8g", spark_rpc_message_maxSize="32")) \
-        == 8 * MiB
+        == 16 * MiB
     assert block_bytes(conf(spark_executor_memory="16m")) == 4 * MiB
-    local = _Conf({"spark.master": "local[2]", "spark.driver.memory": "256m",
+    local = _Conf({"spark.master": "local[2]", "spark.driver.memory": "812m",
                    "spark.executor.memory": "8g"})
-    assert block_bytes(local) == 16 * MiB  # local mode: the driver's memory
+    assert block_bytes(local) == int(512 * MiB * 0.4) // 8  # local: the driver's memory
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +100,14 @@ def spark():
     s = srt.local_session("local[2]")
     yield s
     s.stop()
+
+
+def test_sessions_linview_starts_give_executors_the_parallel_collector(spark):
+    """G1 never moves a block's array (a humongous object) in JDK 17: cached blocks that
+    churn fragment an executor's heap until it dies (jvm.EXECUTOR_JVM_OPTIONS)."""
+    conf = spark.sparkContext.getConf()
+    assert "-XX:+UseParallelGC" in conf.get("spark.executor.extraJavaOptions")
+    assert "-XX:+ExitOnOutOfMemoryError" in conf.get("spark.driver.extraJavaOptions")
 
 
 def test_partitions_follow_the_view_sizes_not_the_cores(spark):
@@ -236,3 +248,82 @@ def test_parquet_is_written_in_bounded_row_groups(tmp_path, monkeypatch, spark):
     ctx = BlockContext(spark.sparkContext, partitions=3, distribute_min=2)
     got = srt.read_parquet(ctx, spark, tmp_path / "a.parquet", "input a")
     np.testing.assert_array_equal(got.to_numpy(), a)
+
+
+# ------------------------------------------------------------------ linview run --input X.npy
+def _run_powers(tmp_path, A, n_batches: int = 2):
+    """``linview run examples/powers.m --backend spark --input A=A.npy`` in this process
+    (on the module's local[2] session), every view distributed; the final A."""
+    from linview.app.cli import main
+    from linview.app.spark_cluster import write_powers_stream
+
+    write_powers_stream(tmp_path, A.shape[0], n_batches, 2, seed=5)
+    np.save(tmp_path / "A.npy", A)  # the file the run reads (the stream's updates stay)
+    for U, V in _updates(tmp_path):
+        A = A + U @ V.T
+    code = main(["run", "examples/powers.m", "--backend", "spark", "--input",
+                 f"A={tmp_path / 'A.npy'}", "--updates", str(tmp_path / "upd"), "--out",
+                 str(tmp_path / "out"), "--once", "--quiet", "--spark-driver-mib", "0",
+                 "--partitions", "3"])
+    return code, A
+
+
+def _updates(tmp_path):
+    import json
+
+    for f in sorted((tmp_path / "upd").iterdir()):
+        rec = json.loads(f.read_text())
+        yield np.array(rec["U"]).T, np.array(rec["V"]).T
+
+
+def test_run_reads_a_npy_input_on_the_executors(spark, tmp_path, monkeypatch, capsys):
+    """``linview run --backend spark --input A=A.npy``: the driver maps the file (for its
+    shape and checksum) and the executors read its blocks, one task per block; nothing of
+    it is parallelized from the driver, and the stream ends at NumPy's answer."""
+    from linview.backends.spark import session as sess
+
+    reads, shipped = [], []
+    read_npy, parallelize = sess.read_npy, BlockContext.parallelize
+
+    def spy_read(ctx, a):
+        reads.append((str(a.filename), a.shape))
+        return read_npy(ctx, a)
+
+    def spy_parallelize(self, a, axis):
+        shipped.append(a.shape)
+        return parallelize(self, a, axis)
+
+    monkeypatch.setattr(srt, "read_npy", spy_read)
+    monkeypatch.setattr(BlockContext, "parallelize", spy_parallelize)
+    A = np.random.default_rng(4).standard_normal((300, 300)) / (2 * np.sqrt(300))
+    code, final = _run_powers(tmp_path, A)
+    assert code == 0, capsys.readouterr().err
+    assert reads == [(str(tmp_path / "A.npy"), (300, 300))]
+    assert (300, 300) not in shipped  # the views' blocks came from the executors' reads
+    got = np.load(tmp_path / "out" / "latest.npz")["D"]
+    want = np.linalg.matrix_power(final, 16)
+    assert np.max(np.abs(got - want)) <= 1e-10 * np.max(np.abs(want))
+
+
+def test_run_refuses_a_npy_input_with_nan_by_name(spark, tmp_path, capsys):
+    A = np.random.default_rng(4).standard_normal((300, 300)) / (2 * np.sqrt(300))
+    A[7, 11] = np.inf
+    code, _ = _run_powers(tmp_path, A, n_batches=1)
+    assert code != 0
+    assert "input A contains NaN or Inf" in capsys.readouterr().err
+
+
+def test_digest_of_a_mapped_npy_is_the_digest_of_its_array(tmp_path, monkeypatch):
+    """A checkpoint started from a mapped input resumes from the same file read whole
+    (and back): the checksum reads the map a chunk of rows at a time, same bytes."""
+    from linview.app import input_files
+
+    monkeypatch.setattr(input_files, "DIGEST_CHUNK", 8 * 7 * 5)  # 7 rows of 5 per chunk
+    for order in ("C", "F"):
+        a = np.asarray(np.random.default_rng(6).standard_normal((23, 5)), order=order)
+        np.save(tmp_path / "a.npy", a)
+        name, mapped = input_files.load(f"A={tmp_path / 'a.npy'}", mmap_npy=True)
+        assert name == "A" and isinstance(mapped, np.memmap)
+        assert input_files.digest(mapped) == input_files.digest(a)
+        a[3, 2] += 1e-12
+        assert input_files.digest(mapped) != input_files.digest(a)

@@ -248,11 +248,17 @@ def driver_limit(sc) -> int:
 
 
 def block_bytes(conf) -> int:
-    """The bytes of one block: a sixteenth of an executor's memory (the driver's in local
-    mode), within 4–64 MiB and a quarter of ``spark.rpc.message.maxSize`` (a block travels
-    in one task or result)."""
+    """The bytes of one block: an eighth of what an executor's heap keeps outside Spark's
+    unified memory, ``(heap − 300 MB) × (1 − spark.memory.fraction)`` (the driver's heap
+    in local mode).  That is where a task's passing copies of blocks live, uncounted by
+    Spark (an operand read for the Python worker, the result coming back, its serialized
+    form while it is cached: a handful of blocks at once), while cached blocks fill the
+    unified memory.  Within 4–64 MiB and half of ``spark.rpc.message.maxSize`` (a NumPy
+    input's block travels in one task)."""
     local = conf.get("spark.master", "").startswith("local")
     memory = _bytes(conf.get("spark.driver.memory" if local else "spark.executor.memory",
                              "1g"))
+    fraction = float(conf.get("spark.memory.fraction", "0.6"))
+    outside = max(0, memory - SPARK_RESERVED) * (1 - fraction)
     rpc = _bytes(conf.get("spark.rpc.message.maxSize", "128"))
-    return max(4 << 20, min(64 << 20, memory // 16, rpc // 4))
+    return int(max(4 << 20, min(64 << 20, outside // 8, rpc // 2)))

@@ -12,6 +12,15 @@ from linview.errors import BackendError
 #: java.lang.OutOfMemoryError: ..." on its stderr), where it would otherwise leave a job
 #: that never finishes and a caller waiting forever; :func:`spark_errors` says why
 JVM_OPTIONS = "-XX:+ExitOnOutOfMemoryError"
+#: the executors' JVM options in the sessions linview starts: the parallel collector, not
+#: G1.  A block (up to 64 MiB) is one Java array, a "humongous" object to G1 (above half
+#: a region: 1 MiB regions in a 2 GB heap), placed in contiguous free regions and never
+#: moved by G1's full collections (JDK 17), so a heap whose cached blocks churn
+#: fragments until one more block finds no room: executors of 2 GB died of
+#: ``OutOfMemoryError`` with Spark's store at 976 of its 1048 MiB (A^16 at n = 4000, two
+#: executors).  The parallel collector compacts large arrays like any other
+#: (docs/spark.md, "Sizing")
+EXECUTOR_JVM_OPTIONS = "-XX:+UseParallelGC"
 #: the JVM's exit status after ``-XX:+ExitOnOutOfMemoryError``
 OOM_EXIT = 3
 #: the driver's ``spark.driver.memory``, read while its JVM answers (``session.ship``)

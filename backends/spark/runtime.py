@@ -228,13 +228,14 @@ class SparkTriggerModule(runtime.TriggerModule):
                     x = np.load(p, mmap_mode="r", allow_pickle=False)
                 except (OSError, ValueError) as e:
                     raise InputError(f"input {name}: cannot read {p}: {e}") from None
-                if x.ndim == 2 and x.dtype.kind in "fiu" and not self._ctx.small(x.shape):
-                    return x  # read by the executors (session.read_npy), never copied here
             elif p.suffix == ".parquet" or p.is_dir():
                 return read_parquet(self._ctx, self.spark, p, f"input {name}")
             else:
                 raise InputError(f"input {name}: {p} is not a .npy file or Parquet",
                                  hint="inputs: arrays, numbers, .npy or Parquet paths")
+        if (isinstance(x, np.memmap) and x.ndim == 2 and x.dtype.kind in "fiu"
+                and not self._ctx.small(x.shape)):  # a .npy path, or a file `run` mapped
+            return x  # read by the executors (session.read_npy), never copied here
         return runtime.as_matrix(x, f"input {name}")
 
     def _place(self, name: str, val, input: bool = False):

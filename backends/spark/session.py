@@ -32,6 +32,7 @@ from linview.backends.spark import tasks
 from linview.backends.spark.blocks import DistMatrix
 from linview.backends.spark.context import BlockContext
 from linview.backends.spark.jvm import (
+    EXECUTOR_JVM_OPTIONS,
     JVM_OPTIONS,
     MEMORY,
     connection_lost,
@@ -48,10 +49,12 @@ INSTALL_HINT = ("the Spark backend needs PySpark and a Java runtime (17 or 21): 
 SESSION_CONF = {"spark.ui.showConsoleProgress": "false",
                 "spark.python.unix.domain.socket.enabled": "true"}
 def driver_conf(builder, extra_java_options: str = ""):
-    """``builder`` with :data:`SESSION_CONF`, and :data:`JVM_OPTIONS` after the driver's
-    other Java options ``extra_java_options``."""
+    """``builder`` with :data:`SESSION_CONF`, :data:`JVM_OPTIONS` after the driver's
+    other Java options ``extra_java_options``, and the executors' :data:`EXECUTOR_JVM_OPTIONS`
+    (a later ``config`` of ``spark.executor.extraJavaOptions`` replaces them)."""
     for k, v in SESSION_CONF.items():
         builder = builder.config(k, v)
+    builder = builder.config("spark.executor.extraJavaOptions", EXECUTOR_JVM_OPTIONS)
     opts = f"{extra_java_options} {JVM_OPTIONS}".strip()
     return builder.config("spark.driver.extraJavaOptions", opts)
 

@@ -35,8 +35,10 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return name.strip(), value
 
 
-def load(spec: str):
-    """``(name, value)`` of one ``--input`` argument."""
+def load(spec: str, mmap_npy: bool = False):
+    """``(name, value)`` of one ``--input`` argument.  ``mmap_npy``: a ``.npy`` file is
+    opened as a read-only memory map, not read (the Spark backend's executors read its
+    blocks themselves: ``session.read_npy``)."""
     name, value = parse_spec(spec)
     try:
         return name, float(value)
@@ -50,16 +52,16 @@ def load(spec: str):
     if not p.exists():
         raise InputError(f"input {name}: {p} does not exist")
     try:
-        return name, _read(p, key, name)
+        return name, _read(p, key, name, mmap_npy)
     except InputError:
         raise
     except Exception as e:  # noqa: BLE001 - numpy/scipy/pyarrow raise many types
         raise InputError(f"input {name}: cannot read {value}: {e}") from None
 
 
-def _read(p: Path, key: str, name: str):
+def _read(p: Path, key: str, name: str, mmap_npy: bool = False):
     if p.suffix == ".npy":
-        return np.load(p, allow_pickle=False)
+        return np.load(p, mmap_mode="r" if mmap_npy else None, allow_pickle=False)
     if p.suffix == ".csv":
         return np.loadtxt(p, delimiter=",", ndmin=2)
     if p.suffix == ".npz":
@@ -121,7 +123,17 @@ def digest(value) -> str:
         for a in (c.indptr, c.indices, c.data):
             h.update(np.ascontiguousarray(a).tobytes())
         return h.hexdigest()[:16]
+    if isinstance(value, np.memmap) and value.ndim >= 1:  # a .npy file left on disk
+        h = hashlib.sha256(repr(value.shape).encode())
+        step = max(1, DIGEST_CHUNK // max(1, value[0].size * 8))
+        for i in range(0, value.shape[0], step):  # the same bytes, a chunk of rows at once
+            h.update(np.ascontiguousarray(value[i:i + step], dtype=np.float64).tobytes())
+        return h.hexdigest()[:16]
     a = np.ascontiguousarray(np.asarray(value, dtype=np.float64))
     h = hashlib.sha256(repr(a.shape).encode())
     h.update(a.tobytes())
     return h.hexdigest()[:16]
+
+
+#: bytes of a memory-mapped input that :func:`digest` reads at once
+DIGEST_CHUNK = 64 << 20

@@ -266,7 +266,8 @@ def _run(spark, prog, args, load_options: dict, status, src: Path) -> dict:
                         **load_options, "spark": spark,
                         # lineage cuts that survive an executor: files beside the state
                         **({"checkpoint_dir": str(ck / "rdd")} if args.checkpoint else {})},
-                    warn=status.warn, source=str(src.resolve()))
+                    warn=status.warn, source=str(src.resolve()),
+                    mmap_npy=True)  # .npy inputs: read by the executors, block by block
     check_applied(stream, query_dir, src)
     extra = stream.backend_stats  # the summary's "spark"
     extra.update(replayed_batches_skipped=0, batches_read_from_log=0, collect_seconds=0.0)

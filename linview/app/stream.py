@@ -68,11 +68,13 @@ class Stream:
 
     def __init__(self, prog, *, inputs: list[str], checkpoint=None, out=None,
                  checkpoint_every: int = 100, on_error: str = "stop", restart: bool = False,
-                 load_options: dict | None = None, warn=None, source: str | None = None):
+                 load_options: dict | None = None, warn=None, source: str | None = None,
+                 mmap_npy: bool = False):
         """Long on purpose: It checks a resumed checkpoint against the program, the inputs and the
         source in one place, before anything is applied.  ``source``: the identity of the
         update source, kept in the state and compared on resume (Spark: the directory,
-        whose files its query checkpoint names by path)."""
+        whose files its query checkpoint names by path).  ``mmap_npy``: ``.npy`` inputs are
+        given to ``load()`` as memory maps (Spark: its executors read them)."""
         import linview
 
         self.prog = prog
@@ -88,7 +90,7 @@ class Stream:
         self.eval_seconds: float | None = None
         if restart:
             self._discard()
-        given = dict(input_files.load(s) for s in inputs)
+        given = dict(input_files.load(s, mmap_npy) for s in inputs)
         digests = {n: input_files.digest(v) for n, v in given.items()}
         opts = load_options or {}
         entries, self.pos = [], {"batch": 0, "offset": 0, "ring": 0, "chain": CHAIN_START,
