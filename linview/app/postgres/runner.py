@@ -32,8 +32,8 @@ import numpy as np
 
 from linview.app import wal
 from linview.app.postgres import catalog, edges, entries, grow
+from linview.app.postgres import choice as batch_choice
 from linview.app.postgres import source as src
-from linview.app.postgres.choice import BatchChoice
 from linview.app.postgres.edges import EdgeInput
 from linview.app.postgres.entries import EntryInput
 from linview.app.postgres.pgoutput import format_lsn
@@ -138,6 +138,7 @@ class PostgresRun:
                 raise InputError(f"replication slot {self.slot} is in use (another linview "
                                  "run on this sink?)", hint="stop it, or use another --sink")
             catalog.drop_slot(self.sql, self.slot)
+        batch_choice.forget(self.ckpt)
         catalog.ensure_publication(self.sql, self.slot, self.published)
         repl = self.conn.replication()
         try:
@@ -244,7 +245,11 @@ class PostgresRun:
                 isinstance(self.views._views[n], np.ndarray) for n in table_inputs):
             self.grow_groups = grow.groups(self.prog.program, table_inputs)
             self.mapper.growable = set(self.grow_groups)
-        self.choice = BatchChoice(self.views, self.stream.eval_seconds, self.reevaluate_above)
+        batch_choice.pin(self.views)  # the runtime's switching would change the numbers
+        per_row = max((len(tis) for tis in self.tables.values()), default=1)
+        self.choice = batch_choice.BatchChoice(
+            self.views, self.stream.eval_seconds, self.reevaluate_above, self.ckpt, per_row,
+            getattr(self, "choice", None))
         self.stream.reevaluate_when, self.stream.timings = self.choice, []
         # values in binary (no text to parse) when every column read is of a type decoded
         read = {(t, c) for t, tis in self.tables.items() for c in [self.key, *(ti.column
@@ -326,8 +331,8 @@ class PostgresRun:
             self.sql = self.conn.sql(wrap=False)
             self.sink.conn = self.sql
             self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
-        return src.ChangeStream(self.conn, self.slot, self.slot, self.batch_rows,
-                                binary=self.binary)
+        return src.ChangeStream(self.conn, self.slot, self.slot,
+                                self.choice.cap(self.batch_rows), binary=self.binary)
 
     def apply(self, txs: list, changes) -> None:
         """One micro-batch: check each transaction, apply, write, acknowledge."""
@@ -362,8 +367,7 @@ class PostgresRun:
             recs = collapse(changed, before, self.table_of,
                             lambda n, idx: rows_of(self.views._views[n], idx))
             self._commit([Record(d, w, raw=canonical(d)) for d, w in recs], end, changes)
-            rows = sum(len(tx.changes) for tx in txs)
-            changes.batch_rows = self.choice.cap(self.batch_rows, len(recs) / max(rows, 1))
+            changes.batch_rows = self.choice.cap(self.batch_rows)
 
     def _commit(self, recs: list, end: int, changes) -> None:
         self.stream.apply_batch(recs, source_batch=end)
@@ -416,6 +420,8 @@ class PostgresRun:
         stats = self.stream.close()
         stats["lsn"] = format_lsn(self.applied)
         stats["reevaluated_batches"] = self.choice.reevaluated
+        if self.choice.threshold is not None:
+            stats["reevaluate_above"] = self.choice.threshold
         if self.grown:
             stats["grown"] = self.grown  # {input: rows} of inputs that grew
         solvers = getattr(self.views, "solvers", None)
