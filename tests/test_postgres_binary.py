@@ -145,6 +145,51 @@ def test_batches_that_reevaluate_equal_a_fresh_computation(pg_server):
     conn.close()
 
 
+def test_a_window_applied_in_parts_while_open_writes_its_results_once(pg_server):
+    """Transactions 0.1 s apart inside a 1 s window: each is applied when it arrives (a
+    part: logged and applied, results not written), and the results are written once,
+    when the window closes, equal to a fresh computation from the final table."""
+    import threading
+    import time
+
+    dsn = pg_server.create_db("t_parts")
+    conn = pg_server.connect("t_parts")
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE obs (id int PRIMARY KEY, x float8[], y float8)")
+    rng = np.random.default_rng(4)
+    for i in range(1, 31):
+        cur.execute("INSERT INTO obs VALUES (%s, %s, %s)",
+                    (i, floats(rng.standard_normal(4)), float(rng.standard_normal())))
+    run = _run(dsn, window=1.0)
+    parts, writes, apply, write = [], [], run.apply, run.sink.write
+    run.apply = lambda txs, changes, publish=True: (
+        parts.append(len(txs)) if not publish else None, apply(txs, changes, publish))[1]
+    run.sink.write = lambda outputs, lsn, batches: (writes.append(lsn),
+                                                    write(outputs, lsn, batches))[1]
+    server = threading.Thread(target=run.serve, args=(False,))
+    server.start()
+    try:
+        time.sleep(0.5)
+        for _ in range(4):
+            cur.execute("UPDATE obs SET x = %s, y = %s WHERE id = %s",
+                        (floats(rng.standard_normal(4)), float(rng.standard_normal()),
+                         int(rng.integers(1, 31))))
+            time.sleep(0.1)
+        time.sleep(1.5)
+    finally:
+        run.stop()
+        server.join(30)
+    assert sum(parts) >= 1 and len(writes) >= 1, (parts, writes)
+    assert len(writes) < 4  # the parts of a window are written together
+    cur.execute("SELECT id, x, y FROM obs")
+    X, Y = np.zeros((30, 4)), np.zeros((30, 1))
+    for k, x, y in cur.fetchall():
+        X[k - 1], Y[k - 1] = x, y
+    np.testing.assert_allclose(read_results(conn, "linview", "beta"),
+                               np.linalg.solve(X.T @ X, X.T @ Y), rtol=1e-9)
+    conn.close()
+
+
 def test_the_measured_threshold_is_fixed_once_and_kept_in_the_checkpoint(tmp_path,
                                                                          monkeypatch):
     from types import SimpleNamespace
