@@ -145,33 +145,113 @@ def test_batches_that_reevaluate_equal_a_fresh_computation(pg_server):
     conn.close()
 
 
-def test_the_measured_choice_and_the_cap_of_a_catching_up_batch():
+def test_a_window_applied_in_parts_while_open_writes_its_results_once(pg_server):
+    """Transactions 0.1 s apart inside a 1 s window: each is applied when it arrives (a
+    part: logged and applied, results not written), and the results are written once,
+    when the window closes, equal to a fresh computation from the final table."""
+    import threading
+    import time
+
+    dsn = pg_server.create_db("t_parts")
+    conn = pg_server.connect("t_parts")
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE obs (id int PRIMARY KEY, x float8[], y float8)")
+    rng = np.random.default_rng(4)
+    for i in range(1, 31):
+        cur.execute("INSERT INTO obs VALUES (%s, %s, %s)",
+                    (i, floats(rng.standard_normal(4)), float(rng.standard_normal())))
+    run = _run(dsn, window=1.0)
+    parts, writes, apply, write = [], [], run.apply, run.sink.write
+    run.apply = lambda txs, changes, publish=True: (
+        parts.append(len(txs)) if not publish else None, apply(txs, changes, publish))[1]
+    run.sink.write = lambda outputs, lsn, batches: (writes.append(lsn),
+                                                    write(outputs, lsn, batches))[1]
+    server = threading.Thread(target=run.serve, args=(False,))
+    server.start()
+    try:
+        time.sleep(0.5)
+        for _ in range(4):
+            cur.execute("UPDATE obs SET x = %s, y = %s WHERE id = %s",
+                        (floats(rng.standard_normal(4)), float(rng.standard_normal()),
+                         int(rng.integers(1, 31))))
+            time.sleep(0.1)
+        time.sleep(1.5)
+    finally:
+        run.stop()
+        server.join(30)
+    assert sum(parts) >= 1 and len(writes) >= 1, (parts, writes)
+    assert len(writes) < 4  # the parts of a window are written together
+    cur.execute("SELECT id, x, y FROM obs")
+    X, Y = np.zeros((30, 4)), np.zeros((30, 1))
+    for k, x, y in cur.fetchall():
+        X[k - 1], Y[k - 1] = x, y
+    np.testing.assert_allclose(read_results(conn, "linview", "beta"),
+                               np.linalg.solve(X.T @ X, X.T @ Y), rtol=1e-9)
+    conn.close()
+
+
+def test_the_measured_threshold_is_fixed_once_and_kept_in_the_checkpoint(tmp_path,
+                                                                         monkeypatch):
     from types import SimpleNamespace
 
-    from linview.app.postgres.choice import BatchChoice
+    from linview.app.postgres import choice
 
-    views = SimpleNamespace(adaptation=SimpleNamespace(enabled=True),
-                            reevaluate_updates=lambda u: None)
-    c = BatchChoice(views, reeval_s=0.5)
-    assert not c(10_000)  # no per-rank cost measured yet: the triggers
-    c.measured(0.1)  # rank 10000 took 0.1 s: 1e-5 s per rank
-    assert c.per_rank == pytest.approx(1e-5)
-    assert not c(40_000) and c(60_000)  # 0.4 s < 0.5 s < 0.6 s
-    c.measured(0.3)  # the re-evaluation took 0.3 s
-    assert c.reeval_s == 0.3 and c.reevaluated == 1
-    assert c.cap(250, 2.0) == int(2 * 0.3 / 1e-5 / 2.0)  # two re-evaluations' worth
-    assert c.cap(10**9, 2.0) == 10**9
-    c(8)
-    c.measured(5.0)  # a batch below MIN_RANK does not move the per-rank cost
-    assert c.per_rank == pytest.approx(1e-5)
-    off = BatchChoice(SimpleNamespace(adaptation=SimpleNamespace(enabled=False),
-                                      reevaluate_updates=None), reeval_s=0.5)
-    off.per_rank = 1.0
-    assert not off(10**6) and off.cap(250, 2.0) == 250
-    spark = BatchChoice(SimpleNamespace(adaptation=SimpleNamespace(enabled=True),
-                                        reevaluate_updates=None, distributed=dict),
-                        reeval_s=0.5, above=0)
+    monkeypatch.delenv("LINVIEW_CALIBRATION", raising=False)  # measuring on
+    views = SimpleNamespace(reevaluate_updates=lambda u: None)
+    c = choice.BatchChoice(views, reeval_s=0.5, folder=tmp_path, inputs_per_row=2)
+    assert not c(10_000) and c.cap(250) == 250  # nothing measured yet: the triggers
+    c.measured(0.1)  # rank 10000 took 0.1 s: 1e-5 s per rank, T = 0.5 / 1e-5
+    assert c.threshold == 50_000 and c.per_rank == pytest.approx(1e-5)
+    assert not c(50_000) and c(50_001)
+    c.measured(0.01)  # a re-evaluation, or any later batch: T stays
+    c(20)
+    c.measured(5.0)
+    assert c.threshold == 50_000 and c.reevaluated == 1
+    assert c.cap(250) == 2 * 50_000 // 2  # two re-evaluations' worth of row changes
+    assert c.cap(10**9) == 10**9
+    again = choice.BatchChoice(views, reeval_s=9.0, folder=tmp_path)  # a resumed run
+    assert again.threshold == 50_000 and again(50_001) and not again(50_000)
+    grown = choice.BatchChoice(views, reeval_s=9.0, previous=c)  # loaded again, grown
+    assert grown.threshold == 50_000
+    choice.forget(tmp_path)  # a fresh start measures again
+    fresh = choice.BatchChoice(views, reeval_s=0.5, folder=tmp_path)
+    assert fresh.threshold is None
+    fresh(8)
+    fresh.measured(1.0)  # below MIN_RANK: no measurement
+    assert fresh.threshold is None
+    monkeypatch.setenv("LINVIEW_ADAPT", "off")
+    off = choice.BatchChoice(views, reeval_s=0.5)
+    off(10**6)
+    off.measured(1e-9)
+    assert off.threshold is None and not off(10**7) and off.cap(250) == 250
+    fixed = choice.BatchChoice(views, reeval_s=0.5, above=8)  # --reevaluate-above
+    assert fixed(9) and not fixed(8) and fixed.cap(250) == 250
+    spark = choice.BatchChoice(SimpleNamespace(reevaluate_updates=None, distributed=dict),
+                               reeval_s=0.5, above=0)
     assert not spark(10**6)  # Spark runs the triggers, even with --reevaluate-above
+
+
+def test_pin_puts_every_trigger_back_in_its_compiled_mode():
+    """A module that its trials at load switched to the program as written is pinned
+    to maintenance for a PostgreSQL run, and switches no more."""
+    from linview.app.postgres.choice import pin
+
+    rng = np.random.default_rng(1)
+    views = OLS.load(X=rng.standard_normal((30, 4)), Y=rng.standard_normal((30, 1)))
+    a = views.adaptation
+    a.enabled, a.reeval_s = True, 1.0
+    a.injected = lambda name, mode: 1.0 if mode.startswith("reeval") else 5.0
+    views._load_trials()
+    assert any(m.startswith("reeval") for m in a.mode.values())  # switched at load
+    pin(views)
+    assert not a.enabled and set(a.mode.values()) <= {"maintain"}
+    switched = len(views.stats["switches"])
+    for _ in range(20):
+        U = np.zeros((30, 1))
+        U[rng.integers(30), 0] = 1.0
+        views.update("X", U, 0.1 * rng.standard_normal((4, 1)))
+    assert len(views.stats["switches"]) == switched  # timed updates switch no more
+    assert not views._behind  # every view maintained
 
 
 def test_a_refused_batch_reevaluation_changes_nothing():

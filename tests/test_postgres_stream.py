@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from linview.app.postgres.choice import INJECT
 from tests.conftest import EXAMPLES, ROOT
 from tests.pg_server import floats, run_cli
 
@@ -187,6 +188,43 @@ def test_crashes_resume_to_the_uninterrupted_result_bit_for_bit(pg_db, tmp_path,
                 "SELECT slot, lsn FROM crashed._linview_progress ORDER BY slot")
     (_, a), (_, b) = cur.fetchall()
     assert a == b
+
+
+def test_a_measured_threshold_is_kept_so_crashes_resume_bit_for_bit(pg_db, tmp_path):
+    """Default settings: the per-batch choice measures its threshold once (here injected:
+    T = 0.01 / 0.001 = 10) and keeps it in the checkpoint.  Every run after the first
+    crash would measure T = 1000 (no batch re-evaluated, far larger batches), so the
+    crashed run equals the uninterrupted one bit for bit only if it reuses the stored T."""
+    dsn, conn, _ = pg_db
+    two_tables(conn)
+    for sink in ("whole", "crashed"):
+        p = cli(dsn, tmp_path / sink, sink, env={})
+        assert p.wait(60) == 0, p.stderr.read()
+    committed_stream(conn, 40, seed=5)
+    first, later = {INJECT: "0.01,0.001"}, {INJECT: "0.01,0.00001"}
+    extra = ["--batch-rows", "24"]
+    p = cli(dsn, tmp_path / "whole", "whole", env=first, extra=extra)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    stats = json.loads(out.strip().splitlines()[-1])
+    assert stats["reevaluate_above"] == 10, stats
+    assert 0 < stats["reevaluated_batches"] < stats["batches"], stats
+    crashes = 0
+    for at in range(2, 40, 2):
+        env = {**(first if at == 2 else later), "LINVIEW_TEST_FAULTS": FAULTS[at // 2 % 2]
+               .format(at)}
+        p = cli(dsn, tmp_path / "crashed", "crashed", env=env, extra=extra)
+        out, err = p.communicate(timeout=60)
+        if p.returncode == 0:
+            assert json.loads(out.strip().splitlines()[-1])["reevaluate_above"] == 10
+            break
+        assert p.returncode in (86, 87), err
+        crashes += 1
+    assert crashes >= 2
+    whole, crashed = beta(conn, "whole"), beta(conn, "crashed")
+    assert whole.tobytes() == crashed.tobytes()  # bit for bit
+    X, Y = table_contents(conn)
+    np.testing.assert_allclose(whole, ols(X, Y), rtol=1e-9, atol=1e-12)
 
 
 def test_kill_9_while_serving_and_a_reader_never_sees_a_torn_result(pg_db, tmp_path):

@@ -105,6 +105,10 @@ class Writer:
             self.f.truncate(good_bytes)
             os.fsync(self.f.fileno())
         self.before_last = good_bytes
+        #: set by a caller that syncs itself (:meth:`sync`) before anything depends on
+        #: the entries being on disk (the PostgreSQL source: before it acknowledges)
+        self.deferred = False
+        self.unsynced = False
 
     def append(self, payload: dict) -> None:
         data = encode(payload)
@@ -114,7 +118,16 @@ class Writer:
         while view:
             view = view[self.f.write(view):]
         faults.point("wal.sync")
-        os.fsync(self.f.fileno())
+        if self.deferred:
+            self.unsynced = True
+        else:
+            os.fsync(self.f.fileno())
+
+    def sync(self) -> None:
+        """The entries appended with :attr:`deferred` set, on disk."""
+        if self.unsynced:
+            os.fsync(self.f.fileno())
+            self.unsynced = False
 
     def rollback(self) -> None:
         """Cut the log back to before the last append (its batch failed: the source

@@ -32,8 +32,8 @@ import numpy as np
 
 from linview.app import wal
 from linview.app.postgres import catalog, edges, entries, grow
+from linview.app.postgres import choice as batch_choice
 from linview.app.postgres import source as src
-from linview.app.postgres.choice import BatchChoice
 from linview.app.postgres.edges import EdgeInput
 from linview.app.postgres.entries import EntryInput
 from linview.app.postgres.pgoutput import format_lsn
@@ -138,6 +138,7 @@ class PostgresRun:
                 raise InputError(f"replication slot {self.slot} is in use (another linview "
                                  "run on this sink?)", hint="stop it, or use another --sink")
             catalog.drop_slot(self.sql, self.slot)
+        batch_choice.forget(self.ckpt)
         catalog.ensure_publication(self.sql, self.slot, self.published)
         repl = self.conn.replication()
         try:
@@ -157,6 +158,7 @@ class PostgresRun:
         self.applied = point
         self.sink.ensure(list(self.views.outputs))
         self.sink.write(self.views.outputs, point, 0)
+        self.visible = point
 
     def _load(self, arrays: dict) -> None:
         """A new engine over ``arrays``, saved where a resume reads them (without a
@@ -186,14 +188,8 @@ class PostgresRun:
         if self.applied < 0:
             return  # a first start that stopped before its first checkpoint: start over
         saved = self.stream.views.saved_meta.get("extra", {}).get("batch", 0)
-        kf = self.ckpt / f"keys-{saved}.json"
-        if not kf.exists():
-            raise StateError(f"checkpoint {self.ckpt} lacks {kf.name}",
-                             hint="use --restart to start over from the tables")
-        keys = Keys.from_json(kf.read_text())
-        for e in wal.scan(self.ckpt / "wal.log").entries:
-            if e["batch"] > saved:
-                keys.replay([json.loads(r) for r in e["records"]], self.table_of)
+        keys = Keys.resumed(self.ckpt, saved, wal.scan(self.ckpt / "wal.log").entries,
+                            self.table_of)
         row = catalog.slot_state(self.sql, self.slot)
         if row is None:
             raise StateError(f"replication slot {self.slot} no longer exists, so the changes "
@@ -209,6 +205,7 @@ class PostgresRun:
         self._start(keys)
         self.sink.ensure(list(self.views.outputs))
         self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
+        self.visible = self.applied
 
     def _start(self, keys: Keys) -> None:
         self.views = self.stream.views
@@ -244,7 +241,13 @@ class PostgresRun:
                 isinstance(self.views._views[n], np.ndarray) for n in table_inputs):
             self.grow_groups = grow.groups(self.prog.program, table_inputs)
             self.mapper.growable = set(self.grow_groups)
-        self.choice = BatchChoice(self.views, self.stream.eval_seconds, self.reevaluate_above)
+        batch_choice.pin(self.views)  # the runtime's switching would change the numbers
+        if self.stream.log is not None:
+            self.stream.log.deferred = True  # synced once per window, before the results
+        per_row = max((len(tis) for tis in self.tables.values()), default=1)
+        self.choice = batch_choice.BatchChoice(
+            self.views, self.stream.eval_seconds, self.reevaluate_above, self.ckpt, per_row,
+            getattr(self, "choice", None))
         self.stream.reevaluate_when, self.stream.timings = self.choice, []
         # values in binary (no text to parse) when every column read is of a type decoded
         read = {(t, c) for t, tis in self.tables.items() for c in [self.key, *(ti.column
@@ -277,8 +280,9 @@ class PostgresRun:
                 try:
                     if changes is None:
                         changes = self._open_stream()
-                    txs, done = changes.batch(self.window, 1.0, marker)
-                    if txs:
+                    txs, done = changes.batch(self.window, 1.0, marker, lambda part, c=changes:
+                                              self.apply(part, c, publish=False))
+                    if txs or self.applied > self.visible:
                         self.apply(txs, changes)
                         idle_since = time.monotonic()
                     elif time.monotonic() - idle_since > IDLE_ADVANCE:
@@ -326,11 +330,15 @@ class PostgresRun:
             self.sql = self.conn.sql(wrap=False)
             self.sink.conn = self.sql
             self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
-        return src.ChangeStream(self.conn, self.slot, self.slot, self.batch_rows,
-                                binary=self.binary)
+            self.visible = self.applied
+        return src.ChangeStream(self.conn, self.slot, self.slot,
+                                self.choice.cap(self.batch_rows), binary=self.binary)
 
-    def apply(self, txs: list, changes) -> None:
-        """One micro-batch: check each transaction, apply, write, acknowledge."""
+    def apply(self, txs: list, changes, publish: bool = True) -> None:
+        """Check each transaction and apply them as one update; with ``publish`` (the
+        window closed), write the results of everything applied and acknowledge.  Parts
+        of a window applied while it is open (``publish=False``) are logged and applied
+        as batches of their own, and become visible with the window's last part."""
         changed, end = [], self.applied
         before = {t: set(k) for t, k in self.mapper.keys.present.items()}
         for tx in txs:
@@ -361,16 +369,29 @@ class PostgresRun:
         if end > self.applied:
             recs = collapse(changed, before, self.table_of,
                             lambda n, idx: rows_of(self.views._views[n], idx))
-            self._commit([Record(d, w, raw=canonical(d)) for d, w in recs], end, changes)
-            rows = sum(len(tx.changes) for tx in txs)
-            changes.batch_rows = self.choice.cap(self.batch_rows, len(recs) / max(rows, 1))
+            self._update([Record(d, w, raw=canonical(d)) for d, w in recs], end)
+            changes.batch_rows = self.choice.cap(self.batch_rows)
+        if publish and self.applied > self.visible:
+            self._publish(changes)
 
     def _commit(self, recs: list, end: int, changes) -> None:
+        self._update(recs, end)
+        self._publish(changes)
+
+    def _update(self, recs: list, end: int) -> None:
         self.stream.apply_batch(recs, source_batch=end)
         if self.stream.timings:  # what the batch's update cost: the next batch's choice
             self.choice.measured(self.stream.timings.pop()["trigger"])
         self.applied = end  # the views hold it; if the write fails, a reconnect writes it
+
+    def _publish(self, changes) -> None:
+        """The results of everything applied and its LSN, in one transaction; then the
+        slot is acknowledged."""
+        end = self.applied
+        if self.stream.log is not None:  # the window's parts logged, one fsync
+            self.stream.log.sync()
         self.sink.write(self.views.outputs, end, self.stream.pos["batch"])
+        self.visible = end
         visible = time.time()
         self.latencies += [visible - t for t in self._commit_times]
         self._commit_times.clear()
@@ -401,14 +422,9 @@ class PostgresRun:
     def _checkpoint(self, keys: Keys | None = None) -> None:  # the keys first: a crash
         if self.ckpt is None:  # between leaves both files
             return
-        batch = self.stream.pos["batch"]
-        tmp = self.ckpt / f"keys-{batch}.json.tmp"
-        tmp.write_text((keys or self.mapper.keys).to_json())
-        tmp.replace(self.ckpt / f"keys-{batch}.json")
+        (keys or self.mapper.keys).save(self.ckpt, self.stream.pos["batch"])
         self.stream.checkpoint()
-        for f in self.ckpt.glob("keys-*.json"):
-            if f.name != f"keys-{batch}.json":
-                f.unlink()
+        Keys.prune(self.ckpt, self.stream.pos["batch"])
 
     def close(self) -> dict:
         if self.ckpt is not None:
@@ -416,6 +432,8 @@ class PostgresRun:
         stats = self.stream.close()
         stats["lsn"] = format_lsn(self.applied)
         stats["reevaluated_batches"] = self.choice.reevaluated
+        if self.choice.threshold is not None:
+            stats["reevaluate_above"] = self.choice.threshold
         if self.grown:
             stats["grown"] = self.grown  # {input: rows} of inputs that grew
         solvers = getattr(self.views, "solvers", None)

@@ -155,12 +155,17 @@ class ChangeStream:
             elif isinstance(rec, pgoutput.Message) and rec.prefix.startswith("linview"):
                 return rec.prefix
 
-    def batch(self, window: float, first_timeout: float, marker: str | None = None):
+    def batch(self, window: float, first_timeout: float, marker: str | None = None,
+              idle=None):
         """The transactions of one micro-batch, whole and in commit order.  Returns
         (transactions, marker reached).
 
         * The first one to arrive (waiting up to ``first_timeout``), and those committed
           within ``window`` seconds of it (by commit time), read while they keep coming.
+        * While the window is open and nothing is there to read, ``idle(transactions)``
+          (when given) is handed the transactions received and not yet handed over, to be
+          applied while waiting (their results are written when the window closes); only
+          the rest is returned.
         * Catching up, more go in, up to ``batch_rows`` row changes: the backlog of
           transactions committed before this run started (read as they come, so these
           batches depend on the transactions only, and a resumed run forms the ones an
@@ -170,7 +175,7 @@ class ChangeStream:
         if self.held is not None:
             txs.append(self.held)
             self.held = None
-        t_first, rows = time.monotonic(), sum(len(t.changes) for t in txs)
+        t_first, rows, handed = time.monotonic(), sum(len(t.changes) for t in txs), 0
         while True:
             first = txs[0].commit.commit_time if txs else None
             backlog = first is not None and first < self.started
@@ -182,19 +187,24 @@ class ChangeStream:
             elif behind:
                 got = self._next(0.0)
             else:
-                got = self._next(max(window - (time.monotonic() - t_first), 0.0))
+                got = self._next(0.0)
+                if got is None and idle is not None and handed < len(txs):
+                    idle(txs[handed:])  # nothing to read: apply what came, then wait
+                    handed = len(txs)
+                if got is None:
+                    got = self._next(max(window - (time.monotonic() - t_first), 0.0))
             if got is None:
-                return txs, False
+                return txs[handed:], False
             if isinstance(got, str):
                 if got == marker:
-                    return txs, True
+                    return txs[handed:], True
                 continue
             t = got.commit.commit_time
             if txs and (rows + len(got.changes) > self.batch_rows
                         or (backlog and t >= self.started)
                         or (not backlog and not behind and t >= first + window)):
                 self.held = got
-                return txs, False
+                return txs[handed:], False
             if not txs:
                 t_first = time.monotonic()
             txs.append(got)

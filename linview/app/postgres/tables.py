@@ -23,7 +23,7 @@ import numpy as np
 
 from linview.app.postgres.pgoutput import UNCHANGED, format_lsn
 from linview.app.records import pack
-from linview.errors import InputError, UpdateError
+from linview.errors import InputError, StateError, UpdateError
 
 #: an array or number column's text: what COPY and pgoutput send
 _NULL = "\\N"
@@ -173,6 +173,34 @@ class Keys:
     def from_json(cls, text: str) -> Keys:
         return cls({t: {tuple(x) if isinstance(x, list) else x for x in k}
                     for t, k in json.loads(text).items()})
+
+    def save(self, folder, batch: int) -> None:
+        """``keys-BATCH.json`` in the checkpoint ``folder`` (atomically), before the views
+        are saved (a crash between leaves both files); then :meth:`prune`."""
+        tmp = folder / f"keys-{batch}.json.tmp"
+        tmp.write_text(self.to_json())
+        tmp.replace(folder / f"keys-{batch}.json")
+
+    @staticmethod
+    def prune(folder, batch: int) -> None:
+        """The keys files of other batches gone (the views were saved at ``batch``)."""
+        for f in folder.glob("keys-*.json"):
+            if f.name != f"keys-{batch}.json":
+                f.unlink()
+
+    @classmethod
+    def resumed(cls, folder, saved: int, entries: list, table_of: dict[str, str]) -> Keys:
+        """The keys saved with the views at batch ``saved``, with the logged batches after
+        it (``entries``) replayed."""
+        kf = folder / f"keys-{saved}.json"
+        if not kf.exists():
+            raise StateError(f"checkpoint {folder} lacks {kf.name}",
+                             hint="use --restart to start over from the tables")
+        keys = cls.from_json(kf.read_text())
+        for e in entries:
+            if e["batch"] > saved:
+                keys.replay([json.loads(r) for r in e["records"]], table_of)
+        return keys
 
     def replay(self, records: list[dict], table_of: dict[str, str]) -> None:
         """Apply the presence effect of logged records (a resume past the saved keys);
