@@ -358,10 +358,20 @@ def _restore_solve(path, meta: dict, views: dict, program: CompiledProgram, opti
     solve view warm-started from its saved solution (its bound certified again)."""
     from linview.backends.numpy import solve_state
 
-    if program.options.get("text") != meta.get("source"):
-        raise StateError(f"the saved state {path} was written by a different program than "
-                         f"{program.name!r}", hint="restore it with the program that saved it")
     inputs = solve_state.inputs_of(meta, views)
+    if program.options.get("text") != meta.get("source"):
+        if not set(program.module_class.INPUTS) <= set(inputs):
+            raise StateError(f"the saved state {path} was written by a different program "
+                             f"than {program.name!r}, over other inputs",
+                             hint="restore it with the program that saved it")
+        # an edited program over the saved inputs: every view is computed from them (a
+        # program with solve views does not keep views by key yet); the report says so
+        from linview.backends.numpy import reuse
+
+        out = program.load(**{n: inputs[n] for n in program.module_class.INPUTS},
+                           **options, _reuse=reuse.Offer())
+        out.saved_meta, out.updates = meta, int(meta["updates"])
+        return out
     opts = {k: v for k, v in (meta.get("solve_options") or {}).items() if v is not None}
     out = program.load(**inputs, **{**opts, **options},
                        _warm=solve_state.solutions_of(views),

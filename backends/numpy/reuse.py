@@ -226,13 +226,15 @@ class Report:
     keys: dict[str, str] = field(default_factory=dict)
     #: {recomputed view: sub-expressions of it taken by key}
     partly: dict[str, int] = field(default_factory=dict)
+    #: why nothing was taken by key (a module that keeps no views by key)
+    note: str = ""
 
     def __str__(self) -> str:
         done = ", ".join(f"{n} ({s * 1e3:.1f} ms"
                          + (f", {self.partly[n]} sub-expression reused" if n in self.partly
                             else "") + ")" for n, s in self.recomputed.items())
         return (f"reused: {', '.join(self.reused) or 'none'}; "
-                f"recomputed: {done or 'none'}")
+                f"recomputed: {done or 'none'}" + (f" ({self.note})" if self.note else ""))
 
 
 def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None) -> dict:

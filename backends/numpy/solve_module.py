@@ -28,7 +28,7 @@ from collections.abc import Mapping
 import numpy as np
 import scipy.sparse as sps
 
-from linview.backends.numpy import numeric, solve_state
+from linview.backends.numpy import numeric, reuse, solve_state
 from linview.backends.numpy.kernels import as_matrix
 from linview.backends.numpy.runtime import TriggerModule
 from linview.backends.numpy.solve_view import Rebuild, SolveView, scalar  # noqa: F401 - sv.*
@@ -97,16 +97,21 @@ class SolveModule(TriggerModule):
     OPTIONS = {**TriggerModule.OPTIONS, "tolerance": None, "method": None}
 
     def __init__(self, /, _state=None, _reuse=None, _warm=None, _restored=None, **kwargs):
-        if _reuse is not None or _state is not None:
-            raise InputError("reuse= and store= are not supported for programs with solve "
-                             "views yet", hint="load without them (every view is computed)")
+        if _state is not None:
+            raise InputError("a program with solve views is restored by linview.restore")
         self._solves: dict[str, SolveView] = {}
         self._warm = dict(_warm or {})
         self._restored = dict(_restored or {})  # dense views of a state file, as saved
         self._direct = False  # verify(): direct solves, no solver is touched
         self._edge_changes = None
+        t0 = time.perf_counter()
         super().__init__(**kwargs)
         self._warm = {}
+        if _reuse is not None:  # reuse=, store=, an edited program: nothing kept by key yet
+            self.reuse_report = reuse.Report(
+                recomputed={"every view": time.perf_counter() - t0},
+                note="a program with solve views computes every view: its views are not "
+                     "kept by key yet, and nothing is written to a store")
 
     def _configure(self, opts: dict) -> None:
         self.solve_tolerance, self.method = opts["tolerance"], opts["method"]
