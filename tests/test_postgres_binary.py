@@ -113,19 +113,37 @@ def test_bad_packed_vectors(value, says):
     assert says in e.value.message
 
 
+def _thirty_rows(pg_server, name: str, seed: int):
+    """A database ``name`` with ``obs(id, x float8[4], y)``, 30 random rows."""
+    dsn = pg_server.create_db(name)
+    conn = pg_server.connect(name)
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE obs (id int PRIMARY KEY, x float8[], y float8)")
+    rng = np.random.default_rng(seed)
+    for i in range(1, 31):
+        cur.execute("INSERT INTO obs VALUES (%s, %s, %s)",
+                    (i, floats(rng.standard_normal(4)), float(rng.standard_normal())))
+    return dsn, conn, cur, rng
+
+
+def assert_results_are_the_tables_ols(conn) -> None:
+    """The result table ``linview.beta`` is OLS computed afresh from the final ``obs``."""
+    cur = conn.cursor()
+    cur.execute("SELECT id, x, y FROM obs")
+    X, Y = np.zeros((30, 4)), np.zeros((30, 1))
+    for k, x, y in cur.fetchall():
+        X[k - 1], Y[k - 1] = x, y
+    np.testing.assert_allclose(read_results(conn, "linview", "beta"),
+                               np.linalg.solve(X.T @ X, X.T @ Y), rtol=1e-9)
+    conn.close()
+
+
 def test_batches_that_reevaluate_equal_a_fresh_computation(pg_server):
     """``reevaluate_above``: the batches of more than 4 rank-1 changes (a row of X and of Y
     in a transaction of 3 or 8 rows) re-evaluate every view from the changed inputs, the
     others (1 row) run the triggers; the results are those of the final table either
     way."""
-    dsn = pg_server.create_db("t_reeval")
-    conn = pg_server.connect("t_reeval")
-    cur = conn.cursor()
-    cur.execute("CREATE TABLE obs (id int PRIMARY KEY, x float8[], y float8)")
-    rng = np.random.default_rng(9)
-    for i in range(1, 31):
-        cur.execute("INSERT INTO obs VALUES (%s, %s, %s)",
-                    (i, floats(rng.standard_normal(4)), float(rng.standard_normal())))
+    dsn, conn, cur, rng = _thirty_rows(pg_server, "t_reeval", seed=9)
     run = _run(dsn, reevaluate_above=4, window=0.0, batch_rows=3)  # a batch per transaction
     for t in range(12):
         k = [1, 3, 8][t % 3]
@@ -136,13 +154,7 @@ def test_batches_that_reevaluate_equal_a_fresh_computation(pg_server):
         cur.execute("COMMIT")
     stats = run.serve(once=True)
     assert 0 < stats["reevaluated_batches"] < stats["batches"], stats
-    cur.execute("SELECT id, x, y FROM obs")
-    X, Y = np.zeros((30, 4)), np.zeros((30, 1))
-    for k, x, y in cur.fetchall():
-        X[k - 1], Y[k - 1] = x, y
-    np.testing.assert_allclose(read_results(conn, "linview", "beta"),
-                               np.linalg.solve(X.T @ X, X.T @ Y), rtol=1e-9)
-    conn.close()
+    assert_results_are_the_tables_ols(conn)
 
 
 def test_a_window_applied_in_parts_while_open_writes_its_results_once(pg_server):
@@ -152,14 +164,7 @@ def test_a_window_applied_in_parts_while_open_writes_its_results_once(pg_server)
     import threading
     import time
 
-    dsn = pg_server.create_db("t_parts")
-    conn = pg_server.connect("t_parts")
-    cur = conn.cursor()
-    cur.execute("CREATE TABLE obs (id int PRIMARY KEY, x float8[], y float8)")
-    rng = np.random.default_rng(4)
-    for i in range(1, 31):
-        cur.execute("INSERT INTO obs VALUES (%s, %s, %s)",
-                    (i, floats(rng.standard_normal(4)), float(rng.standard_normal())))
+    dsn, conn, cur, rng = _thirty_rows(pg_server, "t_parts", seed=4)
     run = _run(dsn, window=1.0)
     parts, writes, apply, write = [], [], run.apply, run.sink.write
     run.apply = lambda txs, changes, publish=True: (
@@ -181,13 +186,7 @@ def test_a_window_applied_in_parts_while_open_writes_its_results_once(pg_server)
         server.join(30)
     assert sum(parts) >= 1 and len(writes) >= 1, (parts, writes)
     assert len(writes) < 4  # the parts of a window are written together
-    cur.execute("SELECT id, x, y FROM obs")
-    X, Y = np.zeros((30, 4)), np.zeros((30, 1))
-    for k, x, y in cur.fetchall():
-        X[k - 1], Y[k - 1] = x, y
-    np.testing.assert_allclose(read_results(conn, "linview", "beta"),
-                               np.linalg.solve(X.T @ X, X.T @ Y), rtol=1e-9)
-    conn.close()
+    assert_results_are_the_tables_ols(conn)
 
 
 def test_the_measured_threshold_is_fixed_once_and_kept_in_the_checkpoint(tmp_path,
