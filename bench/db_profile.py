@@ -1,6 +1,7 @@
 """Where the time of a catching-up micro-batch goes (``linview run --source``, cProfile).
 
     python bench/db_profile.py --rows 4000 --cols 1000 --transactions 300
+    python bench/db_profile.py --pagerank --transactions 200
 
 A throwaway PostgreSQL holds ``obs`` as in ``bench/db_bench.py``; a writer commits
 ``--transactions`` transactions of 1–10 random row UPDATEs, then ``linview run --source
