@@ -1,6 +1,7 @@
 """Where the time of a catching-up micro-batch goes (``linview run --source``, cProfile).
 
     python bench/db_profile.py --rows 4000 --cols 1000 --transactions 300
+    python bench/db_profile.py --pagerank --transactions 200
 
 A throwaway PostgreSQL holds ``obs`` as in ``bench/db_bench.py``; a writer commits
 ``--transactions`` transactions of 1–10 random row UPDATEs, then ``linview run --source
@@ -39,9 +40,15 @@ def main() -> None:
     ap.add_argument("--cols", type=int, default=200)
     ap.add_argument("--transactions", type=int, default=300)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--pagerank", action="store_true")
+    ap.add_argument("--nodes", type=int, default=100_000)
+    ap.add_argument("--links", type=int, default=1_000_000)
+    ap.add_argument("--batch-rows", type=int, default=None)
     args = ap.parse_args()
     server = PgServer().init().start()
     try:
+        if args.pagerank:
+            return report(args, *pagerank(server, args))
         dsn = server.create_db("bench")
         conn = server.connect("bench")
         conn.autocommit = False
@@ -77,6 +84,67 @@ def main() -> None:
             seconds = time.perf_counter() - t0
     finally:
         server.destroy()
+    report(args, rows, seconds, stats, split, prof)
+
+
+def pagerank(server, args):
+    """The PageRank backlog: ``--transactions`` link-changing transactions, then ``--once``."""
+    from linview.app.postgres.edges import parse_edges_spec
+
+    dsn = server.create_db("bench_pr")
+    conn = server.connect("bench_pr")
+    conn.autocommit = False
+    n = args.nodes
+    with conn.cursor() as cur:
+        cur.execute("CREATE TABLE links (src int, dst int, PRIMARY KEY (src, dst))")
+        cur.execute("INSERT INTO links SELECT 1 + (random() * (%s - 1))::int, "
+                    "1 + (random() * (%s - 1))::int FROM generate_series(1, %s) "
+                    "ON CONFLICT DO NOTHING", (n, n, args.links))
+    conn.commit()
+    prog = linview.compile_file(ROOT / "examples/pagerank_solve.m")
+    with tempfile.TemporaryDirectory() as ck:
+        run = PostgresRun(prog, dsn=dsn, edges=[parse_edges_spec("M=links(src,dst)")],
+                          params=["d=0.85"], shapes={"M": (n, n), "d": (1, 1)},
+                          checkpoint=ck, warn=print, batch_rows=args.batch_rows)
+        rng = np.random.default_rng(3)
+        mine: list = []
+        rows = 0
+        for _ in range(args.transactions):
+            k = int(rng.integers(1, 11))
+            new = [(int(a), int(b)) for a, b in rng.integers(1, n + 1, (k, 2))]
+            gone, mine = mine[:k], mine[k:]
+            with conn.cursor() as cur:
+                for a, b in gone:
+                    cur.execute("DELETE FROM links WHERE src = %s AND dst = %s", (a, b))
+                for a, b in new:
+                    cur.execute("INSERT INTO links VALUES (%s, %s) ON CONFLICT DO NOTHING "
+                                "RETURNING 1", (a, b))
+                    if cur.fetchone():
+                        mine.append((a, b))
+            conn.commit()
+            rows += k + len(gone)
+        return profiled(run, rows)
+
+
+def profiled(run, rows: int):
+    split = []
+    apply_batch = run.stream.apply_batch
+
+    def timed(*a, **kw):  # the stream's own split of each batch
+        apply_batch(*a, **kw)
+        if run.stream.timings:
+            split.append(dict(run.stream.timings[-1]))
+
+    run.stream.apply_batch = timed
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    stats = run.serve(once=True)
+    prof.disable()
+    return rows, time.perf_counter() - t0, stats, split, prof
+
+
+def report(args, rows, seconds, stats, split, prof) -> None:
     print(f"{rows} rows in {seconds:.2f} s: {rows / seconds:.0f} rows/s; {stats['batches']} "
           f"batches, {stats['reevaluated_batches']} re-evaluated")
     print({k: round(sum(x[k] for x in split), 3) for k in ("check_log", "trigger", "output")})
