@@ -315,3 +315,36 @@ def test_add_outer_keeping_adds_and_restores_exactly(seed, kind, k, fortran):
     assert np.allclose(A, want, rtol=1e-13, atol=1e-13)
     A[where] = old
     assert np.array_equal(A, before)
+
+
+def test_blas_limits_nest_restore_on_errors_and_let_go_of_openblas():
+    """Nested limits restore each level, an error inside a limit restores it too, and
+    after the last one another Python thread can set OpenBLAS's threads (threadpoolctl
+    lets one thread at a time control OpenBLAS while limits are in force)."""
+    import threading
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def counts():
+        return sorted(i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas")
+
+    before = counts()
+    with kernels.blas_limit(1):
+        with kernels.blas_limit(2, None):
+            assert max(counts()) == 2 or before == [1] * len(before)
+        assert set(counts()) == {1}
+    assert counts() == before
+    with pytest.raises(KeyError), kernels.blas_limit(1):
+        raise KeyError("inside")
+    assert counts() == before
+    seen = []
+
+    def other():
+        with threadpool_limits(1, user_api="blas"):
+            seen.append(counts())
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert seen and set(seen[0]) == {1}
+    assert counts() == before
