@@ -75,10 +75,11 @@ def blas_limit(threads: int | None, others: int | None = -1):
 def _limited(libs: list):
     """Each ``(library controller, threads)`` of ``libs`` limited for the block, restored
     after it.  This is threadpoolctl's ``limit`` without its full ``info()`` of every
-    library on entry (versions, architectures: about 30 µs per trigger, a tenth of the
-    overhead a 5 ms as-written update paid around the program): a library already at its
-    limit is not touched.  threadpoolctl's count of limits in force is kept, so that the
-    thread that sets OpenBLAS's limits lets go of them when the last one ends."""
+    library on entry (versions, architectures: some 20-50 µs per trigger, measured on a
+    loaded 2-core machine, of the ~0.1 ms an as-written update paid around the program,
+    ``bench/written_overhead.py``): a library already at its limit is not touched.
+    threadpoolctl's count of limits in force is kept, so that the thread that sets
+    OpenBLAS's limits lets go of them when the last one ends."""
     import threadpoolctl
 
     owner = getattr(threadpoolctl, "CONTROLLING_THREAD_OWNERSHIP", None)
