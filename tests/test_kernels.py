@@ -288,3 +288,63 @@ def test_split_pass_works_in_a_forked_child():
         os._exit(0 if np.allclose(got, A.T @ B) else 3)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["row", "column", "dense"]),
+       st.integers(1, 3), st.booleans())
+def test_add_outer_keeping_adds_and_restores_exactly(seed, kind, k, fortran):
+    """``add_outer_keeping`` leaves ``A + P Qᵀ`` (NumPy's, bit for bit in the touched rows
+    or columns of a row or column update) and what it returns puts A back exactly."""
+    rng = np.random.default_rng(seed)
+    m, n = int(rng.integers(k * 4 + 1, 30)), int(rng.integers(k * 4 + 1, 30))
+    A = rng.standard_normal((m, n))
+    A = np.asfortranarray(A) if fortran else A
+    P, Q = rng.standard_normal((m, k)), rng.standard_normal((n, k))
+    if kind == "row":
+        P[rng.permutation(m)[k:]] = 0.0
+    elif kind == "column":
+        Q[rng.permutation(n)[k:]] = 0.0
+    before = A.copy()
+    where, old = kernels.add_outer_keeping(A, P, Q)
+    want = before + P @ Q.T
+    if kind == "row":
+        touched = np.flatnonzero(P.any(axis=1))
+        assert np.array_equal(A[touched], before[touched] + P[touched] @ Q.T)
+        assert np.array_equal(np.delete(A, touched, 0), np.delete(before, touched, 0))
+    assert np.allclose(A, want, rtol=1e-13, atol=1e-13)
+    A[where] = old
+    assert np.array_equal(A, before)
+
+
+def test_blas_limits_nest_restore_on_errors_and_let_go_of_openblas():
+    """Nested limits restore each level, an error inside a limit restores it too, and
+    after the last one another Python thread can set OpenBLAS's threads (threadpoolctl
+    lets one thread at a time control OpenBLAS while limits are in force)."""
+    import threading
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def counts():
+        return sorted(i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas")
+
+    before = counts()
+    with kernels.blas_limit(1):
+        with kernels.blas_limit(2, None):
+            assert max(counts()) == 2 or before == [1] * len(before)
+        assert set(counts()) == {1}
+    assert counts() == before
+    with pytest.raises(KeyError), kernels.blas_limit(1):
+        raise KeyError("inside")
+    assert counts() == before
+    seen = []
+
+    def other():
+        with threadpool_limits(1, user_api="blas"):
+            seen.append(counts())
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert seen and set(seen[0]) == {1}
+    assert counts() == before

@@ -15,8 +15,9 @@ import warnings
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse as sps
 
-from linview.errors import NumericalError
+from linview.errors import NumericalError, UpdateError
 
 #: a Woodbury core whose condition estimate exceeds this is refused (re-evaluation instead)
 CORE_CONDITION_LIMIT = 1e10
@@ -151,3 +152,15 @@ def real_dtype_problem(x) -> str | None:
     if getattr(getattr(x, "dtype", None), "kind", "") == "O":
         return "it has dtype object; pass a numeric (float64) array"
     return None
+
+
+def update_factor(name: str, what: str, x) -> np.ndarray:
+    """An update factor given as anything but a float64 array: a Fortran-ordered float64
+    copy, or an :class:`UpdateError` that says why it cannot be one."""
+    why = real_dtype_problem(x)
+    if why:
+        raise UpdateError(f"update of {name}: {what} is not real: {why}; nothing was changed")
+    try:
+        return np.array(x.toarray() if sps.issparse(x) else x, dtype=np.float64, order="F")
+    except (TypeError, ValueError) as e:
+        raise UpdateError(f"update of {name}: {what} is not numeric: {e}") from None

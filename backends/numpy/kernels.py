@@ -74,6 +74,26 @@ def add_outer(A: np.ndarray, P: np.ndarray, Q: np.ndarray) -> None:
     A += P @ Q.T
 
 
+def add_outer_keeping(A: np.ndarray, P: np.ndarray, Q: np.ndarray):
+    """``A += P Qᵀ`` in place (as :func:`add_outer`), returning ``(where, old)`` such that
+    ``A[where] = old`` restores A exactly: the touched rows (columns) of a row (column)
+    update, read once and written once (a 2000×2000 Fortran matrix's row is 2000 strided
+    reads: copying it, then ``+=`` on it, read it twice), else a copy of A."""
+    rows = one_hot(P)
+    if rows is not None:
+        old = A[rows, :]
+        A[rows, :] = old + P[rows] @ Q.T
+        return (rows, slice(None)), old
+    cols = one_hot(Q)
+    if cols is not None:
+        old = A[:, cols]
+        A[:, cols] = old + P @ Q[cols].T
+        return (slice(None), cols), old
+    old = A.copy(order="K")
+    add_outer(A, P, Q)
+    return (slice(None), slice(None)), old
+
+
 def add_dense(A: np.ndarray, D: np.ndarray) -> None:
     """``A += D`` in place."""
     A += D

@@ -16,7 +16,7 @@ from linview.faults import after
 add_outer = after(lowrank.add_outer, "update.applied")
 add_dense = after(kernels.add_dense, "update.applied")
 assign = after(kernels.assign, "update.applied")
-
+add_outer_keeping = after(kernels.add_outer_keeping, "update.applied")
 
 
 @contextlib.contextmanager
@@ -24,11 +24,7 @@ def added_or_restored(X, U, V):
     """``X += U Vᵀ`` in place for the block that follows; if the block raises, X is
     restored exactly (the touched rows or columns, else a copy of X) and the error goes on:
     what a trigger that re-evaluates from the changed input needs."""
-    rows, cols = kernels.one_hot(U), kernels.one_hot(V)
-    where = (rows, slice(None)) if rows is not None else \
-        (slice(None), cols) if cols is not None else (slice(None), slice(None))
-    saved = X[where].copy()
-    add_outer(X, U, V)
+    where, saved = add_outer_keeping(X, U, V)
     try:
         yield X
     except BaseException:

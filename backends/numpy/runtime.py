@@ -15,7 +15,6 @@ import time
 from collections.abc import Mapping
 
 import numpy as np
-import scipy.sparse as sps
 
 from linview.backends.numpy import adaptive, fallback, input_shapes, lowrank, numeric, reuse, store
 from linview.backends.numpy import probe as _probe
@@ -30,6 +29,7 @@ from linview.backends.numpy.guards import (  # noqa: F401 - part of the runtime'
     inv,
     real_dtype_problem,
     solve,
+    update_factor,
 )
 from linview.backends.numpy.kernels import (  # noqa: F401 - part of the runtime's interface
     THREAD_ENV,
@@ -332,22 +332,17 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews, store.Writing):
         rows, cols = self._store[name].shape
         out = []
         for what, x, n in (("U", U, rows), ("V", V, cols)):
-            why = real_dtype_problem(x)
-            if why:
-                raise UpdateError(f"update of {name}: {what} is not real: {why}; nothing "
-                                  "was changed")
-            try:
-                a = np.array(x.toarray() if sps.issparse(x) else x, dtype=np.float64,
-                             order="F")
-            except (TypeError, ValueError) as e:
-                raise UpdateError(f"update of {name}: {what} is not numeric: {e}") from None
+            if type(x) is np.ndarray and x.dtype == np.float64:  # the usual case, at once
+                a = np.array(x, order="F")  # a copy: the caller may change x afterwards
+            else:
+                a = update_factor(name, what, x)
             if a.ndim == 1:
                 a = a.reshape(-1, 1)
             if a.ndim != 2 or a.shape[0] != n:
                 raise UpdateError(
                     f"update of {name}: {what} has shape {a.shape}, expected ({n}, k)",
                     hint=f"{name} is {rows}x{cols}; ΔX = U Vᵀ with U: {rows}×k, V: {cols}×k")
-            if not np.all(np.isfinite(a)):
+            if not np.isfinite(a).all():
                 raise UpdateError(f"update of {name}: {what} contains NaN or Inf; nothing "
                                   "was changed")
             out.append(a)
@@ -448,3 +443,4 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews, store.Writing):
         out = cls(_state=(dict(meta["dims"]), views, int(meta["updates"])), **options)
         out.saved_meta = meta
         return out
+

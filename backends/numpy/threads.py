@@ -64,12 +64,40 @@ def blas_limit(threads: int | None, others: int | None = -1):
     ``TriggerModule._blas``)."""
     others = threads if others == -1 else others
     kernels, rest = pools()
-    stack = contextlib.ExitStack()
-    if threads is not None:
-        stack.enter_context(kernels.limit(limits=threads))
+    libs = [(lib, threads) for lib in kernels.lib_controllers] if threads is not None \
+        else []
     if rest is not None and others is not None:
-        stack.enter_context(rest.limit(limits=others))
-    return stack
+        libs += [(lib, others) for lib in rest.lib_controllers]
+    return _limited(libs)
+
+
+@contextlib.contextmanager
+def _limited(libs: list):
+    """Each ``(library controller, threads)`` of ``libs`` limited for the block, restored
+    after it.  This is threadpoolctl's ``limit`` without its full ``info()`` of every
+    library on entry (versions, architectures: some 20-50 µs per trigger, measured on a
+    loaded 2-core machine, of the ~0.1 ms an as-written update paid around the program,
+    ``bench/written_overhead.py``): a library already at its limit is not touched.
+    threadpoolctl's count of limits in force is kept, so that the thread that sets
+    OpenBLAS's limits lets go of them when the last one ends."""
+    import threadpoolctl
+
+    owner = getattr(threadpoolctl, "CONTROLLING_THREAD_OWNERSHIP", None)
+    changed = []
+    if owner is not None:
+        owner.increment()
+    try:
+        for lib, n in libs:
+            before = lib.num_threads
+            if before != n:
+                lib.set_num_threads(n)
+                changed.append((lib, before))
+        yield
+    finally:
+        for lib, before in reversed(changed):
+            lib.set_num_threads(before)
+        if owner is not None:
+            owner.decrement()
 
 
 #: a product of a view of at least this many elements with a block of factors, or a
