@@ -67,24 +67,10 @@ def main() -> None:
                     cur.execute(UPDATE, (args.cols, keys))
                 conn.commit()
                 rows += k
-            split = []
-            apply_batch = run.stream.apply_batch
-
-            def timed(*a, **kw):  # the stream's own split of each batch
-                apply_batch(*a, **kw)
-                if run.stream.timings:
-                    split.append(dict(run.stream.timings[-1]))
-
-            run.stream.apply_batch = timed
-            prof = cProfile.Profile()
-            t0 = time.perf_counter()
-            prof.enable()
-            stats = run.serve(once=True)
-            prof.disable()
-            seconds = time.perf_counter() - t0
+            result = profiled(run, rows)
     finally:
         server.destroy()
-    report(args, rows, seconds, stats, split, prof)
+    report(args, *result)
 
 
 def pagerank(server, args):
