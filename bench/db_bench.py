@@ -276,6 +276,23 @@ def run_peer(dsn, args) -> dict:
             "rows_per_s_kept_up": round(sum(k for *_, k in w.log) / args.seconds)}
 
 
+def change_links(cur, rng, n: int, mine: list) -> tuple[list, int]:
+    """One writer transaction's statements on ``links``: 1-10 random links inserted, as many
+    of the writer's own earlier ones (``mine``) deleted; the links still its own, and the
+    number of link changes."""
+    k = int(rng.integers(1, 11))
+    new = [(int(a), int(b)) for a, b in rng.integers(1, n + 1, (k, 2))]
+    gone, mine = mine[:k], mine[k:]
+    for a, b in gone:
+        cur.execute("DELETE FROM links WHERE src = %s AND dst = %s", (a, b))
+    for a, b in new:
+        cur.execute("INSERT INTO links VALUES (%s, %s) ON CONFLICT DO NOTHING RETURNING 1",
+                    (a, b))
+        if cur.fetchone():
+            mine.append((a, b))
+    return mine, k + len(gone)
+
+
 def run_pagerank(server, args, work: Path) -> dict:
     """PageRank (``examples/pagerank_solve.m``) over ``links(src, dst)``: ``--nodes`` nodes,
     about ``--links`` random links; a writer commits transactions that insert 1-10 links
@@ -318,22 +335,13 @@ def run_pagerank(server, args, work: Path) -> dict:
     t_end = time.monotonic() + args.seconds
     k_total = 0
     while time.monotonic() < t_end:
-        k = int(rng.integers(1, 11))
-        new = [(int(a), int(b)) for a, b in rng.integers(1, n + 1, (k, 2))]
-        gone, mine = mine[:k], mine[k:]
         with conn.cursor() as cur:
-            for a, b in gone:
-                cur.execute("DELETE FROM links WHERE src = %s AND dst = %s", (a, b))
-            for a, b in new:
-                cur.execute("INSERT INTO links VALUES (%s, %s) ON CONFLICT DO NOTHING "
-                            "RETURNING 1", (a, b))
-                if cur.fetchone():
-                    mine.append((a, b))
+            mine, changed = change_links(cur, rng, n, mine)
             cur.execute("SELECT pg_current_wal_insert_lsn()::text")
             before = parse_lsn(cur.fetchone()[0])
         conn.commit()
-        log.append((time.time(), before, k + len(gone)))
-        k_total += k + len(gone)
+        log.append((time.time(), before, changed))
+        k_total += changed
         time.sleep(max(1.0 / args.rate - 0.0, 0))
     poller.wait_past(log[-1][1])
     proc.send_signal(signal.SIGTERM)

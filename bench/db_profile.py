@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from db_bench import UPDATE, fill  # noqa: E402
+from db_bench import UPDATE, change_links, fill  # noqa: E402
 
 import linview  # noqa: E402
 from linview.app.postgres.runner import PostgresRun  # noqa: E402
@@ -96,19 +96,10 @@ def pagerank(server, args):
         mine: list = []
         rows = 0
         for _ in range(args.transactions):
-            k = int(rng.integers(1, 11))
-            new = [(int(a), int(b)) for a, b in rng.integers(1, n + 1, (k, 2))]
-            gone, mine = mine[:k], mine[k:]
             with conn.cursor() as cur:
-                for a, b in gone:
-                    cur.execute("DELETE FROM links WHERE src = %s AND dst = %s", (a, b))
-                for a, b in new:
-                    cur.execute("INSERT INTO links VALUES (%s, %s) ON CONFLICT DO NOTHING "
-                                "RETURNING 1", (a, b))
-                    if cur.fetchone():
-                        mine.append((a, b))
+                mine, changed = change_links(cur, rng, n, mine)
             conn.commit()
-            rows += k + len(gone)
+            rows += changed
         return profiled(run, rows)
 
 
