@@ -364,12 +364,14 @@ def _restore_solve(path, meta: dict, views: dict, program: CompiledProgram, opti
             raise StateError(f"the saved state {path} was written by a different program "
                              f"than {program.name!r}, over other inputs",
                              hint="restore it with the program that saved it")
-        # an edited program over the saved inputs: every view is computed from them (a
-        # program with solve views does not keep views by key yet); the report says so
+        # an edited program over the saved inputs: the saved views it still has are
+        # taken by key, its solve views warm from their saved solutions (backends/numpy/
+        # reuse.py); a file written before keys were saved: every view is computed
         from linview.backends.numpy import reuse
 
+        offer = reuse.offer_of_saved(path, meta, views) if "keys" in meta else reuse.Offer()
         out = program.load(**{n: inputs[n] for n in program.module_class.INPUTS},
-                           **options, _reuse=reuse.Offer())
+                           **options, _reuse=offer)
         out.saved_meta, out.updates = meta, int(meta["updates"])
         return out
     opts = {k: v for k, v in (meta.get("solve_options") or {}).items() if v is not None}
