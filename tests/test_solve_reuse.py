@@ -11,6 +11,7 @@ from __future__ import annotations
 import tracemalloc
 
 import numpy as np
+import pytest
 import scipy.sparse as sps
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from test_solve_module import MIXED, mixed_inputs, reference
 import linview
 from linview import statefile
 from linview.backends.numpy.reuse import digest
+from linview.errors import StateError
 from linview.solve.stochastic import StochasticMatrix
 
 OUTPUTS = ("r", "beta", "q", "share", "total")
@@ -211,3 +213,39 @@ def test_a_reusing_load_with_a_large_sparse_input_allocates_nothing_of_n_squared
         assert v.reuse_report.warm == ["r"] and "top" in v.reuse_report.recomputed
         assert np.abs(v["r"] - fresh["r"]).sum() <= v.error_bound("r") + fresh.error_bound("r")
         assert float(v["top"][0, 0]) == float(np.max(v["r"]))
+
+
+def test_a_stochastic_program_taken_over_goes_on_with_edge_batches():
+    """PageRank over a stochastic M: the edited program takes r over (warm, by the links'
+    digest), with ``take_over=True`` too (the old views are closed), and edge batches then
+    keep every view within its certified bound of a fresh load's."""
+    rng = np.random.default_rng(4)
+    n = 60
+    src, dst = rng.integers(0, n, 240), rng.integers(0, n, 240)
+    text = open("examples/pagerank_solve.m").read()
+    edited = linview.compile(text.replace("function r = ", "function [r, top] = ").replace(
+        "\nend", "\n  top = max(r);\nend"), name="pagerank_solve")
+    old = linview.compile(text, name="pagerank_solve")
+    a, b = (old.load(M=StochasticMatrix(n, src, dst), d=0.85) for _ in range(2))
+    va = edited.load(M=StochasticMatrix(n, src, dst), d=0.85, reuse=a)
+    vb = edited.load(M=StochasticMatrix(n, src, dst), d=0.85, reuse=b, take_over=True)
+    fresh = edited.load(M=StochasticMatrix(n, src, dst), d=0.85)
+    for v in (va, vb):
+        assert v.reuse_report.warm == ["r"] and "top" in v.reuse_report.recomputed
+    with pytest.raises(StateError):
+        b["r"]
+    for _ in range(4):
+        M, batch, seen = fresh["M"], [], set()
+        while len(batch) < 3:  # a link deleted where there is one, else inserted
+            j, i = (int(x) for x in rng.integers(n, size=2))
+            if i != j and (j, i) not in seen:
+                seen.add((j, i))
+                batch.append(("delete" if M.edge_weight(j, i) is not None else "insert",
+                              j, i))
+        for v in (va, vb, fresh):
+            v.update_edges("M", batch)
+        for v in (va, vb):
+            assert np.abs(v["r"] - fresh["r"]).sum() <= \
+                v.error_bound("r") + fresh.error_bound("r") + 1e-15
+            assert float(v["top"][0, 0]) == float(np.max(v["r"]))
+        assert fresh.verify() < 1e-6 and va.verify() < 1e-6
