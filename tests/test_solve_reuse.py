@@ -249,3 +249,29 @@ def test_a_stochastic_program_taken_over_goes_on_with_edge_batches():
                 v.error_bound("r") + fresh.error_bound("r") + 1e-15
             assert float(v["top"][0, 0]) == float(np.max(v["r"]))
         assert fresh.verify() < 1e-6 and va.verify() < 1e-6
+
+
+def test_a_product_on_offer_inside_a_solve_views_right_hand_side_is_not_taken_apart():
+    """The old program kept ``t = P*beta``; the new one solves ``A \\ (P*beta)``: the solve
+    view is built by its solver (not by the dense printer around the product taken by
+    key), and goes on under updates."""
+    rng = np.random.default_rng(13)
+    old_text = MIXED.replace("q = (eye(n) - d * M) \\ (P * beta);",
+                             "t = P * beta;\n  q = (eye(n) - d * M) \\ t;")
+    assert old_text != MIXED
+    inputs = mixed_inputs(rng)
+    n, m, k = inputs["P"].shape[0], *inputs["X"].shape
+    old = linview.compile(old_text, name="mixed").load(**inputs)
+    prog = linview.compile(MIXED, name="mixed")
+    v = prog.load(**inputs, reuse=old)
+    assert "q" in v.reuse_report.recomputed and "q" not in v.reuse_report.partly
+    assert set(v.solvers) == {"r", "q"}
+    fresh = prog.load(**inputs)
+    for _ in range(2):
+        ref = reference(v, prog)
+        for name in OUTPUTS[:4]:
+            np.testing.assert_allclose(v[name], ref[name], atol=1e-6, rtol=1e-7)
+        x, mm = step(fresh, rng, n, m, k)
+        for w in (v, fresh):
+            w.update("X", *x)
+            w.update("M", *mm)

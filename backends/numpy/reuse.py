@@ -285,7 +285,7 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
                             compute(n.attr)
         t0 = time.perf_counter()
         memo = reuse_parts.stored_parts(module, program, name, known, offer) \
-            if partial else {}
+            if partial and name not in solve_side else {}
         if memo:  # a product on offer inside it: the rest as the module computes it
             st = next(st for st in program.statements if st.name == name)
             report.partly[name] = len(memo)
@@ -342,6 +342,9 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
                                                    False)
 
     solves = set(getattr(cls, "SOLVES", ()))
+    # views the solve side computes (solve views, sparse values): never through the
+    # dense printer of parts taken by key
+    solve_side = solves | set(getattr(cls, "SIDE", ()))
     tokens = {d.name: _keys.input_token(_content(offer, d.name, arrays[d.name]),
                                         d.dynamic)
               for d in program.inputs}

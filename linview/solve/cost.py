@@ -58,14 +58,14 @@ LOCAL_CAP = 1 / 32
 #: changing its column and the residual: 70–130 µs measured), per link of a local round
 #: (LOCAL_LINK_S: the gather, the scattered adds, the frontier's distinct ids, the L1 sums,
 #: a dozen NumPy calls over the frontier; 130–185 ns measured at 10⁵ and at 10⁶ nodes
-#: alike, so bound by those calls, not by memory) and per dense round (a product of M
-#: plus the passes over n a step of power iteration makes, and the correction product of
-#: columns changed since M's last compaction: PUSH_DENSE steps of power iteration,
-#: 1.3–1.5 measured at 10⁶ nodes, more at 10⁵ under load)
+#: alike, so bound by those calls, not by memory) and per dense round (a product of M,
+#: the correction product of the columns changed since M's last compaction, and about as
+#: many passes over n as a step of power iteration: PUSH_DENSE steps, 1.3–1.45 measured
+#: at 10⁶ nodes, 1.2 at 10⁵: 15 dense rounds in 40 ms beside 1.7 ms steps)
 PUSH_FIXED_S = 0.4e-3
 PUSH_CHANGE_S = 60e-6
 LOCAL_LINK_S = 100e-9
-PUSH_DENSE = 1.7
+PUSH_DENSE = 1.3
 #: a predicted speedup within this factor of 1 is "about even": the measurements on a
 #: shared machine spread more than that between batches of one cell
 EVEN = 1.5
