@@ -1,12 +1,15 @@
-"""Least squares whose normal equations ``load()`` refused (issue 25).
+"""Which form ``load()`` keeps a least-squares problem in (issue 25).
 
 The lowering reads ``F \\ Y`` (tall F), ``(F'*F) \\ (F'*Y)``, ``inv(F'*F) * (F'*Y)`` and
 ``pinv(F) * Y`` (tall F) as one least-squares problem, F an input or an intercept design
-``[ones(m,1) X]`` (:mod:`linview.compiler.designs`), and, by default, keeps the normal
-equations (``inv(FᵀF)`` by Woodbury), loaded with the condition limit
-:data:`NORMAL_CONDITION_LIMIT` (1e8, where their answer has lost about 8 digits).  When
-``load()`` refuses that inverse (its condition estimate is over the limit, or it is
-singular to working precision), :func:`load_instead` compiles the program again:
+``[ones(m,1) X]`` (:mod:`linview.compiler.designs`), and keeps the normal equations
+(``inv(FᵀF)`` by Woodbury), loaded with the condition limit
+:data:`NORMAL_CONDITION_LIMIT` (1e8, where their answer has lost about 8 digits).  With
+``least_squares="auto"`` (the default) :func:`loaded` then keeps them only where their
+predicted error is within :data:`AUTO_RATIO` of ``lstsq``'s, and loads the QR form
+otherwise.  When ``load()`` refuses that inverse (its condition estimate is over the
+limit, or it is singular to working precision), :func:`load_instead` compiles the
+program again:
 
 1. ``least_squares="qr"``: the problem is a solve view kept by QR updates of F
    (:class:`linview.solve.solvers.CholeskySolver`), as accurate as ``lstsq``;
