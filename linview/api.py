@@ -356,6 +356,7 @@ def restore(path, program: CompiledProgram | None = None, **options):
     from linview.backends.numpy import reuse
 
     reuse.restore_probes(out, path, meta)  # the saved probe vectors: guards as strict
+    out.least_squares = meta.get("least_squares")  # the form load() chose, and why
     return out
 
 
@@ -384,6 +385,8 @@ def _restore_solve(path, meta: dict, views: dict, program: CompiledProgram, opti
                        _restored=solve_state.dense_views_of(views))
     out.saved_meta, out.updates = meta, int(meta["updates"])
     out.stats["updates"] = out.updates
+    if meta.get("least_squares"):  # the form load() chose, and why
+        out.least_squares = meta["least_squares"]
     if meta.get("probe"):
         from linview.backends.numpy import reuse
 

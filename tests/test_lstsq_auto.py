@@ -146,8 +146,8 @@ def test_qr_forces_the_stable_form_and_unknown_forms_are_refused():
 
 
 def test_a_restored_state_keeps_the_chosen_form(tmp_path):
-    """The form load() chose is the form a saved state restores, and the restored views
-    follow the same updates."""
+    """The form load() chose is the form a saved state restores, with the reason, and the
+    restored views follow the same updates."""
     rng = np.random.default_rng(11)
     F, y = data(rng, 12, 12, 3.0, 0.0)
     views = linview.compile(NORMAL, name="f").load(X=F, y=y)
@@ -156,7 +156,19 @@ def test_a_restored_state_keeps_the_chosen_form(tmp_path):
     views.save(path)
     back = linview.restore(path)
     assert isinstance(back, SolveModule)
+    assert back.least_squares == views.least_squares  # the restored views say why
     u, v = np.eye(12)[:, [2]], 1e-3 * rng.standard_normal((12, 1))
     views.update("X", u, v)
     back.update("X", u, v)
     np.testing.assert_allclose(back["beta"], views["beta"], rtol=1e-10)
+
+
+def test_a_restored_state_of_the_normal_equations_says_why(tmp_path):
+    rng = np.random.default_rng(12)
+    X, y = rng.standard_normal((60, 5)), rng.standard_normal((60, 1))
+    views = linview.compile(NORMAL, name="f").load(X=X, y=y)
+    assert not isinstance(views, SolveModule)
+    views.save(tmp_path / "state.lvs")
+    back = linview.restore(tmp_path / "state.lvs")
+    assert back.least_squares == views.least_squares
+    assert "within the 10× that keeps them" in back.least_squares
