@@ -97,9 +97,9 @@ class CompiledProgram:
         self._check_budget(inputs, limit, self.lowered if self._solve_side else None)
         try:
             return lstsq.loaded(self.module_class(**lstsq.load_options(self, inputs), **extra),
-                                inputs, self, switch=not extra)
+                                inputs, self, switch=not extra, memory_budget=limit)
         except NumericalError as refused:  # least squares: QR, or pinv (linview.lstsq)
-            return lstsq.load_instead(self, refused, inputs)
+            return lstsq.load_instead(self, refused, inputs, memory_budget=limit)
         except MemoryError as e:
             raise budget.out_of_memory(e, self.name) from None
         except InputError as first:

@@ -70,7 +70,7 @@ def load_options(prog, inputs: dict) -> dict:
     return {**inputs, "condition_limit": NORMAL_CONDITION_LIMIT}
 
 
-def loaded(views, inputs: dict, prog=None, switch: bool = True):
+def loaded(views, inputs: dict, prog=None, switch: bool = True, memory_budget=None):
     """``views`` loaded with :func:`load_options`: its updates use the usual limit, and
     ``views.least_squares`` says why the normal equations were kept (the condition
     estimate of each least-squares problem's Gram matrix, and the limit).
@@ -80,7 +80,8 @@ def loaded(views, inputs: dict, prog=None, switch: bool = True):
     condition estimate and the residual of the answer just loaded) is compared with
     ``lstsq``'s; past :data:`AUTO_RATIO` for some problem, the program compiled with
     ``least_squares="qr"`` is loaded from the same inputs and returned instead (unless
-    ``switch`` is false: views loaded into a view store or reusing arrays stay).  Otherwise
+    ``switch`` is false: views loaded into a view store or reusing arrays stay), within
+    the same ``memory_budget``.  Otherwise
     (``normal``) the reason is worked out when first read: it reads the views, a second of
     a 4000×4000 load."""
     added = "condition_limit" not in inputs and hasattr(views, "condition_limit")
@@ -101,10 +102,13 @@ def loaded(views, inputs: dict, prog=None, switch: bool = True):
         why = (f"least squares of {F} by QR updates of the factor (chosen at load(): "
                f"{phrase}, over the {AUTO_RATIO:g}× that keeps the normal equations)")
         other.options["why"] = why
+        normal_class = type(views)
+        del views  # (its arrays go before the stable form's are made: one load's peak)
         try:
-            stable = other.load(**inputs)
-        except NumericalError:
-            pass  # (the normal equations loaded: keep them)
+            stable = other.load(**inputs, memory_budget=memory_budget)
+        except NumericalError:  # (rare: the normal equations loaded; keep them)
+            views = normal_class(**load_options(prog, inputs))
+            views.condition_limit = INV_CONDITION_LIMIT
         else:
             stable.least_squares = why
             return stable
@@ -186,7 +190,7 @@ def _predicted(f, d, W, y, norm: float, cond: float) -> tuple[float, float, bool
     return normal, qr, y is not None
 
 
-def load_instead(prog, refused: NumericalError, inputs: dict):
+def load_instead(prog, refused: NumericalError, inputs: dict, memory_budget=None):
     """The live views of ``prog``'s data by the first form that loads, or ``refused``;
     ``views.least_squares`` (and ``explain()`` of the program compiled again) say which
     form and why."""
@@ -212,7 +216,7 @@ def load_instead(prog, refused: NumericalError, inputs: dict):
                    + f"; Octave answers {F} \\ Y with the minimum-norm solution)")
         other.options["why"] = why
         try:
-            views = other.load(**inputs)
+            views = other.load(**inputs, memory_budget=memory_budget)
         except NumericalError as e:
             error = e
             continue
