@@ -26,6 +26,7 @@ attribute ``least_squares``.
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -50,8 +51,9 @@ NORMAL_CONDITION_LIMIT = 1e8
 #: :func:`loaded`), ``normal`` (the normal equations unless refused), ``qr``, and ``pinv``
 #: (what :func:`load_instead` compiles a rank-deficient non-square ``\\`` as)
 FORMS = ("auto", "normal", "qr", "pinv")
-#: ``least_squares="auto"`` keeps the normal equations only where their predicted relative
-#: error is within this factor of ``lstsq``'s (:func:`_predicted`)
+#: ``least_squares="auto"`` keeps the normal equations only where their error is predicted
+#: within this factor of ``lstsq``'s: ``κ`` (the square root of the 2-norm condition
+#: estimate of FᵀF) at most this (:func:`loaded`)
 AUTO_RATIO = 10.0
 
 
@@ -76,9 +78,13 @@ def loaded(views, inputs: dict, prog=None, switch: bool = True, memory_budget=No
     estimate of each least-squares problem's Gram matrix, and the limit).
 
     With ``least_squares="auto"`` (NumPy) the rule of issue 25 is applied here: the
-    predicted relative error of the normal equations (:func:`_predicted`, from the
-    condition estimate and the residual of the answer just loaded) is compared with
-    ``lstsq``'s; past :data:`AUTO_RATIO` for some problem, the program compiled with
+    normal equations lose about ``cond(FᵀF)·eps``, a QR solve (``lstsq``) about
+    ``κ·eps`` with ``κ = √cond(FᵀF)``, so theirs is about κ times worse, κ from 2-norm
+    estimates by power iterations (:func:`_norm2`: ``‖FᵀF‖₂`` by products with F,
+    ``‖inv(FᵀF)‖₂`` with the loaded inverse).  The residual is not counted in their
+    favour: ``lstsq``'s ``κ²·eps·ρ`` term is a bound it seldom reaches (with it, as
+    :func:`_predicted` says, a tall 30×10 F of cond 32 and ρ ≈ 0.15 was predicted 5.4×
+    and measured 16×).  Past :data:`AUTO_RATIO` for some problem, the program compiled with
     ``least_squares="qr"`` is loaded from the same inputs and returned instead (unless
     ``switch`` is false: views loaded into a view store or reusing arrays stay), within
     the same ``memory_budget``.  Otherwise
@@ -103,7 +109,8 @@ def loaded(views, inputs: dict, prog=None, switch: bool = True, memory_budget=No
                f"{phrase}, over the {AUTO_RATIO:g}× that keeps the normal equations)")
         other.options["why"] = why
         normal_class = type(views)
-        del views  # (its arrays go before the stable form's are made: one load's peak)
+        if isinstance(getattr(views, "_store", None), dict):  # its arrays go before the
+            views._store.clear()  # stable form's are made: one load's peak, not two
         try:
             stable = other.load(**inputs, memory_budget=memory_budget)
         except NumericalError:  # (rare: the normal equations loaded; keep them)
@@ -157,16 +164,32 @@ def _kept_normal(views, inverse: str, F: str, w: str | None = None,
         y = None
     if y is None and not auto:
         return why, 0.0, ""
-    normal, qr, rho_known = _predicted(f, d, W, y, norm, cond)
-    ratio = normal / qr
-    phrase = (f"the normal equations' predicted relative error about {normal:.1g} is "
-              f"{ratio:.2g}× lstsq's {qr:.1g} (condition estimate of {G} {cond:.3g}"
-              + ("" if rho_known else f"; {Y or 'Y'} not kept: taken consistent") + ")")
-    why += (f"; predicted relative error about {normal:.1g} against lstsq's {qr:.1g} "
-            f"({ratio:.2g}×)")
-    if auto:
-        why += f", within the {AUTO_RATIO:g}× that keeps them"
-    return why, ratio, phrase
+    if y is not None:
+        normal, qr, _ = _predicted(f, d, W, y, norm, cond)
+        why += (f"; predicted relative error about {normal:.1g} against lstsq's {qr:.1g} "
+                f"({normal / qr:.2g}×)")
+    if not auto:
+        return why, 0.0, ""
+    kappa = math.sqrt(_norm2(apply, f.shape[1]) * _norm2(lambda x: W @ x, f.shape[1]))
+    phrase = (f"the normal equations' error is about κ = {kappa:.3g} times lstsq's "
+              f"(κ² = {kappa * kappa:.3g}, the 2-norm condition estimate of {G} by power "
+              "iterations)")
+    return why + f"; {phrase}, within the {AUTO_RATIO:g}× that keeps them", kappa, phrase
+
+
+def _norm2(apply, n: int, steps: int = 24) -> float:
+    """The 2-norm of a symmetric positive semi-definite operator by power iterations from
+    a fixed random start (an estimate from below: rough, within a few per cent for the
+    spectra of the tests and benchmarks)."""
+    v = np.random.default_rng(0).standard_normal(n)
+    norm = 0.0
+    for _ in range(steps):
+        v = apply(v)
+        norm = float(np.linalg.norm(v))
+        if norm == 0.0 or not np.isfinite(norm):
+            return norm
+        v /= norm
+    return norm
 
 
 def _predicted(f, d, W, y, norm: float, cond: float) -> tuple[float, float, bool]:

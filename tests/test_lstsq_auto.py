@@ -13,7 +13,7 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import linview
@@ -35,6 +35,15 @@ def exact(F: np.ndarray, y: np.ndarray) -> np.ndarray:
         return np.array([float(v) for v in x]).reshape(-1, 1)
 
 
+def lstsq_error(F: np.ndarray, y: np.ndarray, truth: np.ndarray, rng) -> float:
+    """lstsq's relative error on this data: the largest over the rows in three orders
+    (the same problem, other rounding).  One order alone is a lucky draw at times: on a
+    square F with cond 6e4 its error was 1.1e-12, 2.1e-12, then 2.4e-14 after a row
+    update, where a fresh QR solve kept 4e-13 throughout."""
+    orders = [np.arange(len(F)), np.arange(len(F))[::-1], rng.permutation(len(F))]
+    return max(error(np.linalg.lstsq(F[o], y[o], rcond=None)[0], truth) for o in orders)
+
+
 def error(x, truth) -> float:
     return float(np.linalg.norm(np.asarray(x) - truth) / np.linalg.norm(truth))
 
@@ -51,14 +60,16 @@ def data(rng, m: int, n: int, decades: float, residual: float):
 
 
 @settings(max_examples=25, deadline=None)
+@example(decades=1.5, tall=True, residual=1.0, text=OLS, seed=29)  # cond 32, ρ ≈ 0.15: the
+# normal equations 16× lstsq's error, where the residual-weighted prediction said 5.4×
 @given(decades=st.floats(0.0, 5.0), tall=st.booleans(),
        residual=st.sampled_from([0.0, 1e-8, 1e-3, 1.0]), text=st.sampled_from([OLS, NORMAL]),
        seed=st.integers(0, 2 ** 16))
 def test_the_default_is_as_accurate_as_lstsq(decades, tall, residual, text, seed):
     """Over cond(F) from 1 to 1e5, square and tall F, consistent to large residuals: the
     answer loaded by default, and after two row updates of F, is within 10× of lstsq's
-    error on the current data (both against the exact solution; a floor of n·eps where
-    lstsq is exact to rounding)."""
+    error on the current data (both against the exact solution, lstsq's over three row
+    orders: :func:`lstsq_error`; a floor of n·eps where lstsq is exact to rounding)."""
     rng = np.random.default_rng(seed)
     n = 10
     m = 3 * n if tall else n
@@ -68,7 +79,7 @@ def test_the_default_is_as_accurate_as_lstsq(decades, tall, residual, text, seed
     assert views.least_squares, "the views say which form and why"
     for step in range(3):
         truth = exact(F, y)
-        theirs = error(np.linalg.lstsq(F, y, rcond=None)[0], truth)
+        theirs = lstsq_error(F, y, truth, rng)
         ours = error(views["beta"], truth)
         assert ours <= 10 * max(theirs, n * EPS), (step, ours, theirs, views.least_squares)
         i = rng.integers(m)
@@ -94,8 +105,8 @@ def test_the_normal_form_keeps_woodbury_and_misses_the_promise_where_auto_switch
     auto = prog.load(X=F, y=y)
     assert isinstance(auto, SolveModule)
     assert auto.least_squares.startswith("least squares of X by QR updates of the factor "
-                                         "(chosen at load(): the normal equations' "
-                                         "predicted relative error")
+                                         "(chosen at load(): the normal equations' error "
+                                         "is about κ = ")
     assert "over the 10× that keeps the normal equations" in auto.least_squares
     assert auto.least_squares in prog.explain(views=auto)
     assert error(auto["beta"], truth) <= 10 * theirs
