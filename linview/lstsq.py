@@ -177,7 +177,7 @@ def _kept_normal(views, inverse: str, F: str, w: str | None = None,
     return why + f"; {phrase}, within the {AUTO_RATIO:g}× that keeps them", kappa, phrase
 
 
-def _norm2(apply, n: int, steps: int = 24) -> float:
+def _norm2(apply, n: int, steps: int = 16) -> float:
     """The 2-norm of a symmetric positive semi-definite operator by power iterations from
     a fixed random start (an estimate from below: rough, within a few per cent for the
     spectra of the tests and benchmarks)."""
