@@ -180,7 +180,11 @@ def read(path) -> tuple[dict, dict[str, np.ndarray]]:
                         "stored generated code); it cannot be restored safely",
                         hint="load the inputs again and save with this version")
                 raise StateError(f"{path} is not a linview state file (no manifest)")
-            doc = json.loads(str(z["__manifest__"]))
+            try:
+                manifest = str(z["__manifest__"])
+            except Exception as e:  # noqa: BLE001 - a flipped byte in its header: any error
+                raise ValueError(f"the manifest's header is corrupt ({e})") from None
+            doc = json.loads(manifest)
             arrays = _members(path, z, [k for k in z.files if k.startswith("view:")])
     except StateError:
         raise

@@ -311,7 +311,7 @@ class SolveModule(TriggerModule):
         (sparse LU): costs a factorisation."""
         self._direct = True
         try:
-            fresh = self._evaluate(self.dims, {n: self._store[n] for n in self.INPUTS})
+            fresh = self._evaluate(self.dims, {n: self._view(n) for n in self.INPUTS})
         finally:
             self._direct = False
         errs = {}

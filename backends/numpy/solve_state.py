@@ -61,6 +61,8 @@ def write(path, module, extra: dict | None = None) -> None:
                 "solve_options": {"tolerance": module.solve_tolerance,
                                   "method": module.method},
                 "probe": probe_doc, "keys": keyed, **module.PROGRAM_INFO}
+    if (why := module.least_squares):  # which least-squares form and why (linview.lstsq)
+        manifest["least_squares"] = why
     statefile.write(path, {k: np.asarray(a, dtype=np.float64) for k, a in arrays.items()},
                     manifest, probes)
 
