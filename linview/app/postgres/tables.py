@@ -228,10 +228,10 @@ class Mapper:
         returns the change's records (the edges layout)."""
         self.tables, self.shapes, self.key, self.keys = tables, shapes, key, keys
         self.handlers = handlers or {}
-        #: inputs whose rows may grow past their size (:mod:`.grow`), and the rows that
-        #: accepted transactions need: {input: largest key}
-        self.growable: set[str] = set()
-        self.grow: dict[str, int] = {}
+        #: the (input, axis) that may grow past their size (:mod:`.grow`), and the sizes
+        #: that accepted transactions need: {(input, axis): largest key or index}
+        self.growable: set[tuple[str, int]] = set()
+        self.grow: dict[tuple[str, int], int] = {}
         self.columns: dict[str, dict[str, int]] = {}  # table -> column -> position
         self.types: dict[str, dict[str, int]] = {}  # table -> column -> type oid
 
@@ -265,7 +265,11 @@ class Mapper:
             try:
                 cols = self.columns[table]
                 if table in self.handlers:
-                    records += self.handlers[table](ch, cols, present[table])
+                    recs = self.handlers[table](ch, cols, present[table])
+                    for d in recs:  # edges and entries past a size that may grow
+                        for axis, k in enumerate(d.get("edge") or d.get("cell") or ()):
+                            self._need(d["input"], (0, 1) if "edge" in d else (axis,), k)
+                    records += recs
                     continue
                 oid = self.types[table][self.key]
                 old_key = parse_key(ch.old[cols[self.key]], oid) if ch.old is not None \
@@ -309,10 +313,17 @@ class Mapper:
     def _check_range(self, table: str, key: int) -> None:
         for ti in self.tables[table]:
             rows = self.shapes[ti.input][0]
-            if key > rows and ti.input in self.growable:
-                self._grow[ti.input] = max(key, self._grow.get(ti.input, 0))
+            if key > rows and (ti.input, 0) in self.growable:
+                self._need(ti.input, (0,), key)
             elif not 1 <= key <= rows:
                 raise BadRow(f"key out of range: input {ti.input} has rows 1..{rows}")
+
+    def _need(self, name: str, axes: tuple, k: int) -> None:
+        """Index ``k`` (1-based) along ``axes`` of ``name``: past a size that may grow, the
+        size it needs (the handlers checked the sizes that may not)."""
+        for a in axes:
+            if k > self.shapes[name][a] and (name, a) in self.growable:
+                self._grow[(name, a)] = max(k, self._grow.get((name, a), 0))
 
 
 class Staged:
