@@ -6,8 +6,9 @@ static (a change to their table stops the run) and the sizes that may grow (:mod
 from __future__ import annotations
 
 from linview.app.postgres import edges, entries, grow
+from linview.app.postgres.keys import Keys
 from linview.app.postgres.schema import static_changed
-from linview.app.postgres.tables import Keys, Mapper
+from linview.app.postgres.tables import Mapper
 from linview.errors import InputError
 
 

@@ -36,10 +36,11 @@ from linview.app.postgres import choice as batch_choice
 from linview.app.postgres import source as src
 from linview.app.postgres.edges import EdgeInput
 from linview.app.postgres.entries import EntryInput
+from linview.app.postgres.keys import Keys
 from linview.app.postgres.pgoutput import format_lsn
 from linview.app.postgres.schema import check_columns, check_schema
 from linview.app.postgres.sink import Sink
-from linview.app.postgres.tables import BINARY_TYPES, Keys, TableInput, collapse, rows_of
+from linview.app.postgres.tables import BINARY_TYPES, TableInput, collapse, rows_of
 from linview.app.records import Record, canonical
 from linview.app.stream import Stream
 from linview.errors import InputError, StateError, UpdateError
@@ -149,7 +150,7 @@ class PostgresRun:
             repl.close()
         if self.ckpt is not None:
             self.ckpt.mkdir(parents=True, exist_ok=True)
-            (self.ckpt / "keys-0.json").write_text(keys.to_json())
+            keys.save(self.ckpt, 0)
             (self.ckpt / "columns.json").write_text(json.dumps(self.catalog))
         self._load(arrays)
         self.stream.pos["source_batch"] = point
@@ -316,7 +317,8 @@ class PostgresRun:
         of a window applied while it is open (``publish=False``) are logged and applied
         as batches of their own, and become visible with the window's last part."""
         changed, end = [], self.applied
-        before = {t: set(k) for t, k in self.mapper.keys.present.items()}
+        self.mapper.keys.begin_batch()  # the keys before the batch, without a copy
+        before = self.mapper.keys.before()
         for tx in txs:
             lsn = tx.commit.end_lsn
             if lsn <= self.applied:
@@ -341,7 +343,7 @@ class PostgresRun:
             changed += [(d, where) for d in dicts]
             end = lsn
         if self.mapper.grow:  # inserts past an input's rows: larger inputs first
-            self._grow(Keys(before))
+            self._grow(self.mapper.keys.before_copy())
         if end > self.applied:
             recs = collapse(changed, before, self.table_of,
                             lambda n, idx: rows_of(self.views._views[n], idx))
