@@ -60,5 +60,9 @@ def test_a_damaged_or_pickled_keys_file_is_refused(tmp_path):
         np.savez(f, tables=np.array(["t"]), k0=np.array([{1, 2}], dtype=object))
     with pytest.raises(StateError, match="cannot read the keys"):
         Keys.resumed(tmp_path, 2, [], {})
+    with open(tmp_path / "keys-3.npz", "wb") as f:  # triples are no keys
+        np.savez(f, tables=np.array(["t"]), k0=np.zeros((2, 3), dtype=np.int64))
+    with pytest.raises(StateError, match="not int64 keys or pairs"):
+        Keys.resumed(tmp_path, 3, [], {})
     with pytest.raises(StateError, match="lacks keys-5.npz"):
         Keys.resumed(tmp_path, 5, [], {})

@@ -74,12 +74,16 @@ class Keys:
             with np.load(path, allow_pickle=False) as z:
                 names = z["tables"].tolist()
                 arrays = [z[f"k{i}"] for i in range(len(names))]
+            if any(a.dtype != np.int64 or a.ndim not in (1, 2)
+                   or (a.ndim == 2 and a.shape[1] != 2) for a in arrays):
+                raise ValueError("not int64 keys or pairs")
         except (OSError, ValueError, KeyError, TypeError, AttributeError,
                 zipfile.BadZipFile) as e:
             raise StateError(f"cannot read the keys of checkpoint {path}: {e}",
                              hint="use --restart to start over from the tables") from None
-        return cls({t: set(map(tuple, a.tolist())) if a.ndim == 2 else set(a.tolist())
-                    for t, a in zip(names, arrays, strict=True)})
+        return cls({t: set(zip(a[:, 0].tolist(), a[:, 1].tolist(), strict=True))
+                    if a.ndim == 2 else set(a.tolist()) for t, a in zip(names, arrays,
+                                                                        strict=True)})
 
     @staticmethod
     def prune(folder, batch: int) -> None:
