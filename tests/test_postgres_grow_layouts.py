@@ -159,3 +159,34 @@ def test_entries_past_a_side_grow_that_side_of_every_input(pg_server, tmp_path):
     assert stats["grown"] == {"A": [6, 9], "B": [9, 7]}, stats
     np.testing.assert_allclose(read_results(conn, "linview", "C"), fresh(), rtol=1e-12)
     conn.close()
+
+
+def test_a_crash_after_adding_nodes_before_the_batch_is_applied(pg_server, tmp_path):
+    """The grown checkpoint holds the links before the batch (and the new node count):
+    the batch comes again from the slot and is applied to the grown graph."""
+    from linview import faults
+
+    dsn = pg_server.create_db("t_grow_links_crash")
+    conn = pg_server.connect("t_grow_links_crash")
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE links (src int, dst int, PRIMARY KEY (src, dst))")
+    cur.executemany("INSERT INTO links VALUES (%s, %s)", [(1, 2), (2, 3), (3, 1), (4, 1)])
+    conn.commit()
+    run = _pagerank_run(dsn, tmp_path / "ck")
+    cur.execute("INSERT INTO links VALUES (2, 7), (7, 5)")  # nodes 5..7: 7 nodes
+    cur.execute("DELETE FROM links WHERE src = 4")
+    conn.commit()
+
+    def crash(name):
+        if name == "batch.logged":
+            raise faults.InjectedFault(name)
+
+    with faults.hooked(crash), pytest.raises(faults.InjectedFault):
+        run.serve(once=True)
+    run = _pagerank_run(dsn, tmp_path / "ck")
+    assert run.stream.shapes["M"] == (7, 7)  # the grown state, before the batch
+    stats = run.serve(once=True)
+    assert stats["applied"] > 0
+    np.testing.assert_allclose(read_results(conn, "linview", "r"), _pagerank(conn, 7),
+                               rtol=1e-8, atol=1e-12)
+    conn.close()
