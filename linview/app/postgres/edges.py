@@ -77,7 +77,11 @@ def changes(ei: EdgeInput, ch, cols: dict[str, int], n: int, present: set) -> li
     """One Insert/Update/Delete of the edges table as edge records (``present``, the links
     linview has, is updated)."""
     def link(row):
-        return node(row[cols[ei.src]], n), node(row[cols[ei.dst]], n)
+        a, b = row[cols[ei.src]], row[cols[ei.dst]]
+        try:
+            return node(a, n), node(b, n)
+        except BadRow as e:
+            raise BadRow(f"link {a} -> {b}: {e}") from None
 
     old = link(ch.old) if ch.old is not None else None
     new = link(ch.new) if ch.new is not None else None
