@@ -73,7 +73,7 @@ class PostgresRun:
         self.reevaluate_above, self.load_options = reevaluate_above, load_options
         self._stop: list[int] = []  # a signal, or stop(): serve() ends after the batch
         self.latencies: list[float] = []  # COMMIT (the server's clock) to results committed
-        self.grow_groups: dict[str, list[str]] = {}  # inputs that may grow (.grow)
+        self.grow_groups: dict[tuple, list[tuple]] = {}  # sizes that may grow (.grow)
         self.grown: dict[str, int | list] = {}
         self._commit_times: list[float] = []
         self.tables: dict[str, list[TableInput]] = {}
@@ -380,8 +380,9 @@ class PostgresRun:
             self._checkpoint()
 
     def _grow(self, before: Keys) -> None:
-        """Load the views again from their inputs with zero rows added (:mod:`.grow`),
-        before the batch; its checkpoint holds ``before``, the rows before the batch."""
+        """Load the views again from their inputs with rows, columns or nodes added
+        (:mod:`.grow`), before the batch; its checkpoint holds ``before``, the keys before
+        the batch."""
         kinds = mapping.layouts(self.tables, self.links, self.cells)
         new = grow.sizes(self.mapper.grow, self.grow_groups, self.stream.shapes, kinds)
         vs = self.views._views  # links as they are now (a StochasticMatrix changes in place)
