@@ -1,0 +1,141 @@
+"""Why a NumPy call right after an update is slower than "in isolation": one experiment per
+hypothesis, each a prelude run before the same call, timed in alternating blocks.
+
+    python bench/quiet_blas_causes.py [--program bench/thin/markov30.m --dims n=2000]
+                                      [--calls 24] [--rounds 4]
+
+The call is ``bench/quiet_blas.py``'s 2000×2000 matrix-vector product (``--call gemm``:
+its 600×600 matrix product), on NumPy's BLAS with all threads (``threads 2``) and, in
+blocks of their own, with one (``threads 1``: no worker to wake or to share a core with).
+The preludes, each as long as the median update (measured first):
+
+* ``none``: the call back to back, as ``quiet_blas.py`` measures "in isolation";
+* ``update``: one update of the trigger module (``quiet_blas.py``'s "right after");
+* ``spin``: a busy wait in Python (``quiet_blas.py``'s control: no BLAS, no memory);
+* ``sweep``: a read of a 256 MB array, no BLAS (evicts the call's operands from the caches);
+* ``reuse``: the call on another array of the same size (B evicted by a BLAS call of its
+  own kind, NumPy's workers hot);
+* ``sleep``: the process sleeps (the other cores free; OpenBLAS's workers go to sleep after
+  about 0.1 s of waiting, so a long enough sleep makes the call wake them).
+
+Each line prints the call's median, p10-p90, its ratio to ``none`` on the same threads, and
+how many of NumPy's BLAS workers were runnable (state R in ``/proc/self/task``, read just
+before the call) in the median call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+import linview
+from linview.app.bench import random_inputs, row_updates
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _running_threads() -> int:
+    """Threads of this process in state R, less the one reading (the main thread)."""
+    n = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                n += f.read().rsplit(")", 1)[1].split()[0] == "R"
+        except OSError:
+            continue
+    return max(0, n - 1)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--program", default=os.path.join(os.path.dirname(__file__), "thin",
+                                                      "markov30.m"))
+    ap.add_argument("--dims", default="n=2000")
+    ap.add_argument("--calls", type=int, default=24)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--call", default="gemv", choices=["gemv", "gemm"])
+    ap.add_argument("--preludes", default="none,update,spin,sweep,reuse,sleep")
+    args = ap.parse_args(argv)
+    from threadpoolctl import threadpool_limits
+
+    dims = {k: int(v) for k, v in (kv.split("=") for kv in args.dims.split(","))}
+    prog = linview.compile_file(args.program, dims=dims)
+    rng = np.random.default_rng(0)
+    ins = random_inputs(prog, rng)
+    views = prog.load(**ins)
+    x = prog.program.dynamic[0]
+    stream = row_updates(np.shape(ins[x]), args.calls * args.rounds * 2 + 8, 1, rng, 0.1)
+    feed = iter(stream)
+    took = []
+    for _ in range(8):
+        U, V = next(feed)
+        t0 = time.perf_counter()
+        views.update(x, U, V)
+        took.append(time.perf_counter() - t0)
+    T = float(np.median(took))
+    if args.call == "gemv":
+        B, v = rng.standard_normal((2000, 2000)), rng.standard_normal(2000)
+        B2 = rng.standard_normal((2000, 2000))
+        call, other = (lambda: B @ v), (lambda: B2 @ v)
+    else:
+        C, C2 = rng.standard_normal((600, 600)), rng.standard_normal((600, 600))
+        call, other = (lambda: C @ C), (lambda: C2 @ C2)
+    big = np.ones(32 << 20)  # 256 MB
+
+    def prelude(kind):
+        if kind == "update":
+            views.update(x, *next(feed))
+        elif kind == "spin":
+            _spin(T)
+        elif kind == "sweep":
+            big.sum()
+        elif kind == "reuse":
+            end = time.perf_counter() + T
+            while time.perf_counter() < end:
+                other()
+        elif kind == "sleep":
+            time.sleep(max(T, 0.2))
+
+    kinds = args.preludes.split(",")
+    res = {(k, t): ([], []) for k in kinds for t in (2, 1)}
+    for r in range(args.rounds):
+        for t in (2, 1):
+            order = kinds[r % len(kinds):] + kinds[:r % len(kinds)]
+            for kind in order:
+                lim = threadpool_limits(1, user_api="blas") if t == 1 else None
+                try:
+                    call()
+                    for _ in range(args.calls // args.rounds):
+                        prelude(kind)
+                        run = _running_threads()
+                        t0 = time.perf_counter()
+                        call()
+                        res[kind, t][0].append(time.perf_counter() - t0)
+                        res[kind, t][1].append(run)
+                finally:
+                    if lim is not None:
+                        lim.restore_original_limits()
+    print(f"{prog.name} {args.dims}: update median {T * 1e3:.2f} ms, mode "
+          f"{views.adaptation.mode.get(x, 'as compiled')}; call {args.call}; load "
+          f"{os.getloadavg()[0]:.1f}")
+    for t in (2, 1):
+        base = float(np.median(res["none", t][0])) if ("none", t) in res else None
+        for kind in kinds:
+            ts, rs = (np.array(a) for a in res[kind, t])
+            med = float(np.median(ts))
+            ratio = f"{med / base:.2f}x" if base else "-"
+            print(f"  threads {t} {kind:<7} {med * 1e3:7.3f} ms ({np.percentile(ts, 10) * 1e3:.3f}"
+                  f"-{np.percentile(ts, 90) * 1e3:.3f})  {ratio:>6}  workers running "
+                  f"{np.median(rs):.0f} (mean {rs.mean():.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
