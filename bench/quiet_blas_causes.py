@@ -15,6 +15,10 @@ The preludes, each as long as the median update (measured first):
 * ``sweep``: a read of a 256 MB array, no BLAS (evicts the call's operands from the caches);
 * ``reuse``: the call on another array of the same size (B evicted by a BLAS call of its
   own kind, NumPy's workers hot);
+* ``touch``: the busy wait, then the call's matrix read once by NumPy (``B.sum()``, no
+  BLAS: its operands back in the caches);
+* ``warm``: the busy wait, then 0.2 ms of small BLAS products on other data (64×64: the
+  core's vector units and frequency warm, the call's operands not);
 * ``sleep``: the process sleeps (the other cores free; OpenBLAS's workers go to sleep after
   about 0.1 s of waiting, so a long enough sleep makes the call wake them).
 
@@ -61,7 +65,7 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=24)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--call", default="gemv", choices=["gemv", "gemm"])
-    ap.add_argument("--preludes", default="none,update,spin,sweep,reuse,sleep")
+    ap.add_argument("--preludes", default="none,update,spin,touch,warm,sweep,reuse,sleep")
     args = ap.parse_args(argv)
     from threadpoolctl import threadpool_limits
 
@@ -83,10 +87,11 @@ def main(argv=None) -> int:
     if args.call == "gemv":
         B, v = rng.standard_normal((2000, 2000)), rng.standard_normal(2000)
         B2 = rng.standard_normal((2000, 2000))
-        call, other = (lambda: B @ v), (lambda: B2 @ v)
+        call, other, touch = (lambda: B @ v), (lambda: B2 @ v), B.sum
     else:
         C, C2 = rng.standard_normal((600, 600)), rng.standard_normal((600, 600))
-        call, other = (lambda: C @ C), (lambda: C2 @ C2)
+        call, other, touch = (lambda: C @ C), (lambda: C2 @ C2), C.sum
+    small = rng.standard_normal((64, 64))
     big = np.ones(32 << 20)  # 256 MB
 
     def prelude(kind):
@@ -100,6 +105,14 @@ def main(argv=None) -> int:
             end = time.perf_counter() + T
             while time.perf_counter() < end:
                 other()
+        elif kind == "touch":
+            _spin(T)
+            touch()
+        elif kind == "warm":
+            _spin(T)
+            end = time.perf_counter() + 2e-4
+            while time.perf_counter() < end:
+                small @ small
         elif kind == "sleep":
             time.sleep(max(T, 0.2))
 
