@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -159,10 +160,7 @@ def main(argv=None) -> int:
         r = runs[-1]
         if args.repeat > 1:
             ratios = sorted(x["ratio"] for x in runs)
-            r = {**r, "runs": runs, "ratio": float(sorted(ratios)[len(ratios) // 2]
-                                                   if len(ratios) % 2
-                                                   else sum(ratios[len(ratios) // 2 - 1:
-                                                                   len(ratios) // 2 + 1]) / 2)}
+            r = {**r, "runs": runs, "ratio": statistics.median(ratios)}
             print(f"{name:<22} median of {args.repeat} runs {r['ratio']:.2f}x (each: "
                   f"{', '.join(f'{x:.2f}' for x in ratios)})", flush=True)
         out[name] = r
