@@ -2,16 +2,21 @@
 hypothesis, each a prelude run before the same call, timed in alternating blocks.
 
     python bench/quiet_blas_causes.py [--program bench/thin/markov30.m --dims n=2000]
-                                      [--calls 24] [--rounds 4]
+                                      [--calls 24] [--rounds 4] [--call gemv|gemm]
+                                      [--size N] [--threads 2,1] [--preludes a,b,...]
+                                      [--park on|off] [--mode maintain|threads|...]
 
 The call is ``bench/quiet_blas.py``'s 2000×2000 matrix-vector product (``--call gemm``:
-its 600×600 matrix product), on NumPy's BLAS with all threads (``threads 2``) and, in
-blocks of their own, with one (``threads 1``: no worker to wake or to share a core with).
+its 600×600 matrix product; ``--size``: another order), on NumPy's BLAS with all threads
+(``threads 2``) and, in blocks of their own, with one (``threads 1``: no worker to wake or
+to share a core with).  A matrix larger than the caches (``--size 10000``: 800 MB) cannot
+be warm back to back: if the operands' caching is the cause, its ratios are about 1.
 The preludes, each as long as the median update (measured first):
 
 * ``none``: the call back to back, as ``quiet_blas.py`` measures "in isolation";
 * ``update``: one update of the trigger module (``quiet_blas.py``'s "right after");
 * ``spin``: a busy wait in Python (``quiet_blas.py``'s control: no BLAS, no memory);
+  ``spin4``: one of 4 ms (any length in ms);
 * ``sweep``: a read of a 256 MB array, no BLAS (evicts the call's operands from the caches);
 * ``reuse``: the call on another array of the same size (B evicted by a BLAS call of its
   own kind, NumPy's workers hot);
@@ -65,9 +70,20 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=24)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--call", default="gemv", choices=["gemv", "gemm"])
+    ap.add_argument("--size", type=int, default=0,
+                    help="the call's matrix order (default: 2000 for gemv, 600 for gemm)")
+    ap.add_argument("--threads", default="2,1", help="BLAS threads of the calls, in turn")
+    ap.add_argument("--park", default="on", choices=["on", "off"],
+                    help="park the BLAS workers a trigger woke when it ends (threads.PARK)")
+    ap.add_argument("--mode", help="run the trigger in this mode, not switching "
+                    "(maintain, threads, reeval, reeval_threads: docs/auto.md)")
     ap.add_argument("--preludes", default="none,update,spin,touch,warm,sweep,reuse,sleep")
     args = ap.parse_args(argv)
     from threadpoolctl import threadpool_limits
+
+    from linview.backends.numpy import threads
+
+    threads.PARK["on"] = args.park == "on"
 
     dims = {k: int(v) for k, v in (kv.split("=") for kv in args.dims.split(","))}
     prog = linview.compile_file(args.program, dims=dims)
@@ -75,6 +91,9 @@ def main(argv=None) -> int:
     ins = random_inputs(prog, rng)
     views = prog.load(**ins)
     x = prog.program.dynamic[0]
+    if args.mode:
+        views.adaptation.enabled = False
+        views.adaptation.mode[x] = args.mode
     stream = row_updates(np.shape(ins[x]), args.calls * args.rounds * 2 + 8, 1, rng, 0.1)
     feed = iter(stream)
     took = []
@@ -85,11 +104,13 @@ def main(argv=None) -> int:
         took.append(time.perf_counter() - t0)
     T = float(np.median(took))
     if args.call == "gemv":
-        B, v = rng.standard_normal((2000, 2000)), rng.standard_normal(2000)
-        B2 = rng.standard_normal((2000, 2000))
+        n = args.size or 2000
+        B, v = rng.standard_normal((n, n)), rng.standard_normal(n)
+        B2 = rng.standard_normal((n, n))
         call, other, touch = (lambda: B @ v), (lambda: B2 @ v), B.sum
     else:
-        C, C2 = rng.standard_normal((600, 600)), rng.standard_normal((600, 600))
+        n = args.size or 600
+        C, C2 = rng.standard_normal((n, n)), rng.standard_normal((n, n))
         call, other, touch = (lambda: C @ C), (lambda: C2 @ C2), C.sum
     small = rng.standard_normal((64, 64))
     big = np.ones(32 << 20)  # 256 MB
@@ -99,6 +120,8 @@ def main(argv=None) -> int:
             views.update(x, *next(feed))
         elif kind == "spin":
             _spin(T)
+        elif kind.startswith("spin"):  # spin4: a busy wait of 4 ms
+            _spin(float(kind[4:]) / 1e3)
         elif kind == "sweep":
             big.sum()
         elif kind == "reuse":
@@ -117,12 +140,14 @@ def main(argv=None) -> int:
             time.sleep(max(T, 0.2))
 
     kinds = args.preludes.split(",")
-    res = {(k, t): ([], []) for k in kinds for t in (2, 1)}
+    tlist = [int(t) for t in args.threads.split(",")]
+    res = {(k, t): ([], []) for k in kinds for t in tlist}
     for r in range(args.rounds):
-        for t in (2, 1):
+        for t in tlist:
             order = kinds[r % len(kinds):] + kinds[:r % len(kinds)]
             for kind in order:
-                lim = threadpool_limits(1, user_api="blas") if t == 1 else None
+                lim = threadpool_limits(t, user_api="blas") if t < (os.cpu_count() or 1) \
+                    else None
                 try:
                     call()
                     for _ in range(args.calls // args.rounds):
@@ -136,9 +161,11 @@ def main(argv=None) -> int:
                     if lim is not None:
                         lim.restore_original_limits()
     print(f"{prog.name} {args.dims}: update median {T * 1e3:.2f} ms, mode "
-          f"{views.adaptation.mode.get(x, 'as compiled')}; call {args.call}; load "
+          f"{views.adaptation.mode.get(x, 'as compiled')} on {views._trigger_threads(x)} threads"
+          f", park {args.park}; call {args.call} of "
+          f"order {n}; load "
           f"{os.getloadavg()[0]:.1f}")
-    for t in (2, 1):
+    for t in tlist:
         base = float(np.median(res["none", t][0])) if ("none", t) in res else None
         for kind in kinds:
             ts, rs = (np.array(a) for a in res[kind, t])
