@@ -5,6 +5,7 @@ hypothesis, each a prelude run before the same call, timed in alternating blocks
                                       [--calls 24] [--rounds 4] [--call gemv|gemm]
                                       [--size N] [--threads 2,1] [--preludes a,b,...]
                                       [--park on|off] [--mode maintain|threads|...]
+    python bench/quiet_blas_causes.py --worker-spin
 
 The call is ``bench/quiet_blas.py``'s 2000×2000 matrix-vector product (``--call gemm``:
 its 600×600 matrix product; ``--size``: another order), on NumPy's BLAS with all threads
@@ -25,7 +26,13 @@ The preludes, each as long as the median update (measured first):
 * ``warm``: the busy wait, then 0.2 ms of small BLAS products on other data (64×64: the
   core's vector units and frequency warm, the call's operands not);
 * ``sleep``: the process sleeps (the other cores free; OpenBLAS's workers go to sleep after
-  about 0.1 s of waiting, so a long enough sleep makes the call wake them).
+  about 0.1 s of waiting, so a long enough sleep makes the call wake them);
+* ``X+wake``: prelude ``X``, then one 256×256 product on NumPy's BLAS (which OpenBLAS
+  runs on every thread: its workers awake when the call starts).
+
+``--worker-spin`` prints instead how long NumPy's BLAS workers stay busy after a product on
+every thread (``/proc/self/task``, sampled every 2 ms), and after one followed by a limit
+to one thread (what a trigger's thread limit does to NumPy's pool).
 
 Each line prints the call's median, p10-p90, its ratio to ``none`` on the same threads, and
 how many of NumPy's BLAS workers were runnable (state R in ``/proc/self/task``, read just
@@ -62,6 +69,49 @@ def _running_threads() -> int:
     return max(0, n - 1)
 
 
+def _thread_cpu() -> dict:
+    """{thread id: (state, CPU ticks)} of this process's threads but the main one."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        if tid == str(os.getpid()):
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                st = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[tid] = (st[0], int(st[11]) + int(st[12]))
+    return out
+
+
+def worker_spin(limit_to_one: bool, watch_s: float = 0.3) -> float:
+    """Seconds NumPy's BLAS workers stay busy (runnable, or gaining CPU time) after a
+    2000×2000 product on every thread, sampled every 2 ms; ``limit_to_one``: NumPy's pool
+    set to one thread right after the product (as a trigger's thread limit does)."""
+    from linview.backends.numpy import threads
+
+    kernels, numpys = threads.pools()
+    libs = (numpys or kernels).lib_controllers
+    B, v = np.ones((2000, 2000)), np.ones(2000)
+    time.sleep(0.5)
+    before = [lib.num_threads for lib in libs]
+    B @ v
+    if limit_to_one:
+        for lib in libs:
+            lib.set_num_threads(1)
+    t0 = time.perf_counter()
+    last, busy = _thread_cpu(), 0.0
+    while time.perf_counter() - t0 < watch_s:
+        time.sleep(0.002)
+        now = _thread_cpu()
+        if any(st == "R" or cpu > last.get(t, (st, cpu))[1] for t, (st, cpu) in now.items()):
+            busy = time.perf_counter() - t0
+        last = now
+    for lib, n in zip(libs, before, strict=True):
+        lib.set_num_threads(n)
+    return busy
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--program", default=os.path.join(os.path.dirname(__file__), "thin",
@@ -77,8 +127,16 @@ def main(argv=None) -> int:
                     help="park the BLAS workers a trigger woke when it ends (threads.PARK)")
     ap.add_argument("--mode", help="run the trigger in this mode, not switching "
                     "(maintain, threads, reeval, reeval_threads: docs/auto.md)")
+    ap.add_argument("--worker-spin", action="store_true",
+                    help="only measure how long BLAS workers stay busy after a call")
     ap.add_argument("--preludes", default="none,update,spin,touch,warm,sweep,reuse,sleep")
     args = ap.parse_args(argv)
+    if args.worker_spin:
+        for one in (False, True, False, True):
+            print(f"NumPy's BLAS workers busy for {worker_spin(one) * 1e3:.0f} ms after a "
+                  f"call on every thread{', then a limit to one thread' if one else ''}; "
+                  f"load {os.getloadavg()[0]:.1f}")
+        return 0
     from threadpoolctl import threadpool_limits
 
     from linview.backends.numpy import threads
@@ -115,7 +173,13 @@ def main(argv=None) -> int:
     small = rng.standard_normal((64, 64))
     big = np.ones(32 << 20)  # 256 MB
 
+    W = rng.standard_normal((256, 256))
+
     def prelude(kind):
+        if kind.endswith("+wake"):  # then one product OpenBLAS runs on every thread
+            prelude(kind[:-len("+wake")])
+            W @ W
+            return
         if kind == "update":
             views.update(x, *next(feed))
         elif kind == "spin":

@@ -75,3 +75,11 @@ def test_quiet_blas_causes_runs_every_prelude(capsys):
     for t in (2, 1):
         for p in preludes.split(","):
             assert f"threads {t} {p} " in text
+
+
+def test_quiet_blas_causes_worker_spin_prints_both_cases(capsys):
+    causes = _script("quiet_blas_causes")
+    assert causes.main(["--worker-spin"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4
+    assert sum("then a limit to one thread" in line for line in lines) == 2
