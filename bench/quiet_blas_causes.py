@@ -22,7 +22,7 @@ The preludes, each as long as the median update (measured first):
 * ``reuse``: the call on another array of the same size (B evicted by a BLAS call of its
   own kind, NumPy's workers hot);
 * ``touch``: the busy wait, then the call's matrix read once by NumPy (``B.sum()``, no
-  BLAS: its operands back in the caches);
+  BLAS: its operands brought back into the caches, as far as a read does);
 * ``warm``: the busy wait, then 0.2 ms of small BLAS products on other data (64×64: the
   core's vector units and frequency warm, the call's operands not);
 * ``sleep``: the process sleeps (the other cores free; OpenBLAS's workers go to sleep after
@@ -35,8 +35,9 @@ every thread (``/proc/self/task``, sampled every 2 ms), and after one followed b
 to one thread (what a trigger's thread limit does to NumPy's pool).
 
 Each line prints the call's median, p10-p90, its ratio to ``none`` on the same threads, and
-how many of NumPy's BLAS workers were runnable (state R in ``/proc/self/task``, read just
-before the call) in the median call.
+how many threads of the process besides the main one (BLAS workers of either library, the
+one-pass kernel's) were runnable just before the call (state R in ``/proc/self/task``;
+median and mean over the calls).
 """
 
 from __future__ import annotations
