@@ -2,23 +2,32 @@
 
     python bench/quiet_blas.py [--program bench/thin/markov30.m --dims n=2000]
                                [--updates 24] [--threads auto|N] [--park on|off]
+                               [--call-threads N]
 
 The user's calls: a 2000×2000 matrix-vector product and a 600×600 matrix product, on
-NumPy's BLAS with every thread.  Each is timed in two pacings, each in blocks:
+NumPy's BLAS with every thread (``--call-threads 1``: on one, so that no BLAS worker
+can be waiting or spinning).  Each is timed in two pacings, each in blocks:
 
 * ``back to back``: ``update; call`` over and over (an application that does nothing
-  else), against ``call`` over and over (the same call in isolation: its own BLAS
-  workers warm);
+  else), against ``call`` over and over (the same call back to back: its own BLAS
+  workers warm, and its operands still in the caches from the call before);
 * ``paced``: the same with a pause of 0.3 s before each (every worker asleep when the
   update starts), against ``pause; call``.
 
-The control: the same call after a busy wait in Python as long as the updates took (the
-same CPU time before the call, no BLAS workers).  On a machine shared with other jobs the
-scheduler favours a process that just slept, so a call after any busy stretch is slower
-than after a pause; the control shows how much of a ratio is that and not the trigger's
-workers.  The blocks alternate (:data:`ROUNDS` rounds of after/alone/control, the first
-rotating), so a change in the machine's load falls on all.  Prints the medians, their
-p10-p90 and the ratios to isolation (<= 1.1 is the target: the trigger's BLAS workers do
+Two more blocks each, the fair baselines of "in isolation":
+
+* the control: the same call after a busy wait in Python as long as the updates took (the
+  same time since the call before, no BLAS, no memory touched).  Its ratio to the call
+  back to back is what any other work of that length costs the call: measured with
+  ``bench/quiet_blas_causes.py``, it is the call's operands falling out of the caches
+  while the machine's other work runs (the same on one BLAS thread, where no worker
+  exists), not BLAS workers;
+* ``evicted``: the call after a read of 256 MB without BLAS (its operands surely out of
+  the caches; nothing left spinning).
+
+The update's own share is ``after / control``.  The blocks alternate (:data:`ROUNDS`
+rounds, the first kind rotating), so a change in the machine's load falls on all.
+Prints the medians, their p10-p90 and the ratios (<= 1.1 is the target: the trigger does
 not slow the user's code).  ``--park off`` leaves the workers a trigger woke as OpenBLAS
 does (they spin for about 0.1 s after a parallel call).
 """
@@ -48,17 +57,18 @@ def _spin(seconds: float) -> None:
         pass
 
 
-def _blocks(views, x, stream, call, pause: float) -> dict[str, list]:
-    """The call's seconds right after each update, in isolation, and after a busy wait
-    in Python as long as the updates took (the control: the same CPU time before the call,
-    no BLAS workers), in alternating blocks (each a run of consecutive updates or calls)."""
-    out: dict[str, list] = {"after": [], "alone": [], "control": []}
+def _blocks(views, x, stream, call, pause: float, big: np.ndarray) -> dict[str, list]:
+    """The call's seconds right after each update, back to back, after a busy wait in
+    Python as long as the updates took (the control: the same time before the call, no
+    BLAS, no memory) and after a read of ``big`` (evicted), in alternating blocks (each a
+    run of consecutive updates or calls)."""
+    out: dict[str, list] = {"after": [], "alone": [], "control": [], "evicted": []}
     took: list[float] = []
     size = -(-len(stream) // ROUNDS)
     kinds = list(out)
     for r, first in enumerate(range(0, len(stream), size)):
         chunk = stream[first:first + size]
-        for kind in kinds[r % 3:] + kinds[:r % 3]:
+        for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
             call()  # the block starts as the one before left the workers: once untimed
             for U, V in chunk:
                 if pause:
@@ -69,6 +79,8 @@ def _blocks(views, x, stream, call, pause: float) -> dict[str, list]:
                     took.append(time.perf_counter() - t0)
                 elif kind == "control":
                     _spin(float(np.median(took)) if took else 0.02)
+                elif kind == "evicted":
+                    big.sum()
                 t0 = time.perf_counter()
                 call()
                 out[kind].append(time.perf_counter() - t0)
@@ -94,9 +106,15 @@ def main(argv=None) -> int:
     ap.add_argument("--updates", type=int, default=24)
     ap.add_argument("--threads", default="auto")
     ap.add_argument("--park", default="on", choices=["on", "off"])
+    ap.add_argument("--call-threads", type=int, default=0,
+                    help="BLAS threads of NumPy's library for the calls (default: all)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     threads.PARK["on"] = args.park == "on"
+    if args.call_threads:  # NumPy's pool (the kernels' where one library serves both)
+        kernels, numpys = threads.pools()
+        for lib in (numpys or kernels).lib_controllers:
+            lib.set_num_threads(args.call_threads)
     dims = {k: int(v) for k, v in (kv.split("=") for kv in args.dims.split(","))}
     prog = linview.compile_file(args.program, dims=dims)
     rng = np.random.default_rng(0)
@@ -109,27 +127,33 @@ def main(argv=None) -> int:
     v = rng.standard_normal(2000)
     C = rng.standard_normal((600, 600))
     calls = {"gemv 2000": lambda: B @ v, "gemm 600": lambda: C @ C}
+    big = np.ones(32 << 20)  # 256 MB, read by the evicted blocks
     out = {}
     for pacing, pause in (("back to back", 0.0), ("paced", PAUSE_S)):
         for k, call in calls.items():
-            runs = _blocks(views, x, stream, call, pause)
+            runs = _blocks(views, x, stream, call, pause, big)
             got = {k: _stats(v) for k, v in runs.items()}
-            out[f"{k}, {pacing}"] = {**got, "ratio": got["after"]["median_s"]
-                                     / got["alone"]["median_s"],
-                                     "control_ratio": got["control"]["median_s"]
-                                     / got["alone"]["median_s"]}
+            med = {k: r["median_s"] for k, r in got.items()}
+            out[f"{k}, {pacing}"] = {**got, "ratio": med["after"] / med["alone"],
+                                     "control_ratio": med["control"] / med["alone"],
+                                     "evicted_ratio": med["evicted"] / med["alone"],
+                                     "fair_ratio": med["after"] / med["control"]}
     mode = views.adaptation.mode.get(x, "as compiled")
     print(f"{prog.name} {args.dims}, trigger threads {views._threads.get(x, 'unset')}, "
           f"mode {mode} (now on {views._trigger_threads(x) if x in views._threads else '-'}"
-          f" threads), park {args.park}, load {os.getloadavg()[0]:.1f}")
+          f" threads), park {args.park}, calls on {args.call_threads or 'all'} threads, "
+          f"load {os.getloadavg()[0]:.1f}")
     for k, r in out.items():
-        a, b, c = r["after"], r["alone"], r["control"]
-        print(f"  {k:<24} right after an update {_ms(a)}, in isolation {_ms(b)}: "
-              f"{r['ratio']:.2f}x; after a busy wait as long (no BLAS) {_ms(c)}: "
-              f"{r['control_ratio']:.2f}x")
+        print(f"  {k:<24} right after an update {_ms(r['after'])}; back to back "
+              f"{_ms(r['alone'])}: {r['ratio']:.2f}x\n  {'':<24} after a busy wait as long "
+              f"(no BLAS) {_ms(r['control'])}: {r['control_ratio']:.2f}x; after a read of "
+              f"256 MB {_ms(r['evicted'])}: {r['evicted_ratio']:.2f}x\n  {'':<24} right "
+              f"after an update / after the busy wait (the update's own share): "
+              f"{r['fair_ratio']:.2f}x")
     if args.json:
         Path(args.json).write_text(json.dumps({"program": prog.name, "dims": dims,
                                                "threads": args.threads, "park": args.park,
+                                               "call_threads": args.call_threads or "all",
                                                "mode": mode, "calls": out}, indent=2))
     return 0
 

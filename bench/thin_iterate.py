@@ -4,7 +4,7 @@ timed in blocks of its own (``linview bench``'s protocol; the as-written program
 BLAS thread and on one, the faster compared).
 
     python bench/thin_iterate.py [--suite all|thin|examples|corpus] [--only markov30,...]
-                                 [--updates N] [--json out.json]
+                                 [--updates N] [--repeat K] [--json out.json]
 
 The suites: ``thin`` the four programs of ``bench/thin/`` (30 Markov steps, 5
 gradient-descent steps, 20 PageRank steps, 8 steps of ``T = A*T + B`` with one column),
@@ -17,7 +17,10 @@ shapes); ``all`` (the default) all three, a few minutes on a quiet 2-core machin
 One line per program: as-written on all threads and on one, AUTO, AUTO's ratio to the
 faster baseline (>= 1: AUTO as fast or faster; the target is 0.95) and the p10-p90
 spread of both, then AUTO's switches (at load and while running: ``docs/auto.md``).  The
-programs below 0.95 are listed at the end.
+programs below 0.95 are listed at the end.  ``--repeat K`` measures each program K times
+(a fresh compile, load and stream each time) and compares the median of the K ratios:
+one run of 16 updates of a 2 ms program has a spread of 2x between p10 and p90, so a ratio
+of 0.93 from one run says little.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -110,6 +114,20 @@ def measure(name: str, path: Path, sizes: dict, updates: int) -> dict:
             "calibration": r["machine"]["calibration"], "rates": r["machine"]["rates"]}
 
 
+def _one(name: str, path: Path, sizes: dict, updates: int) -> dict:
+    """One run of :func:`measure`, printed as one line and its switches."""
+    r = measure(name, path, sizes, updates)
+    w, a = r["written_p10_p90_s"], r["auto_p10_p90_s"]
+    spread = f"{_ms(w[0])}-{_ms(w[1])} / {_ms(a[0])}-{_ms(a[1])}"
+    print(f"{name:<22} {_ms(r['all_threads_s']):>9} ms {_ms(r['one_thread_s']):>7} ms "
+          f"{_ms(r['auto_s']):>5} ms {r['ratio']:8.2f}x  {spread:<36} "
+          f"{r['auto_threads']!s:>3}  {r['load']:.1f}  ({r['whole_trigger']})", flush=True)
+    for s in r["switches"]:
+        when = "at load" if s.get("at") == "load" else f"after update {s['update'] + 1}"
+        print(f"    {when}: {s['from']} -> {s['to']} ({s['because']})", flush=True)
+    return r
+
+
 def _ms(x: float) -> str:
     return f"{x * 1e3:.3g}"
 
@@ -120,6 +138,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=2000, help="n (a smoke run: --n 200)")
     ap.add_argument("--only", help="comma-separated program names")
     ap.add_argument("--updates", type=int, help="updates per program (default: its own)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per program; the median ratio is compared (default 1)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     table = {k: v for s, progs in suites(args.n, 2 * args.n).items() if args.suite in ("all", s)
@@ -131,20 +151,19 @@ def main(argv=None) -> int:
           f"{'auto/best':>9}  {'spread written / auto (p10-p90, ms)':<36} thr  load")
     for name, (path, sizes, updates) in table.items():
         try:
-            r = measure(name, path, sizes, args.updates or updates)
+            runs = [_one(name, path, sizes, args.updates or updates)
+                    for _ in range(args.repeat)]
         except linview.LinviewError as e:
             print(f"{name:<22} not measured: {e}", flush=True)
             out[name] = {"error": str(e)}
             continue
+        r = runs[-1]
+        if args.repeat > 1:
+            ratios = sorted(x["ratio"] for x in runs)
+            r = {**r, "runs": runs, "ratio": statistics.median(ratios)}
+            print(f"{name:<22} median of {args.repeat} runs {r['ratio']:.2f}x (each: "
+                  f"{', '.join(f'{x:.2f}' for x in ratios)})", flush=True)
         out[name] = r
-        w, a = r["written_p10_p90_s"], r["auto_p10_p90_s"]
-        spread = f"{_ms(w[0])}-{_ms(w[1])} / {_ms(a[0])}-{_ms(a[1])}"
-        print(f"{name:<22} {_ms(r['all_threads_s']):>9} ms {_ms(r['one_thread_s']):>7} ms "
-              f"{_ms(r['auto_s']):>5} ms {r['ratio']:8.2f}x  {spread:<36} "
-              f"{r['auto_threads']!s:>3}  {r['load']:.1f}  ({r['whole_trigger']})", flush=True)
-        for s in r["switches"]:
-            when = "at load" if s.get("at") == "load" else f"after update {s['update'] + 1}"
-            print(f"    {when}: {s['from']} -> {s['to']} ({s['because']})", flush=True)
         if r["ratio"] < TARGET:
             below.append(f"{name} {r['ratio']:.2f}x")
     from linview.compiler.calibrate import status
