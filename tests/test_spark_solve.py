@@ -33,10 +33,10 @@ from linview.solve.stochastic import StochasticMatrix
 
 try:  # tests/ may or may not be a package
     from tests.test_examples import BY_NAME, NAMES, rel_err, scenario
-    from tests.test_solve_module import MIXED, mixed_inputs
+    from tests.test_solve_module import MIXED, mixed_inputs, reference
 except ImportError:  # pragma: no cover - depends on how pytest set sys.path
     from test_examples import BY_NAME, NAMES, rel_err, scenario
-    from test_solve_module import MIXED, mixed_inputs
+    from test_solve_module import MIXED, mixed_inputs, reference
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
@@ -283,3 +283,35 @@ def test_save_and_restore_on_spark(spark, tmp_path):
     for name in ("r", "beta", "q", "share"):
         np.testing.assert_allclose(back[name], views[name], atol=1e-9, rtol=1e-9)
     back.release()
+
+
+def test_an_update_that_fails_after_its_solve_views_changed_is_refused_until_refresh(
+        spark, monkeypatch):
+    """Spark rolls back the distributed views, not the solvers on the driver: reads and
+    updates are refused (a retry would apply the update twice there); refresh() mends."""
+    from linview.backends.spark import context
+    from linview.errors import StateError
+
+    rng = np.random.default_rng(11)
+    inputs = mixed_inputs(rng)
+    views = linview.compile(MIXED, name="mixed", backend="spark").load(spark=spark, **inputs,
+                                                                       **OPTIONS)
+    real = context.Transaction.commit
+
+    def lost(txn):
+        real(txn)
+        raise RuntimeError("an executor was lost")
+
+    monkeypatch.setattr(context.Transaction, "commit", lost)
+    with pytest.raises(Exception, match="executor was lost"):
+        _step(views, "M", 3, 25, 18, 3)
+    monkeypatch.setattr(context.Transaction, "commit", real)
+    with pytest.raises(StateError, match="failed after its solve views changed"):
+        views["r"]
+    with pytest.raises(StateError):
+        _step(views, "X", 4, 25, 18, 3)
+    views.refresh()  # warm-started solvers: within their tolerance of direct solves
+    want = reference(views, linview.compile(MIXED, name="mixed"))
+    for name in ("r", "beta", "q", "share"):
+        np.testing.assert_allclose(views[name], want[name], atol=1e-6, rtol=1e-7)
+    views.release()

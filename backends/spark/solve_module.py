@@ -129,8 +129,60 @@ class SparkSolveModule(SolveModule, SparkTriggerModule):
 
     def _resolve(self, names: set[str]) -> None:
         """Views of the solve side re-evaluated, placed in blocks when large."""
+        self._touched = True
         kept, _ = self._kept_values(self._evaluate_some(self.dims, self._store, names))
         self._store.update(kept)
+
+    # -------------------------------------------------------------- updates
+    #: whether the running update has changed the solve side (its solvers and sparse
+    #: inputs live on the driver, outside the Spark transaction that rolls back the rest)
+    _touched = False
+
+    @property
+    def _edge_changes(self):
+        return self.__dict__.get("_edges_applied")
+
+    @_edge_changes.setter
+    def _edge_changes(self, changes) -> None:
+        """Set by the NumPy module once a stochastic input's links have changed (before
+        its trigger runs): the solve side has changed."""
+        if changes is not None:
+            self._touched = True
+        self.__dict__["_edges_applied"] = changes
+
+    def _change_input(self, name: str, U, V):
+        self._touched = True
+        return SolveModule._change_input(self, name, U, V)
+
+    def _change_solve(self, name: str, dA: list, dB: list, what=None, columns=None) -> None:
+        self._touched = True
+        SolveModule._change_solve(self, name, dA, dB, what, columns)
+
+    def _cut_short(self, name: str, apply) -> None:
+        """Run ``apply()`` (an update of ``name``); if it fails after the solve side
+        changed, the distributed views were rolled back but not the solvers: the views
+        are refused until ``refresh()`` (a retry would apply the update twice there)."""
+        self._touched = False
+        try:
+            apply()
+        except BaseException:
+            if self._touched:
+                self._stale = (f"{self.PROGRAM}: the update of {name} failed after its solve "
+                               "views changed")
+            raise
+        finally:
+            self._touched = False
+
+    def update(self, name: str, U, V) -> None:
+        """``name += U Vᵀ`` (:meth:`.runtime.SparkTriggerModule.update`, the solve side
+        as on NumPy)."""
+        self._cut_short(name, lambda: SolveModule.update(self, name, U, V))
+
+    def update_edges(self, name: str, records, base: int = 0,
+                     labels: list[str] | None = None) -> None:
+        """A micro-batch of edge records on a stochastic input (as on NumPy)."""
+        self._cut_short(name, lambda: SolveModule.update_edges(self, name, records, base,
+                                                               labels))
 
     def _run_trigger(self, name: str, U, V) -> None:
         """An edge batch's trigger: one transaction, as :meth:`update`'s."""
