@@ -30,7 +30,7 @@ class SparkSolveGenerator(SolveGenerator, SparkGenerator):
     def __init__(self, plan: Plan):
         super().__init__(plan)
         stochastic = frozenset(n for n, k in self.storage.items() if k == "stochastic")
-        self.on_driver = frozenset(self.storage) | frozenset(self.solves)
+        self.on_driver = frozenset(self.sparse_leaves) | frozenset(self.solves)  # not in blocks
         # the Spark printer, knowing each view's statement (ops on the driver say where)
         self.PRINTER = type("SparkSparsePrinter", (SparkSparsePrinter,), {
             "statements": {st.name: st for st in plan.program.statements},
