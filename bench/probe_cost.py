@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def run(n: int, updates: int, seed: int = 0) -> dict:
     m = 2 * n
     rng = np.random.default_rng(seed)
-    prog = linview.compile_file(ROOT / "examples" / "ols.m", dims={"m": m, "n": n, "p": 1})
+    prog = linview.compile_file(ROOT / "examples" / "ols.m", dims={"m": m, "n": n, "p": 1},
+                                least_squares="normal")  # the probe of inv(XᵀX)
     X, Y = rng.standard_normal((m, n)), rng.standard_normal((m, 1))
     modules = {True: prog.load(X=X, Y=Y), False: prog.load(X=X, Y=Y, probe=False)}
     del X, Y

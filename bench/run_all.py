@@ -114,7 +114,8 @@ def main() -> int:
         if args.quick:
             dims = {k: QUICK.get(k, v) for k, v in dims.items()}
             updates = min(updates, 5)
-        prog = linview.compile_file(ROOT / "examples" / example, dims=dims)
+        prog = linview.compile_file(ROOT / "examples" / example, dims=dims,
+                                    least_squares="normal")  # the strategies of one trigger
         print(f"== {name} {dims}", flush=True)
         busy = busy_core() if name.endswith("_loaded") else None
         try:

@@ -73,7 +73,7 @@ def main(argv=None) -> dict:
     # kept by QR updates at load, docs/language.md, which reuse= does not cover yet)
     X = 0.6 * np.eye(n) + 0.3 * rng.standard_normal((n, n)) / np.sqrt(n)
     Y = rng.standard_normal((n, 1))
-    ols, edited, ridge = (linview.compile(t, name=nm) for t, nm in
+    ols, edited, ridge = (linview.compile(t, name=nm, least_squares="normal") for t, nm in
                           ((OLS, "ols"), (OLS_R, "ols"), (RIDGE, "ridge")))
     views = ols.load(X=X, Y=Y)
     for i in range(10):

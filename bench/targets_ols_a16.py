@@ -130,8 +130,8 @@ def measure(views, x: str, stream, baseline, blocks: int) -> dict:
 
 
 def ols(n: int, updates: int, blocks: int, r: dict, dense: bool) -> dict:
-    prog = linview.compile_file(os.path.join(EXAMPLES, "ols.m"),
-                                dims={"m": n, "n": n, "p": 1})
+    prog = linview.compile_file(os.path.join(EXAMPLES, "ols.m"),  # the Woodbury trigger
+                                dims={"m": n, "n": n, "p": 1}, least_squares="normal")
     rng = np.random.default_rng(26)
     inputs = random_inputs(prog, rng)
     stream = row_updates((n, n), updates, 1, rng, 0.1)

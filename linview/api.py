@@ -97,9 +97,9 @@ class CompiledProgram:
         self._check_budget(inputs, limit, self.lowered if self._solve_side else None)
         try:
             return lstsq.loaded(self.module_class(**lstsq.load_options(self, inputs), **extra),
-                                inputs, self)
+                                inputs, self, switch=not extra, memory_budget=limit)
         except NumericalError as refused:  # least squares: QR, or pinv (linview.lstsq)
-            return lstsq.load_instead(self, refused, inputs)
+            return lstsq.load_instead(self, refused, inputs, memory_budget=limit)
         except MemoryError as e:
             raise budget.out_of_memory(e, self.name) from None
         except InputError as first:
@@ -182,7 +182,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
             dims: dict[str, int] | None = None, backend: str = "numpy",
             model: str = "auto", strategy=None, rank: int = 1,
             shapes: tuple | None = None,
-            least_squares: str = "normal", sparse: dict[str, str] | None = None
+            least_squares: str = "auto", sparse: dict[str, str] | None = None
             ) -> CompiledProgram | specialize.DeferredProgram:
     """Compile linview source text to a trigger module (see the module docstring).
 
@@ -194,13 +194,19 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     specialises the program to the shapes of the data, as ``load()`` does when sizes
     are left open; without it, a program whose sizes only the data can decide is returned
     as a :class:`~linview.specialize.DeferredProgram`, compiled at ``load()``.
-    ``least_squares="qr"`` keeps least-squares problems by QR updates (``load()`` takes it
-    when the normal equations are refused as ill-conditioned).
+    ``least_squares`` (least-squares problems, :mod:`linview.lstsq`): ``"auto"`` lets
+    ``load()`` keep the normal equations (Woodbury) only where their predicted error is
+    within 10× ``lstsq``'s, QR updates otherwise; ``"normal"`` keeps the normal equations
+    unless ``load()`` refuses them (condition limit 1e8); ``"qr"`` forces QR updates.
     ``sparse`` (``{input: reason}``) keeps inputs sparse as ``%#linview sparse`` would
     (``load()`` passes it for inputs given as ``scipy.sparse``; ``dims`` ``nnz_X`` too).
     """
     if backend not in BACKENDS:
         raise CompileError(f"unknown backend '{backend}'", hint="backends: numpy, spark")
+    if least_squares not in lstsq.FORMS:
+        raise CompileError(f"unknown least_squares form '{least_squares}'",
+                           hint="forms: " + ", ".join(lstsq.FORMS))
+    lowered_as = "normal" if least_squares == "auto" else least_squares  # load() decides
     filename = filename or f"{name or 'program'}.m"
     source = source.removeprefix("\ufeff")  # a byte-order mark is not part of the program
     module_ast = parse(source, filename)
@@ -208,7 +214,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
     nnz = {k: dims.pop(k) for k in [k for k in dims if k.startswith("nnz_")]}
     module_ast, sparse = specialize.with_sparse(module_ast, sparse, nnz, backend)
     base = Options(shapes=tuple(shapes or ()), dims=tuple(sorted(dims.items())),
-                   least_squares=least_squares,
+                   least_squares=lowered_as,
                    nnz=tuple(sorted((k[4:], v) for k, v in nnz.items())))
     params = module_ast.params if hasattr(module_ast, "params") else tuple(
         s.name for p in module_ast.pragmas if p.kind == "input" for s in p.specs) + tuple(
@@ -224,7 +230,7 @@ def compile(source: str, name: str | None = None, *, filename: str | None = None
             program, options = choose_model(module_ast, source, filename, dims, rank, base)
         else:
             options = replace(parse_model(model), shapes=base.shapes, dims=base.dims,
-                              least_squares=least_squares, nnz=base.nnz)
+                              least_squares=lowered_as, nnz=base.nnz)
             program = lower(module_ast, source, filename, options)
     except (NeedsData, ShapeError) as e:
         if shapes or not (isinstance(e, NeedsData) or compile_options.open_inputs(module_ast)):
@@ -329,7 +335,7 @@ def restore(path, program: CompiledProgram | None = None, **options):
                               model=opts.get("model", "auto"), strategy=opts.get("strategy"),
                               rank=opts.get("rank", 1),
                               shapes=tuple(tuple(s) for s in opts.get("shapes") or ()) or None,
-                              least_squares=opts.get("least_squares", "normal"))
+                              least_squares=opts.get("least_squares", "auto"))
         except (LinviewError, TypeError, ValueError, AttributeError) as e:
             raise StateError(f"the program stored in {path} does not compile with this "
                              f"linview: {e}") from None
@@ -350,6 +356,7 @@ def restore(path, program: CompiledProgram | None = None, **options):
     from linview.backends.numpy import reuse
 
     reuse.restore_probes(out, path, meta)  # the saved probe vectors: guards as strict
+    out.least_squares = meta.get("least_squares")  # the form load() chose, and why
     return out
 
 
@@ -364,12 +371,14 @@ def _restore_solve(path, meta: dict, views: dict, program: CompiledProgram, opti
             raise StateError(f"the saved state {path} was written by a different program "
                              f"than {program.name!r}, over other inputs",
                              hint="restore it with the program that saved it")
-        # an edited program over the saved inputs: every view is computed from them (a
-        # program with solve views does not keep views by key yet); the report says so
+        # an edited program over the saved inputs: the saved views it still has are
+        # taken by key, its solve views warm from their saved solutions (backends/numpy/
+        # reuse.py); a file written before keys were saved: every view is computed
         from linview.backends.numpy import reuse
 
+        offer = reuse.offer_of_saved(path, meta, views) if "keys" in meta else reuse.Offer()
         out = program.load(**{n: inputs[n] for n in program.module_class.INPUTS},
-                           **options, _reuse=reuse.Offer())
+                           **options, _reuse=offer)
         out.saved_meta, out.updates = meta, int(meta["updates"])
         return out
     opts = {k: v for k, v in (meta.get("solve_options") or {}).items() if v is not None}
@@ -378,6 +387,8 @@ def _restore_solve(path, meta: dict, views: dict, program: CompiledProgram, opti
                        _restored=solve_state.dense_views_of(views))
     out.saved_meta, out.updates = meta, int(meta["updates"])
     out.stats["updates"] = out.updates
+    if meta.get("least_squares"):  # the form load() chose, and why
+        out.least_squares = meta["least_squares"]
     if meta.get("probe"):
         from linview.backends.numpy import reuse
 

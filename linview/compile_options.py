@@ -55,7 +55,7 @@ def plain_strategy(strategy):
 
 
 def program_info(source: str, name: str, filename: str, dims: dict, model: str, rank: int,
-                  backend: str, strategy, shapes, least_squares: str = "normal") -> dict:
+                  backend: str, strategy, shapes, least_squares: str = "auto") -> dict:
     """What a state file stores to recompile the program (:mod:`linview.statefile`)."""
     stored_name = re.sub(r"[^A-Za-z0-9_.-]", "_", Path(filename).name).lstrip(".-") or "_"
     info = {"source": source, "name": name, "filename": stored_name,
@@ -64,7 +64,7 @@ def program_info(source: str, name: str, filename: str, dims: dict, model: str, 
                         "strategy": plain_strategy(strategy)}}
     if shapes:  # a program specialised to its data's shapes (linview.specialize)
         info["options"]["shapes"] = [[str(n), int(r), int(c)] for n, r, c in shapes]
-    if least_squares != "normal":  # compiled again by load() in the stable form (lstsq.py)
+    if least_squares != "auto":  # chosen by the user, or by load() (lstsq.py)
         info["options"]["least_squares"] = least_squares
     return info
 

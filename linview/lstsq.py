@@ -1,12 +1,15 @@
-"""Least squares whose normal equations ``load()`` refused (issue 25).
+"""Which form ``load()`` keeps a least-squares problem in (issue 25).
 
 The lowering reads ``F \\ Y`` (tall F), ``(F'*F) \\ (F'*Y)``, ``inv(F'*F) * (F'*Y)`` and
 ``pinv(F) * Y`` (tall F) as one least-squares problem, F an input or an intercept design
-``[ones(m,1) X]`` (:mod:`linview.compiler.designs`), and, by default, keeps the normal
-equations (``inv(FᵀF)`` by Woodbury), loaded with the condition limit
-:data:`NORMAL_CONDITION_LIMIT` (1e8, where their answer has lost about 8 digits).  When
-``load()`` refuses that inverse (its condition estimate is over the limit, or it is
-singular to working precision), :func:`load_instead` compiles the program again:
+``[ones(m,1) X]`` (:mod:`linview.compiler.designs`), and keeps the normal equations
+(``inv(FᵀF)`` by Woodbury), loaded with the condition limit
+:data:`NORMAL_CONDITION_LIMIT` (1e8, where their answer has lost about 8 digits).  With
+``least_squares="auto"`` (the default) :func:`loaded` then keeps them only where their
+predicted error is within :data:`AUTO_RATIO` of ``lstsq``'s, and loads the QR form
+otherwise.  When ``load()`` refuses that inverse (its condition estimate is over the
+limit, or it is singular to working precision), :func:`load_instead` compiles the
+program again:
 
 1. ``least_squares="qr"``: the problem is a solve view kept by QR updates of F
    (:class:`linview.solve.solvers.CholeskySolver`), as accurate as ``lstsq``;
@@ -23,6 +26,7 @@ attribute ``least_squares``.
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -43,10 +47,24 @@ from linview.errors import LinviewError, NumericalError
 NORMAL_CONDITION_LIMIT = 1e8
 
 
+#: the values of ``linview.compile(..., least_squares=)``: ``auto`` (the default, the rule of
+#: :func:`loaded`), ``normal`` (the normal equations unless refused), ``qr``, and ``pinv``
+#: (what :func:`load_instead` compiles a rank-deficient non-square ``\\`` as)
+FORMS = ("auto", "normal", "qr", "pinv")
+#: ``least_squares="auto"`` keeps the normal equations only where their error is predicted
+#: within this factor of ``lstsq``'s: ``κ`` (the square root of the 2-norm condition
+#: estimate of FᵀF) at most this (:func:`loaded`)
+AUTO_RATIO = 10.0
+
+
+def _form(prog) -> str:
+    return prog.options.get("least_squares", "auto")
+
+
 def load_options(prog, inputs: dict) -> dict:
     """``inputs`` with the condition limit of :data:`NORMAL_CONDITION_LIMIT` added when
     ``prog`` keeps a least-squares problem by the normal equations."""
-    if "condition_limit" in inputs or prog.options.get("least_squares", "normal") != "normal" \
+    if "condition_limit" in inputs or _form(prog) not in ("auto", "normal") \
             or prog.options.get("backend") != "numpy":  # no QR form on Spark
         return inputs
     if not any("normal equations" in note for note in prog.program.notes):
@@ -54,17 +72,54 @@ def load_options(prog, inputs: dict) -> dict:
     return {**inputs, "condition_limit": NORMAL_CONDITION_LIMIT}
 
 
-def loaded(views, inputs: dict, prog=None):
+def loaded(views, inputs: dict, prog=None, switch: bool = True, memory_budget=None):
     """``views`` loaded with :func:`load_options`: its updates use the usual limit, and
     ``views.least_squares`` says why the normal equations were kept (the condition
-    estimate of each least-squares problem's Gram matrix, and the limit), worked out when
-    first read: it reads the views, a second of a 4000×4000 load otherwise."""
-    if "condition_limit" not in inputs and hasattr(views, "condition_limit"):
+    estimate of each least-squares problem's Gram matrix, and the limit).
+
+    With ``least_squares="auto"`` (NumPy) the rule of issue 25 is applied here: the
+    normal equations lose about ``cond(FᵀF)·eps``, a QR solve (``lstsq``) about
+    ``κ·eps`` with ``κ = √cond(FᵀF)``, so theirs is about κ times worse, κ from 2-norm
+    estimates by power iterations (:func:`_norm2`: ``‖FᵀF‖₂`` by products with F,
+    ``‖inv(FᵀF)‖₂`` with the loaded inverse).  The residual is not counted in their
+    favour: ``lstsq``'s ``κ²·eps·ρ`` term is a bound it seldom reaches (with it, as
+    :func:`_predicted` says, a tall 30×10 F of cond 32 and ρ ≈ 0.15 was predicted 5.4×
+    and measured 16×).  Past :data:`AUTO_RATIO` for some problem, the program compiled with
+    ``least_squares="qr"`` is loaded from the same inputs and returned instead (unless
+    ``switch`` is false: views loaded into a view store or reusing arrays stay), within
+    the same ``memory_budget``.  Otherwise
+    (``normal``) the reason is worked out when first read: it reads the views, a second of
+    a 4000×4000 load."""
+    added = "condition_limit" not in inputs and hasattr(views, "condition_limit")
+    if added:
         views.condition_limit = INV_CONDITION_LIMIT
-        grams = list(_grams(prog)) if prog is not None else []
-        if grams:
-            views.least_squares = lambda: "; ".join(
-                _kept_normal(views, name, F, w, _rhs_of(prog, F)) for name, F, w in grams)
+    grams = list(_grams(prog)) if prog is not None and hasattr(views, "condition_limit") \
+        else []
+    if not grams or not (added or _form(prog) == "auto"):
+        return views
+    if _form(prog) != "auto" or prog.options.get("backend") != "numpy":
+        views.least_squares = lambda: "; ".join(
+            _kept_normal(views, name, F, w, _rhs_of(prog, F))[0] for name, F, w in grams)
+        return views
+    kept = [(F, *_kept_normal(views, name, F, w, _rhs_of(prog, F), auto=True))
+            for name, F, w in grams]
+    F, _, ratio, phrase = max(kept, key=lambda k: k[2])
+    if ratio > AUTO_RATIO and switch and (other := compiled_as(prog, "qr")) is not None:
+        why = (f"least squares of {F} by QR updates of the factor (chosen at load(): "
+               f"{phrase}, over the {AUTO_RATIO:g}× that keeps the normal equations)")
+        other.options["why"] = why
+        normal_class = type(views)
+        if isinstance(getattr(views, "_store", None), dict):  # its arrays go before the
+            views._store.clear()  # stable form's are made: one load's peak, not two
+        try:
+            stable = other.load(**inputs, memory_budget=memory_budget)
+        except NumericalError:  # (rare: the normal equations loaded; keep them)
+            views = normal_class(**load_options(prog, inputs))
+            views.condition_limit = INV_CONDITION_LIMIT
+        else:
+            stable.least_squares = why
+            return stable
+    views.least_squares = "; ".join(text for _, text, _, _ in kept)
     return views
 
 
@@ -77,11 +132,13 @@ def _rhs_of(prog, F: str) -> str | None:
 
 
 def _kept_normal(views, inverse: str, F: str, w: str | None = None,
-                 Y: str | None = None) -> str:
+                 Y: str | None = None, auto: bool = False) -> tuple[str, float, str]:
     """Why the normal equations of ``F`` were kept: the 1-norm condition estimate of FᵀF
     (``‖FᵀF‖₁`` estimated by products with F, ``‖inv(FᵀF)‖₁`` read from the view); with
     weights w, of ``Fᵀ diag(w) F``; with Y, the predicted error against lstsq's
-    (:func:`_predicted`)."""
+    (:func:`_predicted`; without Y, or with ``auto``, that of a consistent system: the
+    worst case).  Also the ratio of the predicted errors (0 where unknown) and a phrase
+    for it."""
     G = f"{F}ᵀ{F}" if w is None else f"{F}ᵀ·diag({w})·{F}"
     what = (f"least squares of {F} by the normal equations (explicit inverse inv({G}) "
             f"maintained by Woodbury)")
@@ -91,7 +148,7 @@ def _kept_normal(views, inverse: str, F: str, w: str | None = None,
         d = np.ones(f.shape[0]) if w is None else np.asarray(views[w], dtype=float).ravel()
     except KeyError:  # a view the module need not keep (the inverse is re-evaluated)
         return (f"{what}: the condition estimate of {G} at load() was under the limit "
-                f"{NORMAL_CONDITION_LIMIT:.3g}")
+                f"{NORMAL_CONDITION_LIMIT:.3g}", 0.0, "")
 
     def apply(x):  # Fᵀ D F x, for a vector or a column
         return f.T @ ((d if np.ndim(x) == 1 else d[:, None]) * (f @ x))
@@ -105,34 +162,64 @@ def _kept_normal(views, inverse: str, F: str, w: str | None = None,
         y = np.asarray(views[Y], dtype=float).reshape(f.shape[0], -1) if Y else None
     except KeyError:
         y = None
-    return why if y is None else why + _predicted(f, d, W, y, norm, cond)
+    if y is None and not auto:
+        return why, 0.0, ""
+    if y is not None:
+        normal, qr, _ = _predicted(f, d, W, y, norm, cond)
+        why += (f"; predicted relative error about {normal:.1g} against lstsq's {qr:.1g} "
+                f"({normal / qr:.2g}×)")
+    if not auto:
+        return why, 0.0, ""
+    kappa = math.sqrt(_norm2(apply, f.shape[1]) * _norm2(lambda x: W @ x, f.shape[1]))
+    phrase = (f"the normal equations' error is about κ = {kappa:.3g} times lstsq's "
+              f"(κ² = {kappa * kappa:.3g}, the 2-norm condition estimate of {G} by power "
+              "iterations)")
+    return why + f"; {phrase}, within the {AUTO_RATIO:g}× that keeps them", kappa, phrase
 
 
-def _predicted(f, d, W, y, norm: float, cond: float) -> str:
+def _norm2(apply, n: int, steps: int = 16) -> float:
+    """The 2-norm of a symmetric positive semi-definite operator by power iterations from
+    a fixed random start (an estimate from below: rough, within a few per cent for the
+    spectra of the tests and benchmarks)."""
+    v = np.random.default_rng(0).standard_normal(n)
+    norm = 0.0
+    for _ in range(steps):
+        v = apply(v)
+        norm = float(np.linalg.norm(v))
+        if norm == 0.0 or not np.isfinite(norm):
+            return norm
+        v /= norm
+    return norm
+
+
+def _predicted(f, d, W, y, norm: float, cond: float) -> tuple[float, float, bool]:
     """The normal equations' predicted relative error, ``cond(FᵀF)·eps``, against that of
     a QR solve (``lstsq``), ``κ·eps + κ²·eps·ρ`` with ``κ = √cond`` and
     ``ρ = ‖r‖ / (‖F‖ ‖x‖)`` of the current answer (``‖F‖ ≈ √‖FᵀF‖₁``): the two agree to
     10× when the residual is large (ρ ≥ 0.1) or κ ≤ 10, and the normal equations are up to
-    κ times worse for a small residual.  Estimates from 1-norm bounds: rough."""
+    κ times worse for a small residual.  Estimates from 1-norm bounds: rough.  Without
+    ``y`` (None), ρ = 0 (a consistent system: the worst case for the normal equations).
+    Also whether ρ was measured."""
     eps = float(np.finfo(float).eps)
-    x = W @ (f.T @ (d[:, None] * y))
-    r = np.sqrt(d)[:, None] * (y - f @ x)
-    xs = np.linalg.norm(x, axis=0)
-    rho = float(np.min(np.linalg.norm(r, axis=0)[xs > 0] / (np.sqrt(norm) * xs[xs > 0]),
-                       initial=np.inf))
+    rho = 0.0
+    if y is not None:
+        x = W @ (f.T @ (d[:, None] * y))
+        r = np.sqrt(d)[:, None] * (y - f @ x)
+        xs = np.linalg.norm(x, axis=0)
+        rho = float(np.min(np.linalg.norm(r, axis=0)[xs > 0] / (np.sqrt(norm) * xs[xs > 0]),
+                           initial=np.inf))
     kappa = np.sqrt(cond)
     normal, qr = cond * eps, kappa * eps + (cond * eps * rho if np.isfinite(rho) else 0.0)
-    return (f"; predicted relative error about {normal:.1g} against lstsq's {qr:.1g} "
-            f"({normal / qr:.2g}×)")
+    return normal, qr, y is not None
 
 
-def load_instead(prog, refused: NumericalError, inputs: dict):
+def load_instead(prog, refused: NumericalError, inputs: dict, memory_budget=None):
     """The live views of ``prog``'s data by the first form that loads, or ``refused``;
     ``views.least_squares`` (and ``explain()`` of the program compiled again) say which
     form and why."""
     opts = prog.options
     F = _refused_gram(prog, refused)
-    if opts.get("least_squares", "normal") != "normal" or opts.get("backend") != "numpy" \
+    if _form(prog) not in ("auto", "normal") or opts.get("backend") != "numpy" \
             or F is None or getattr(refused, "floating_point", None):
         raise refused  # (values past float64's range: no other form mends that)
     reason = _refusal(refused, F, _refused_weight(prog, refused))
@@ -152,7 +239,7 @@ def load_instead(prog, refused: NumericalError, inputs: dict):
                    + f"; Octave answers {F} \\ Y with the minimum-norm solution)")
         other.options["why"] = why
         try:
-            views = other.load(**inputs)
+            views = other.load(**inputs, memory_budget=memory_budget)
         except NumericalError as e:
             error = e
             continue

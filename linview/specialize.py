@@ -97,7 +97,7 @@ def specialize(text: str, options: dict, inputs: dict) -> Any:  # a linview.api.
                          hint="inputs: " + ", ".join(names))
     shapes = tuple((n, *shape_of(inputs[n])) for n in names)
     kwargs = {k: options[k] for k in ("name", "filename", "dims", "backend", "model",
-                                      "strategy", "rank")}
+                                      "strategy", "rank", "least_squares")}
     kwargs["sparse"] = {**(options.get("sparse") or {}), **given_sparse(inputs)}
     kwargs["dims"] = {**(kwargs["dims"] or {}), **counted_nnz(text, options, inputs)}
     key = (text, repr(sorted(kwargs.items(), key=str)), shapes)
@@ -166,7 +166,7 @@ def follow_sparse(compiled, inputs: dict):
     if not new:
         return None
     kwargs = {k: options[k] for k in ("name", "filename", "dims", "backend", "model",
-                                      "strategy", "rank")}
+                                      "strategy", "rank", "least_squares")}
     kwargs["sparse"] = {**(options.get("sparse") or {}), **new}
     # their non-zeros, counted from the data: what a solve view is priced by
     kwargs["dims"] = {**(kwargs["dims"] or {}),

@@ -83,6 +83,22 @@ def content_of(doc: dict, name: str) -> str | None:
     return h[3:] if isinstance(h, str) and h.startswith("cm:") else None
 
 
+def sparse_digest(x, kind: str = "sparse") -> str:
+    """SHA-256 of a scipy.sparse matrix's shape and values through its canonical CSR arrays
+    (duplicates summed, explicit zeros dropped, column ids sorted), never densified: equal
+    matrices have one digest however they were built.  ``kind`` tells the storage apart
+    (a stochastic input's links against a plain sparse matrix of the same values)."""
+    c = x.tocsr(copy=True)
+    c.sum_duplicates()
+    c.eliminate_zeros()
+    c.sort_indices()
+    h = hashlib.sha256(f"{kind}{tuple(int(s) for s in c.shape)}".encode())
+    for a in (c.indptr.astype(np.int64), c.indices.astype(np.int64),
+              c.data.astype(np.float64)):
+        h.update(memoryview(np.ascontiguousarray(a)))
+    return h.hexdigest()
+
+
 def content_digest(a: np.ndarray) -> str:
     """SHA-256 of a matrix's shape and values (column-major), read in place when the
     array is Fortran-ordered: what view keys (:mod:`linview.compiler.keys`) call an
@@ -164,7 +180,11 @@ def read(path) -> tuple[dict, dict[str, np.ndarray]]:
                         "stored generated code); it cannot be restored safely",
                         hint="load the inputs again and save with this version")
                 raise StateError(f"{path} is not a linview state file (no manifest)")
-            doc = json.loads(str(z["__manifest__"]))
+            try:
+                manifest = str(z["__manifest__"])
+            except Exception as e:  # noqa: BLE001 - a flipped byte in its header: any error
+                raise ValueError(f"the manifest's header is corrupt ({e})") from None
+            doc = json.loads(manifest)
             arrays = _members(path, z, [k for k in z.files if k.startswith("view:")])
     except StateError:
         raise

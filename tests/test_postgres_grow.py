@@ -141,12 +141,22 @@ def test_a_program_for_fixed_shapes_does_not_grow(pg_server, tmp_path):
 
 
 def test_which_inputs_may_grow():
-    tables = {"X", "Y", "A", "b"}
-    assert grow.groups(OLS.program, tables) == {"X": ["X", "Y"], "Y": ["X", "Y"]}
-    assert grow.groups(OLS.program, {"X"}) == {}  # Y (rows m too) is not a table's
+    rows = dict.fromkeys(["X", "Y", "A", "b"], "rows")
+    both = [("X", 0), ("Y", 0)]
+    assert grow.groups(OLS.program, rows) == {("X", 0): both, ("Y", 0): both}
+    assert grow.groups(OLS.program, {"X": "rows"}) == {}  # Y (rows m too) is not a table's
     square = linview.compile("function x = f(A, b)\n%#linview dynamic A b\n"
                              "x = inv(A) * b;\nend\n")
-    assert grow.groups(square.program, tables) == {}  # A's rows are its columns too
+    assert grow.groups(square.program, rows) == {}  # A's rows are its columns too
+    # an entries table grows along both sides, with b (rows n too) a rows table's
+    n = [("A", 0), ("A", 1), ("b", 0)]
+    assert grow.groups(square.program, {"A": "entries", "b": "rows"}) == dict.fromkeys(n, n)
+    assert grow.groups(square.program, {"A": "entries"}) == {}  # b's n is no table's
+    pr = linview.compile_file(EXAMPLES / "pagerank_solve.m")
+    assert grow.groups(pr.program, {"M": "edges"}) == {("M", 0): [("M", 0), ("M", 1)],
+                                                        ("M", 1): [("M", 0), ("M", 1)]}
+    fixed = linview.compile_file(EXAMPLES / "pagerank_solve.m").specialize(M=(5, 5), d=(1, 1))
+    assert grow.groups(fixed.program, {"M": "edges"}) == {}  # compiled for 5 nodes
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from linview.app.postgres.keys import Staged
 from linview.app.postgres.sink import Sink, read_results
-from linview.app.postgres.tables import Staged
 
 psycopg2 = pytest.importorskip("psycopg2")
 

@@ -212,39 +212,6 @@ def test_restore_takes_the_dense_views_as_saved_and_solves_only_the_solve_views(
             v.update("M", col, np.eye(n)[:, 1])
 
 
-EDITED = MIXED.replace("share = sum(r);", "share = 2 * sum(r);\n  total = sum(q) + share;")
-
-
-def test_an_edited_program_with_solve_views_resumes_from_the_saved_inputs(tmp_path):
-    """restore(path, program=edited), reuse= and store= are not refused for a program
-    with solve views: every view is computed from the saved (or given) inputs, the report
-    says so, and the views equal a fresh load of the edited program, also after updates."""
-    rng = np.random.default_rng(5)
-    prog = linview.compile(MIXED, name="mixed")
-    edited = linview.compile(EDITED.replace("[r, beta, q, share]", "[r, beta, q, share, total]"),
-                             name="mixed")
-    inputs = mixed_inputs(rng)
-    views = prog.load(**inputs)
-    n, m, k = inputs["P"].shape[0], *inputs["X"].shape
-    views.update("X", rng.standard_normal(m) * 0.1, rng.standard_normal(k))
-    views.update("M", -views["M"][:, [3]].toarray().ravel(), np.eye(n)[:, 3])
-    views.save(tmp_path / "s.npz")
-    now = {nm: views[nm] for nm in views.INPUTS}
-    back = linview.restore(tmp_path / "s.npz", program=edited)
-    reused = edited.load(**now, reuse=views)
-    stored = edited.load(**now, store=tmp_path / "store")
-    fresh = edited.load(**now)
-    assert back.updates == 2 and "every view" in str(back.reuse_report)
-    assert "solve views" in str(reused.reuse_report) and not any((tmp_path / "store").iterdir())
-    for _ in range(2):
-        for v in (back, reused, stored):
-            for nm in ("r", "beta", "q", "share", "total"):
-                np.testing.assert_allclose(v[nm], fresh[nm], rtol=1e-8, atol=1e-10)
-        u, w = rng.standard_normal(m) * 0.1, rng.standard_normal(k)
-        for v in (back, reused, stored, fresh):
-            v.update("X", u, w)
-
-
 def test_old_solve_state_files_are_refused_clearly(tmp_path):
     """The format solve views had before they joined the generated module is not read."""
     meta = {"kind": "solve", "program": "p", "source": "", "updates": 0}

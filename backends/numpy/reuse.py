@@ -13,6 +13,13 @@ that view's key, so that what reads it is reused too.
 A reused maintained inverse brings its probe state (:mod:`.probe`) from live views, so the
 numerical guards stay as strict as after a fresh load.  Anything that cannot be keyed is
 recomputed, never reused.
+
+Modules with solve views (:mod:`.solve_module`): a sparse or stochastic input is keyed by a
+digest of its CSR arrays (:func:`linview.statefile.sparse_digest`, never densified); a solve
+view found by key is *taken over*: its solver is built again, warm-started from the kept
+solution, and certifies its bound again from an exact residual (if that moves the
+solution, what reads it gets new keys and is computed); sparse values are never on offer
+(they are cheap to form again) and never stored.
 """
 
 from __future__ import annotations
@@ -26,9 +33,14 @@ from pathlib import Path
 import numpy as np
 
 from linview import statefile
-from linview.backends.numpy import probe as _probe
 from linview.backends.numpy import reuse_parts
 from linview.backends.numpy import store as _store
+from linview.backends.numpy.reuse_probes import (
+    carry_probes,
+    restore_probes,  # noqa: F401 - api.py calls reuse.restore_probes
+    saved_prober,
+    shape_of,
+)
 from linview.compiler import keys as _keys
 from linview.errors import InputError, StateError
 
@@ -72,6 +84,8 @@ class Offer:
             if isinstance(a, np.ndarray) and self.private(a):
                 owned.add(name)
                 continue
+            if not isinstance(a, np.ndarray):  # sparse: keyed by its digest, never compared
+                continue
             for token, b in self.inputs.items() if self.taken_over is not None else ():
                 if id(b) in self._private and isinstance(b, np.ndarray) \
                         and b.shape == np.shape(a) \
@@ -83,8 +97,10 @@ class Offer:
 
     def same_content(self, value) -> str | None:
         """The key of a view on offer equal to ``value`` (early cutoff); only views of the
-        same shape are hashed, each once."""
+        same shape are hashed, each once (a sparse value: never)."""
         want = None
+        if not isinstance(value, np.ndarray):
+            return None
         for k, a in self.arrays.items():
             if a.shape != value.shape:
                 continue
@@ -112,6 +128,21 @@ def local(a):
     return a.to_numpy() if hasattr(a, "to_numpy") else a
 
 
+def dense(a) -> bool:
+    """Whether ``a`` is a dense view (an array here or in blocks), not a sparse value."""
+    return isinstance(a, np.ndarray) or hasattr(a, "to_numpy")
+
+
+def digest(a) -> str:
+    """The content digest of an input or a view in its storage: a sparse or stochastic
+    one (links: ``sparse_part``) by its CSR arrays (:func:`linview.statefile.sparse_digest`),
+    a dense one by its values."""
+    if dense(a):
+        return statefile.content_digest(local(a))
+    return statefile.sparse_digest(a.sparse_part() if hasattr(a, "sparse_part") else a,
+                                   "stochastic" if hasattr(a, "sparse_part") else "sparse")
+
+
 def module_keys(module, content=None) -> dict[str, str]:
     """``{input or view: key}`` of live views ``module``, inputs keyed by
     ``content(name, array)`` (default: the digest of their current content)."""
@@ -119,7 +150,7 @@ def module_keys(module, content=None) -> dict[str, str]:
     if program is None:  # views of another kind (solve views): nothing on offer
         return {}
     views = module._views_for_saving()
-    content = content or (lambda _name, a: statefile.content_digest(local(a)))
+    content = content or (lambda _name, a: digest(a))
     return _keys.bind(program, {d.name: _keys.input_token(content(d.name, views[d.name]),
                                                           d.dynamic)
                                 for d in program.inputs})
@@ -136,11 +167,14 @@ def offer_of(old, by_identity: bool = False, take_over: bool = False) -> Offer:
     inputs: dict[str, np.ndarray] = {}
 
     def compared(name: str, a: np.ndarray) -> str:
+        if not dense(a):  # a sparse input: by its digest, never compared densely
+            return digest(a)
         inputs[f"live-input:{name}"] = a
         return f"live-input:{name}"
 
     ks = module_keys(old, compared if by_identity else None)
     views = old._views_for_saving() if ks else {}
+    views = {n: a for n, a in views.items() if dense(a)}  # sparse values: formed again
     offer = Offer({ks[n]: views[n] for n in views if n in ks}, inputs=inputs)
     if take_over and ks:
         if hasattr(old, "_ctx"):  # its blocks live in a Spark session: not handed over
@@ -168,41 +202,19 @@ def offer_of_saved(path, meta: dict, arrays: dict, own_inputs: bool = False) -> 
     offer = Offer({k: arrays[n] for n, k in names.items() if n in arrays})
     offer._private = {id(a): a for a in offer.arrays.values()}
     for n, k in names.items():
-        if n in arrays and (digest := statefile.content_of(meta, n)) is not None:
-            offer._digests[k] = digest
+        if n in arrays and (got := statefile.content_of(meta, n)) is not None:
+            offer._digests[k] = got
             if own_inputs:
-                offer.input_digests[n] = digest
-    prober = saved_prober(path, meta, {n: a.shape[0] for n, a in arrays.items()}, True)
+                offer.input_digests[n] = got
+    # a file of a module with solve views names its arrays NAME@x, NAME@view
+    plain = {n.split("@")[0]: k for n, k in names.items()}
+    prober = saved_prober(path, meta, {n.split("@")[0]: a.shape[0] for n, a in arrays.items()
+                                       if a.ndim == 2}, True)
     for w, a in prober.arg_of.items():
-        if w in names:
-            offer.probes[names[w]] = (prober, w, a)
-    offer.seeds = {names[a]: (prober, a) for a in prober.seeds if a in names}
+        if w in plain:
+            offer.probes[plain[w]] = (prober, w, a)
+    offer.seeds = {plain[a]: (prober, a) for a in prober.seeds if a in plain}
     return offer
-
-
-def saved_prober(path, meta: dict, rows: dict[str, int], later: bool = False
-                 ) -> _probe.Prober:
-    """The probe state a state file holds (:func:`.probe.saved`; empty in a file written
-    before probe states were saved), for views of ``rows`` rows (``later``: seeds of
-    views not in ``rows`` are checked when carried, :func:`_carry_probes`)."""
-    prober = _probe.Prober()
-    _probe.restore(prober, meta.get("probe"), statefile.read_side(path, meta), rows, later)
-    return prober
-
-
-def restore_probes(module, path, meta: dict) -> None:
-    """Give ``module``, restored from the state file at ``path``, the probe state saved
-    with its views, so that its guards are as strict as the saved module's."""
-    mine = getattr(module, "_prober", None)
-    if mine is None:  # views of another kind (a least-squares program kept by QR)
-        return
-    program = type(module).KEY_PROGRAM  # None: a module compiled ahead of time
-    rows = {st.name: _shape(module, st.name) for st in getattr(program, "statements", ())}
-    rows = {n: r[0] for n, r in rows.items() if r is not None}
-    saved = saved_prober(path, meta, {**rows, **{n: v.shape[0] for n, v in
-                                                  module._views.items()}})
-    mine.states, mine.seeds, mine.arg_of, mine.norms = (
-        saved.states, saved.seeds, saved.arg_of, saved.norms)
 
 
 def _content(offer: Offer, name: str, a: np.ndarray) -> str:
@@ -210,6 +222,8 @@ def _content(offer: Offer, name: str, a: np.ndarray) -> str:
     token of an equal input on offer, else its digest."""
     if name in offer.input_digests:
         return offer.input_digests[name]
+    if not dense(a):
+        return digest(a)
     a = local(a)
     for token, b in offer.inputs.items():
         if b.shape == a.shape and np.array_equal(a, local(b)):
@@ -228,12 +242,15 @@ class Report:
     partly: dict[str, int] = field(default_factory=dict)
     #: why nothing was taken by key (a module that keeps no views by key)
     note: str = ""
+    #: solve views taken over: solvers built again, warm from the kept solutions
+    warm: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         done = ", ".join(f"{n} ({s * 1e3:.1f} ms"
                          + (f", {self.partly[n]} sub-expression reused" if n in self.partly
                             else "") + ")" for n, s in self.recomputed.items())
-        return (f"reused: {', '.join(self.reused) or 'none'}; "
+        warm = f" (solve views taken over warm: {', '.join(self.warm)})" if self.warm else ""
+        return (f"reused: {', '.join(self.reused) or 'none'}{warm}; "
                 f"recomputed: {done or 'none'}" + (f" ({self.note})" if self.note else ""))
 
 
@@ -260,7 +277,7 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
                 for n in st.expr.walk():
                     if n.op.value == "view" and n.attr not in views and n.attr in pending:
                         got = offer.take(pending[n.attr])
-                        if got is not None and got.shape == _shape(module, n.attr):
+                        if got is not None and got.shape == shape_of(module, n.attr):
                             views[n.attr] = place(n.attr, got)
                             report.reused.append(n.attr)
                             pending.pop(n.attr)
@@ -268,7 +285,7 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
                             compute(n.attr)
         t0 = time.perf_counter()
         memo = reuse_parts.stored_parts(module, program, name, known, offer) \
-            if partial else {}
+            if partial and name not in solve_side else {}
         if memo:  # a product on offer inside it: the rest as the module computes it
             st = next(st for st in program.statements if st.name == name)
             report.partly[name] = len(memo)
@@ -294,8 +311,10 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
         if name in transient:
             pending[name] = key
             return None
+        if name in solves:
+            return _take_over(name, key)
         got = offer.take(key)
-        if got is not None and got.shape == _shape(module, name):
+        if got is not None and got.shape == shape_of(module, name):
             views[name] = place(name, got)
             report.reused.append(name)
             return None
@@ -304,6 +323,28 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
             return None
         return offer.same_content(views[name])
 
+    def _take_over(name: str, key: str) -> str | None:
+        """A solve view: its solver built again, warm-started from the kept solution (its
+        bound certified again); if that moved the solution, the views that read it get
+        new keys."""
+        got = offer.take(key)
+        if got is None or not isinstance(got, np.ndarray) or \
+                got.shape != shape_of(module, name):
+            compute(name)
+            return None
+        module._warm[name] = got
+        compute(name)
+        report.recomputed.pop(name, None)
+        report.reused.append(name)
+        report.warm.append(name)
+        same = np.array_equal(views[name], got)
+        return None if same else _keys.input_token(statefile.content_digest(views[name]),
+                                                   False)
+
+    solves = set(getattr(cls, "SOLVES", ()))
+    # views the solve side computes (solve views, sparse values): never through the
+    # dense printer of parts taken by key
+    solve_side = solves | set(getattr(cls, "SIDE", ()))
     tokens = {d.name: _keys.input_token(_content(offer, d.name, arrays[d.name]),
                                         d.dynamic)
               for d in program.inputs}
@@ -313,14 +354,14 @@ def evaluate(module, arrays: Mapping[str, np.ndarray], offer: Offer, place=None)
         {n: views[n] for n in order if n in views})
     for name, val in computed_transient.items():
         module._prober.seed(name, val)
-    _carry_probes(module, report, offer)
+    carry_probes(module, report.reused, report.keys, offer)
     module.reuse_report = report
     if offer.taken_over is not None:
         close(offer.taken_over)
     if offer.store is not None:  # transient views too: another program may keep them
         defs = {st.name: st.expr for st in program.statements}
         worth = {report.keys[n]: local(v) for n, v in {**kept, **computed_transient}.items()
-                 if not _store.entry_path(offer.store, report.keys[n]).exists()
+                 if dense(v) and not _store.entry_path(offer.store, report.keys[n]).exists()
                  and _store.worth_storing(defs[n], taken.get(n, frozenset()))}
         if partial and worth:  # written while the caller goes on (NumPy views)
             module._store_writes = _store.Writes(offer.store, worth)
@@ -357,59 +398,6 @@ class TakenOver:
 
     def __repr__(self) -> str:
         return f"<{object.__getattribute__(self, '_why')}>"
-
-
-def _shape(module, name: str) -> tuple[int, ...] | None:
-    """The shape the program gives view ``name`` for the module's sizes (None if the
-    sizes do not say)."""
-    import sympy as sp
-
-    from linview.backends.numpy.kernels import Size
-
-    if name in type(module).VIEWS:  # sizes as the module binds them: names, ints, Size
-        return tuple(int(s.value(module.dims) if isinstance(s, Size) else
-                         module.dims[s] if isinstance(s, str) else s)
-                     for s in type(module).VIEWS[name])
-    st = next(st for st in type(module).KEY_PROGRAM.statements if st.name == name)
-    try:
-        return tuple(int(sp.sympify(e).subs({s: module.dims[s.name] for s in
-                                             sp.sympify(e).free_symbols}))
-                     for e in st.expr.shape)
-    except (TypeError, ValueError, KeyError):
-        return None
-
-
-def _carry_probes(module, report: Report, offer: Offer) -> None:
-    """A reused maintained inverse keeps the probe state it had (its vectors and its
-    argument's seed), so the next update is probed as after a fresh load."""
-    mine = module._prober
-    for name in type(module).TRANSIENT:  # seeded, not yet probed: by the argument's key
-        src, shape = offer.seeds.get(report.keys.get(name)), _shape(module, name)
-        if src is not None and name not in mine.seeds and shape is not None \
-                and src[0].seeds[src[1]][0].shape == (shape[0], 1):
-            mine.seeds[name] = tuple(np.copy(x) for x in src[0].seeds[src[1]])
-            if src[1] in src[0].norms:
-                mine.norms[name] = src[0].norms[src[1]]
-    for name in report.reused:
-        src = offer.probes.get(report.keys[name])
-        if src is None:
-            continue
-        prober, w_old, a_old = src
-        mine = module._prober
-        a_new = next((st.expr.children[0].attr for st in type(module).KEY_PROGRAM.statements
-                      if st.name == name and st.expr.children
-                      and st.expr.children[0].op.value == "view"), None)
-        if a_new is None:
-            continue
-        if w_old in prober.states:
-            mine.states[name] = tuple(np.copy(x) for x in prober.states[w_old])
-        shape = _shape(module, a_new)
-        if a_old in prober.seeds and shape is not None \
-                and prober.seeds[a_old][0].shape == (shape[0], 1):
-            mine.seeds[a_new] = tuple(np.copy(x) for x in prober.seeds[a_old])
-        if a_old in prober.norms:
-            mine.norms[a_new] = prober.norms[a_old]
-        mine.arg_of[name] = a_new
 
 
 def split_options(prog, inputs: dict) -> tuple[dict, dict]:

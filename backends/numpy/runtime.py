@@ -420,6 +420,7 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews, store.Writing):
                     "updates": int(self.updates), "dims": dict(self.dims),
                     "extra": dict(extra or {}), "keys": reuse.module_keys(self),
                     **self.PROGRAM_INFO}
+        manifest.update({"least_squares": why} if (why := self.least_squares) else {})
         vectors, manifest["probe"] = _probe.saved(self._prober)  # guards as strict on restore
         statefile.write(path, self._views_for_saving(), manifest, vectors)
 

@@ -16,7 +16,10 @@ input keep their normal triggers (Woodbury and the rest), and
 
 Saving writes the inputs in their storage and the solve views' solutions in the one state
 format (:mod:`linview.statefile`); restoring loads the inputs again, warm-started from the
-solutions, so that every bound is certified again from exact residuals.
+solutions, so that every bound is certified again from exact residuals.  Loads with
+``reuse=``/``store=`` (and an edited program's restore) take views by key
+(:mod:`.reuse`): sparse inputs keyed by their CSR arrays, a solve view taken over with its
+solver built again, warm from the kept solution.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections.abc import Mapping
 import numpy as np
 import scipy.sparse as sps
 
-from linview.backends.numpy import numeric, reuse, solve_state
+from linview.backends.numpy import numeric, solve_state
 from linview.backends.numpy.kernels import as_matrix
 from linview.backends.numpy.runtime import TriggerModule
 from linview.backends.numpy.solve_view import Rebuild, SolveView, scalar  # noqa: F401 - sv.*
@@ -104,14 +107,9 @@ class SolveModule(TriggerModule):
         self._restored = dict(_restored or {})  # dense views of a state file, as saved
         self._direct = False  # verify(): direct solves, no solver is touched
         self._edge_changes = None
-        t0 = time.perf_counter()
-        super().__init__(**kwargs)
+        # reuse=, store=, an edited program: views by key, solve views taken over warm
+        super().__init__(_reuse=_reuse, **kwargs)  # (backends/numpy/reuse.py)
         self._warm = {}
-        if _reuse is not None:  # reuse=, store=, an edited program: nothing kept by key yet
-            self.reuse_report = reuse.Report(
-                recomputed={"every view": time.perf_counter() - t0},
-                note="a program with solve views computes every view: its views are not "
-                     "kept by key yet, and nothing is written to a store")
 
     def _configure(self, opts: dict) -> None:
         self.solve_tolerance, self.method = opts["tolerance"], opts["method"]
@@ -123,7 +121,7 @@ class SolveModule(TriggerModule):
         super()._configure({**opts, "tolerance": self.solve_tolerance or 1e-6})
 
     # -------------------------------------------------------------- inputs and views
-    def _validate_inputs(self, inputs: Mapping[str, object]) -> dict:
+    def _validate_inputs(self, inputs: Mapping[str, object], keep=()) -> dict:
         names = list(self.INPUTS)
         missing = [n for n in names if n not in inputs]
         extra = [n for n in inputs if n not in names]
@@ -313,7 +311,7 @@ class SolveModule(TriggerModule):
         (sparse LU): costs a factorisation."""
         self._direct = True
         try:
-            fresh = self._evaluate(self.dims, {n: self._store[n] for n in self.INPUTS})
+            fresh = self._evaluate(self.dims, {n: self._view(n) for n in self.INPUTS})
         finally:
             self._direct = False
         errs = {}

@@ -5,11 +5,13 @@ arrays (``NAME@data``, ``NAME@indices``, ``NAME@indptr``, ``NAME@shape``), a sto
 as its edge list (``NAME@src``, ``NAME@dst``, ``NAME@w``, ``NAME@n``), all float64 (node
 ids are exact below 2⁵³); each solve view's solution as ``NAME@x``; every other dense
 view as ``NAME@view``, with the probe state of maintained inverses beside them.  The
-manifest's ``storage`` says which input is which.  :func:`linview.restore` loads the
-inputs again (:func:`inputs_of`), takes the dense views as saved (:func:`dense_views_of`),
-and evaluates only the solve views, warm-started from their saved solutions
-(:func:`solutions_of`) so that each bound is certified again from an exact residual, and
-the sparse values of the solve side (which are not saved).
+manifest's ``storage`` says which input is which, its ``keys`` the key of each saved view
+(by array name: an edited program's restore, or ``load(reuse=path)``, takes them by
+key).  :func:`linview.restore` loads the inputs again (:func:`inputs_of`), takes the
+dense views as saved (:func:`dense_views_of`), and evaluates only the solve views,
+warm-started from their saved solutions (:func:`solutions_of`) so that each bound is
+certified again from an exact residual, and the sparse values of the solve side (which
+are not saved).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import scipy.sparse as sps
 
 from linview import statefile
 from linview.backends.numpy import probe as _probe
+from linview.backends.numpy import reuse
 from linview.errors import StateError
 from linview.solve.stochastic import StochasticMatrix
 
@@ -49,12 +52,17 @@ def write(path, module, extra: dict | None = None) -> None:
                 isinstance(v, np.ndarray):
             arrays[f"{name}@view"] = v
     probes, probe_doc = _probe.saved(module._prober)  # guards as strict on restore
+    keys = reuse.module_keys(module)  # the views by key: an edited program takes them
+    keyed = {a: keys[a.split("@")[0]] for a in arrays
+             if a.endswith(("@x", "@view")) and a.split("@")[0] in keys}
     manifest = {"program": module.PROGRAM, "hash": module.SOURCE_HASH,
                 "updates": int(module.updates), "dims": dict(module.dims),
                 "extra": dict(extra or {}), "storage": storage,
                 "solve_options": {"tolerance": module.solve_tolerance,
                                   "method": module.method},
-                "probe": probe_doc, **module.PROGRAM_INFO}
+                "probe": probe_doc, "keys": keyed, **module.PROGRAM_INFO}
+    if (why := module.least_squares):  # which least-squares form and why (linview.lstsq)
+        manifest["least_squares"] = why
     statefile.write(path, {k: np.asarray(a, dtype=np.float64) for k, a in arrays.items()},
                     manifest, probes)
 

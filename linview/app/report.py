@@ -43,10 +43,12 @@ def print_solve_cost(console, solve: dict) -> None:
         console.print(f"solve view {v['view']} ({v['shape'][0]}×{v['shape'][1]}): method "
                       f"{v['method']}, tolerance {v['tolerance']:g}; kept with its residual "
                       f"in {_bytes(v['state_bytes'])}")
+        where = "fits" if v.get("iterate_in_cache") else "does not fit"
         console.print(f"  one sweep (A times the iterate): {_fl(v['sweep_flops'])} flops, "
-                      f"{_bytes(v['sweep_bytes'])} moved, at least {_secs(v['sweep_s'])} "
-                      "(the calibrated streaming rate; a sparse product's scattered reads "
-                      "are slower)")
+                      f"{_bytes(v['sweep_bytes'])} moved, about {_secs(v['sweep_s'])} "
+                      f"(the calibrated streaming rate; the iterate {where} a core's own "
+                      f"{_bytes(v.get('cache_bytes', 0))} cache, so each scattered read "
+                      f"moves {'its 8 bytes' if v.get('iterate_in_cache') else 'a 64-byte line'})")
         console.print("  re-evaluation: about log(tolerance)/log(s) sweeps for A = I - s·M; an "
                       "update: its changed entries, then pushes until the residual certifies "
                       "the tolerance again (at most a warm re-solve, log(δ/tolerance)/log(1/s) "

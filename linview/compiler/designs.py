@@ -98,6 +98,30 @@ def gram_design(a: Node, b: Node, views: dict | None = None) -> tuple[Node, str]
     return None
 
 
+def sqrt_weighted(a: Node, b: Node, views: dict) -> tuple[Node, Node, Node] | None:
+    """``(F, Y, w)`` when ``a \\ b`` is ``(sqrt(w).*F) \\ (sqrt(w).*Y)`` (w an input column,
+    ``sqrt(w)`` inline or a view, broadcast over F's columns; F a design, Y an input): the
+    weighted least squares ``(Fᵀ diag(w) F) \\ (Fᵀ diag(w) Y)``, as Octave users write it
+    when they mean QR of the weighted data; else None."""
+    def scaled(x: Node) -> tuple[Node, Node] | None:  # s .* x: (s's input w, x)
+        if x.op is not Op.EMUL:
+            return None
+        s, x = x.children
+        if s.op is Op.MUL and s.children[1].op is Op.ONES:  # sqrt(w) * ones(1, c)
+            s = s.children[0]
+        s = views.get(s.attr, s) if s.op is Op.VIEW else s
+        if s.op is Op.MAP and s.attr == ("sqrt", None) and s.children[0].op is Op.INPUT \
+                and s.children[0].cols == 1:
+            return s.children[0], x
+        return None
+    fa, fb = scaled(a), scaled(b)
+    if fa is None or fb is None or fa[0] is not fb[0] or fb[1].op is not Op.INPUT:
+        return None
+    f = fa[1]
+    design = views.get(f.attr, f) if f.op is Op.VIEW else f
+    return (f, fb[1], fa[0]) if design_of(design) is not None else None
+
+
 def design_blocks(design: Node) -> tuple:
     """F's blocks in order: an input's name, or the number of columns of a block of ones
     (``('X',)`` for an input F, ``(1, 'X')`` for ``[ones(m,1) X]``)."""

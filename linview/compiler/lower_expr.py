@@ -185,6 +185,9 @@ class ExpressionLowering:
             return self.build(Op.MUL, self.build(Op.PINV, a, pos=e.pos), b, pos=e.pos)
         at = ir.transpose(a)
         if self.uni.resolve(a.rows) > self.uni.resolve(a.cols):
+            if (sw := designs.sqrt_weighted(a, b, {s.name: s.expr for s in self.statements})):
+                a, b, w = sw  # (sqrt(w).*F) \ (sqrt(w).*Y): weighted, Fᵀ·diag(w)·F
+                at = self.build(Op.MUL, ir.transpose(a), self.build(Op.DIAG, w, attr="tomat"))
             gram = self.build(Op.MUL, at, a, pos=e.pos)
             rhs = self.build(Op.MUL, at, b, pos=e.pos)
             stable = self.gram_solve(gram, rhs, hint, e)

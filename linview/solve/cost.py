@@ -8,12 +8,13 @@ can be said before there is data, and what this report gives:
 
 * storage: a sparse or stochastic input holds its non-zeros (``--dims nnz_M=...``, else
   :data:`ASSUMED_PER_COLUMN` per column, marked as assumed), not ``n²`` numbers;
-* one *sweep*, a product of A with the iterate (``2·nnz`` flops, ``12·nnz`` bytes and the
-  vectors), priced with the calibrated streaming rate as a lower bound (a sparse product
-  reads the iterate at scattered places, which is slower): re-evaluation from scratch costs
-  about ``log(tolerance) / log(s)`` sweeps for ``A = I - s·M``, an update between a few
-  entries and a warm re-solve of ``log(δ / tolerance) / log(1/s)`` sweeps (δ the L1 size
-  of the change's residual);
+* one *sweep*, a product of A with the iterate, priced by the bytes it moves at the
+  calibrated one-thread streaming rate, cache-aware (:func:`sweep_bytes`): the CSR arrays,
+  then one read of the iterate per non-zero, 8 bytes while the iterate fits the core's own
+  cache and a whole 64-byte line once it does not, and the passes over n that a step of
+  power iteration makes.  Re-evaluation from scratch costs about ``log(tolerance) /
+  log(s)`` sweeps for ``A = I - s·M``, an update between a few entries and a warm re-solve
+  of ``log(δ / tolerance) / log(1/s)`` sweeps (δ the L1 size of the change's residual);
 * measured per-update times on real-sized graphs come from ``bench/pagerank_graph.py``;
 * with a tolerance and a micro-batch size (``linview cost --tolerance T --batch b``), a
   prediction of whether maintenance pays against warm-started power iteration run to the
@@ -23,6 +24,7 @@ can be said before there is data, and what this report gives:
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from linview.compiler import ir
 from linview.compiler.calibrate import rates
@@ -30,11 +32,7 @@ from linview.compiler.ir import Op
 from linview.errors import CompileError
 from linview.solve.sparsity import input_reasons, sparse_views
 
-#: a sparse product reads the iterate at scattered places: a power-iteration step took
-#: about this many times the streaming-rate bound of a sweep in ``bench/pagerank_graph.py``
-#: (48 ms at 10⁶ nodes and 9.3·10⁶ edges against a bound of 8.6 ms on its machine)
-SCATTER = 5.0
-#: The laws of :func:`predict_push`, measured as work counts (power-iteration steps, links
+#: the laws of :func:`predict_push`, measured as work counts (power-iteration steps, links
 #: push reads: ``solver.stats["edges"]``) by ``bench/pagerank_graph.py --table --seed 7``
 #: at 10⁵ nodes, on another graph than the table's (docs/solve_views.md, "Whether
 #: maintenance pays").  Power iteration after a batch: the L1 norm of the batch's residual
@@ -43,26 +41,76 @@ SCATTER = 5.0
 #: top of PI_LEFT (what the previous stop left, in units of the stop test)
 PI_DECAY = 0.56
 PI_LEFT = 0.11
-#: push: links read per unit of the reduction ρ, in sweeps (the mean over batches), while
-#: the residual is local; once it spreads, the steps of power iteration less PUSH_HEAD
+#: push: its dense rounds (a push from every node: one sweep each, ``stats["sweeps"]``),
+#: per unit of the reduction ρ (the mean over batches) while the residual is local; once
+#: it spreads, the steps of power iteration less PUSH_HEAD.  Between the two (ρ about 1)
+#: push does fewer than either law says: the two are combined as a smooth minimum,
+#: ``1 / (1/local + 1/spread)`` (measured 1.0–1.3 at ρ = 1.25 against 2.0 and 2.7)
 PUSH_LINKS = 1.6
 PUSH_HEAD = 2.5
+#: push's local rounds (frontiers of at most n/32 nodes) read LOCAL_LINKS sweeps' worth
+#: of links per unit of ρ, and at most LOCAL_CAP: a frontier wider than n/32 nodes (about
+#: nnz/32 links) is pushed as a dense round (measured 0.004–0.007 at ρ = 0.125,
+#: 0.03–0.08 at 1.25, 0.02–0.08 beyond, at 10⁵ nodes; 0.02–0.03 at 10⁶)
+LOCAL_LINKS = 0.04
+LOCAL_CAP = 1 / 32
 #: push's time: per batch (the drive's first rounds), per edge change (validating it,
-#: changing its column and the residual: 90 ms for 100 changes at 10⁵ nodes while the
-#: trigger built factors for them, now 85 µs each), per link gathered (bytes at the
-#: streaming rate: the gather, the products, the scattered adds, the L1 sums) and per
-#: dense round (a sweep's product plus passes over n: PUSH_DENSE sweeps); the cheaper of
-#: the last two is what push does (a wide frontier becomes a dense round)
+#: changing its column and the residual: 70–130 µs measured), per link of a local round
+#: (LOCAL_LINK_S: the gather, the scattered adds, the frontier's distinct ids, the L1 sums,
+#: a dozen NumPy calls over the frontier; 130–185 ns measured at 10⁵ and at 10⁶ nodes
+#: alike, so bound by those calls, not by memory) and per dense round (a product of M,
+#: the correction product of the columns changed since M's last compaction, and about as
+#: many passes over n as a step of power iteration: PUSH_DENSE steps, 1.3–1.45 measured
+#: at 10⁶ nodes, 1.2 at 10⁵: 15 dense rounds in 40 ms beside 1.7 ms steps)
 PUSH_FIXED_S = 0.4e-3
-PUSH_CHANGE_S = 85e-6
-PUSH_LINK_BYTES = 94
-PUSH_DENSE = 1.7
+PUSH_CHANGE_S = 60e-6
+LOCAL_LINK_S = 100e-9
+PUSH_DENSE = 1.3
 #: a predicted speedup within this factor of 1 is "about even": the measurements on a
 #: shared machine spread more than that between batches of one cell
 EVEN = 1.5
 
 #: non-zeros per column assumed for a sparse input whose count ``--dims`` does not give
 ASSUMED_PER_COLUMN = 10
+#: a step of power iteration (``bench/pagerank_graph.py``: the product, scaling, the
+#: dangling and teleport terms, the difference, its absolute value and sum) reads or
+#: writes the n×p iterate about this many times besides the product's own reads
+STEP_PASSES = 12
+#: bytes a scattered read of the iterate moves once the iterate is larger than the core's
+#: own cache: a cache line (measured: a product of a 10⁶-node, 9.3·10⁶-link graph took
+#: 37 ms, the CSR arrays streamed 6 ms of it; 9.3·10⁶ lines at the streaming rate 31 ms)
+LINE = 64
+#: the core's own cache when the machine does not say (the level-2 size of common cores)
+DEFAULT_CACHE = 1 << 20
+
+
+def private_cache_bytes() -> int:
+    """The size of a core's own (level-2) cache, from sysfs; :data:`DEFAULT_CACHE` where
+    the machine does not say.  A last-level cache is shared with the other cores and their
+    jobs, and an iterate that fits only there was measured as slow as memory: a 10⁶-node
+    iterate (8 MB) read at 64 bytes a read on a machine with a 480 MiB shared cache."""
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    try:
+        for index in sorted(base.glob("index*")):
+            if (index / "level").read_text().strip() == "2":
+                size = (index / "size").read_text().strip().upper()
+                scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
+                return int(size.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        pass
+    return DEFAULT_CACHE
+
+
+def sweep_bytes(n: int, nnz: int, p: int = 1, cache: int | None = None) -> float:
+    """Bytes one step of power iteration over an n-node graph of ``nnz`` links moves for
+    an n×p iterate: the CSR arrays (8-byte values, 4-byte column ids and row starts), one
+    scattered read of a row of the iterate per link (its bytes while the iterate fits the
+    core's own ``cache``, else whole :data:`LINE` s) and :data:`STEP_PASSES` passes over
+    the iterate."""
+    cache = private_cache_bytes() if cache is None else cache
+    row = 8 * p
+    gather = row if 8 * n * p <= cache else LINE * -(-row // LINE)
+    return 12.0 * nnz + 4.0 * n + gather * nnz + STEP_PASSES * 8.0 * n * p
 
 
 def split_nnz(program: ir.Program, dims: dict) -> tuple[dict, dict]:
@@ -107,32 +155,35 @@ def solve_cost_report(compiled, tolerance: float | None = None, batch: int = 1,
         method, tol = st.expr.attr
         a = st.expr.children[0]
         rows, p = int(sizes.value(st.expr.rows)), int(sizes.value(st.expr.cols))
-        fl, by = 0.0, 24.0 * rows * p  # the iterate, the residual and the result
+        fl, links, dense = 0.0, 0, 0.0
         for leaf in ir.leaves(a, Op.INPUT, Op.VIEW):
             if leaf.attr in nnz:
-                fl, by = fl + 2.0 * nnz[leaf.attr] * p, by + 12.0 * nnz[leaf.attr]
+                fl, links = fl + 2.0 * nnz[leaf.attr] * p, links + nnz[leaf.attr]
             elif (m := int(sizes.value(leaf.rows))) * (n := int(sizes.value(leaf.cols))) > 1:
-                fl, by = fl + 2.0 * m * n * p, by + 8.0 * m * n  # a dense operand (not s)
+                fl, dense = fl + 2.0 * m * n * p, dense + 8.0 * m * n  # a dense operand
+        cache = private_cache_bytes()
+        by = sweep_bytes(rows, links, p, cache) + dense
         view = {"view": st.name, "shape": [rows, p], "method": method,
                 "tolerance": tol, "sweep_flops": fl, "sweep_bytes": by,
-                "sweep_s": max(fl / r.gemm1_flops, by / r.stream1_bytes) + r.call_s,
+                "iterate_in_cache": 8 * rows * p <= cache, "cache_bytes": cache,
+                "sweep_s": max(fl / r.gemm1_flops, by / r.stream1_bytes)
+                + STEP_PASSES * r.call_s,
                 "state_bytes": 24 * rows * p}
         if tolerance is not None and method in ("push", "auto") and nnz:
             view["prediction"] = predict_push(rows, max(nnz.values()), damping, tolerance,
-                                              batch, SCATTER * view["sweep_s"],
-                                              PUSH_LINK_BYTES / r.stream1_bytes)
+                                              batch, view["sweep_s"])
         views.append(view)
     sparse = [{"view": v, "why": w} for v, w in
               sparse_views(compiled.lowered or prog, compiled.options.get("sparse")).items()]
     return {"inputs": inputs, "views": views, "sparse_views": sparse}
 
 
-def predict_push(n: int, nnz: int, s: float, tol: float, batch: int, sweep_s: float,
-                 link_s: float) -> dict:
+def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
+                 sweep_s: float) -> dict:
     """Does push maintenance of ``(I - s·M) \\ B`` pay, per micro-batch of ``batch`` edge
     changes at certified L1 tolerance ``tol``, against warm power iteration?  ``sweep_s``
-    is one product of M with the iterate (all its columns: several columns are priced as
-    one, see docs/solve_views.md), ``link_s`` one link that push gathers.
+    is one step of power iteration (:func:`sweep_bytes`; all the iterate's columns:
+    several columns are priced as one, see docs/solve_views.md).
 
     An edge change at node j moves ``s·x_j·‖ΔM[:, j]‖₁ ≈ 2·s·x_j/(deg_j + 1)`` of L1 mass
     into the residual; with ``x_j ≈ 1/n`` on average (every column sums to 1) a batch
@@ -142,23 +193,25 @@ def predict_push(n: int, nnz: int, s: float, tol: float, batch: int, sweep_s: fl
 
     * power iteration stops at ``‖x_{k+1} - x_k‖₁ ≤ tol·(1 - s)``, after
       ``k = 1 + log(1 + 0.9·ρ/PI_LEFT) / log(1/PI_DECAY)`` steps of ``sweep_s``;
-    * push reads ``w = min(PUSH_LINKS·ρ, max(k - PUSH_HEAD, 1))`` sweeps' worth of links,
-      each sweep's worth at the cheaper of ``nnz·link_s`` (gathered) and
-      ``PUSH_DENSE·sweep_s`` (a dense round), plus ``PUSH_FIXED_S`` and
-      ``batch·PUSH_CHANGE_S``.
+    * push makes ``w = 1 / (1/(PUSH_LINKS·ρ) + 1/max(k - PUSH_HEAD, 1))`` dense rounds
+      of ``PUSH_DENSE·sweep_s`` each (the smooth minimum of the local and the spread
+      law) and reads ``min(LOCAL_LINKS·ρ, LOCAL_CAP)·nnz`` links in local rounds at
+      ``LOCAL_LINK_S`` each, plus ``PUSH_FIXED_S`` and ``batch·PUSH_CHANGE_S``.
 
     The predicted speedup is the ratio of the two times."""
     target = 0.9 * tol * (1 - s)
     delta = batch * 2 * s / (n * (nnz / max(n, 1) + 1))
     rho = delta / target
     steps = 1 + math.log1p(0.9 * rho / PI_LEFT) / math.log(1 / PI_DECAY)
-    sweeps = min(PUSH_LINKS * rho, max(steps - PUSH_HEAD, 1.0))
-    push_s = PUSH_FIXED_S + batch * PUSH_CHANGE_S + sweeps * min(nnz * link_s,
-                                                                  PUSH_DENSE * sweep_s)
+    local, spread = PUSH_LINKS * rho, max(steps - PUSH_HEAD, 1.0)
+    sweeps = local * spread / (local + spread) if local > 0 else 0.0
+    links = min(LOCAL_LINKS * rho, LOCAL_CAP) * nnz
+    push_s = (PUSH_FIXED_S + batch * PUSH_CHANGE_S + links * LOCAL_LINK_S
+              + sweeps * PUSH_DENSE * sweep_s)
     speedup = steps * sweep_s / push_s
     verdict = "pays" if speedup >= EVEN else ("does not pay" if speedup <= 1 / EVEN
                                                else "about even")
     return {"tolerance": tol, "batch": batch, "residual_per_batch": delta, "target": target,
             "reduction": rho, "power_steps": steps, "push_sweeps": sweeps,
-            "power_s": steps * sweep_s, "push_s": push_s,
+            "push_local_links": links, "power_s": steps * sweep_s, "push_s": push_s,
             "predicted_speedup": speedup, "verdict": verdict}

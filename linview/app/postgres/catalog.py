@@ -11,9 +11,10 @@ import re
 import numpy as np
 
 from linview.app.postgres import edges, entries
+from linview.app.postgres.keys import Keys
 from linview.app.postgres.pgoutput import format_lsn
 from linview.app.postgres.source import copy_table
-from linview.app.postgres.tables import BadRow, Keys, TableInput, parse_key, parse_values
+from linview.app.postgres.tables import BadRow, TableInput, parse_key, parse_values
 from linview.errors import InputError, UpdateError
 
 

@@ -35,8 +35,8 @@ def add_source_arguments(r) -> None:
     g.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="a scalar input, e.g. --param d=0.85")
     g.add_argument("--window-ms", type=float, default=50.0, metavar="MS",
-                   help="transactions committed within this many ms form one micro-batch "
-                   "(default 50)")
+                   help="transactions committed in one window of this many ms (windows "
+                   "on a grid of commit times) form one micro-batch (default 50)")
     g.add_argument("--batch-rows", type=int, default=None, metavar="N",
                    help="at most N row changes per micro-batch when catching up (whole "
                    "transactions; default: a quarter of the widest rows input's columns, "

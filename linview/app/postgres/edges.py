@@ -59,16 +59,17 @@ def weight(text) -> float:
     return float(w)
 
 
-def node(text, n: int, what: str = "node") -> int:
-    """A 1-based index (a node id; a row or column of an entry) in 1..n."""
+def node(text, n: int | None, what: str = "node") -> int:
+    """A 1-based index (a node id; a row or column of an entry) in 1..n (``n`` None: a
+    size that may grow, :mod:`.grow`)."""
     if text is None or text is UNCHANGED:
         raise BadRow(f"no {what} (is it in the table's REPLICA IDENTITY?)")
     try:
         k = int(text)
     except ValueError:
         raise BadRow(f"non-integer {what} {text!r}") from None
-    if not 1 <= k <= n:
-        raise BadRow(f"{what} {k} out of range 1..{n}")
+    if k < 1 or (n is not None and k > n):
+        raise BadRow(f"{what} {k} out of range 1..{n if n is not None else ''}")
     return k
 
 
@@ -76,7 +77,11 @@ def changes(ei: EdgeInput, ch, cols: dict[str, int], n: int, present: set) -> li
     """One Insert/Update/Delete of the edges table as edge records (``present``, the links
     linview has, is updated)."""
     def link(row):
-        return node(row[cols[ei.src]], n), node(row[cols[ei.dst]], n)
+        a, b = row[cols[ei.src]], row[cols[ei.dst]]
+        try:
+            return node(a, n), node(b, n)
+        except BadRow as e:
+            raise BadRow(f"link {a} -> {b}: {e}") from None
 
     old = link(ch.old) if ch.old is not None else None
     new = link(ch.new) if ch.new is not None else None

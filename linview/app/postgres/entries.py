@@ -48,8 +48,11 @@ def changes(ei: EntryInput, ch, cols: dict[str, int], shape, present: set) -> li
     """One Insert/Update/Delete of the entries table as entry records (``"value"``: the
     new value, None for a deleted entry; :func:`.tables.collapse` makes them updates)."""
     def at(row):
-        return (node(row[cols[ei.i]], shape[0], "row"),
-                node(row[cols[ei.j]], shape[1], "column"))
+        i, j = row[cols[ei.i]], row[cols[ei.j]]
+        try:
+            return node(i, shape[0], "row"), node(j, shape[1], "column")
+        except BadRow as e:
+            raise BadRow(f"entry ({i}, {j}): {e}") from None
 
     old = at(ch.old) if ch.old is not None else None
     new = at(ch.new) if ch.new is not None else None

@@ -31,15 +31,16 @@ from pathlib import Path
 import numpy as np
 
 from linview.app import wal
-from linview.app.postgres import catalog, edges, entries, grow
+from linview.app.postgres import catalog, edges, grow, mapping
 from linview.app.postgres import choice as batch_choice
 from linview.app.postgres import source as src
 from linview.app.postgres.edges import EdgeInput
 from linview.app.postgres.entries import EntryInput
+from linview.app.postgres.keys import Keys
 from linview.app.postgres.pgoutput import format_lsn
-from linview.app.postgres.schema import check_columns, check_schema, static_changed
+from linview.app.postgres.schema import check_columns, check_schema
 from linview.app.postgres.sink import Sink
-from linview.app.postgres.tables import BINARY_TYPES, Keys, Mapper, TableInput, collapse, rows_of
+from linview.app.postgres.tables import BINARY_TYPES, TableInput, collapse, rows_of
 from linview.app.records import Record, canonical
 from linview.app.stream import Stream
 from linview.errors import InputError, StateError, UpdateError
@@ -72,8 +73,8 @@ class PostgresRun:
         self.reevaluate_above, self.load_options = reevaluate_above, load_options
         self._stop: list[int] = []  # a signal, or stop(): serve() ends after the batch
         self.latencies: list[float] = []  # COMMIT (the server's clock) to results committed
-        self.grow_groups: dict[str, list[str]] = {}  # inputs that may grow (.grow)
-        self.grown: dict[str, int] = {}
+        self.grow_groups: dict[tuple, list[tuple]] = {}  # sizes that may grow (.grow)
+        self.grown: dict[str, int | list] = {}
         self._commit_times: list[float] = []
         self.tables: dict[str, list[TableInput]] = {}
         for ti in tables:
@@ -149,7 +150,7 @@ class PostgresRun:
             repl.close()
         if self.ckpt is not None:
             self.ckpt.mkdir(parents=True, exist_ok=True)
-            (self.ckpt / "keys-0.json").write_text(keys.to_json())
+            keys.save(self.ckpt, 0)
             (self.ckpt / "columns.json").write_text(json.dumps(self.catalog))
         self._load(arrays)
         self.stream.pos["source_batch"] = point
@@ -209,38 +210,14 @@ class PostgresRun:
 
     def _start(self, keys: Keys) -> None:
         self.views = self.stream.views
-        dynamic = set(getattr(self.views, "DYNAMIC", ()))
-        static = {n: t for n, t in self.table_of.items() if dynamic and n not in dynamic}
-        for name, table in static.items():
-            if table not in self.tables:
-                raise InputError(f"input {name} reads table {table}, but the program does "
-                                 "not declare it dynamic", hint="add '%#linview dynamic "
-                                 f"{name}' to the program")
-        shapes = {ti.input: tuple(self.views._views[ti.input].shape)
-                  for tis in self.tables.values() for ti in tis if ti.input not in static}
-        handlers = {t: (lambda ch, cols, present, n=n, t=t: static_changed(n, t))
-                    for n, t in static.items()}
-        for t, ei in self.links.items():
-            n = self.views._views[ei.input].shape[0]
-            handlers[t] = (lambda ch, cols, present, ei=ei, n=n:
-                           edges.changes(ei, ch, cols, n, present))
-        for t, ei in self.cells.items():
-            shape = self.views._views[ei.input].shape
-            handlers[t] = (lambda ch, cols, present, ei=ei, shape=shape:
-                           entries.changes(ei, ch, cols, shape, present))
-        self.mapper = Mapper(self.tables, shapes, self.key, keys, handlers)
+        self.mapper, self.grow_groups = mapping.mapper(
+            self.prog.program, self.views, self.tables, self.links, self.cells,
+            self.table_of, self.key, keys)
         if self.batch_rows is None:  # a rank-k update pays while k is well below the width
-            widths = [s[1] for s in shapes.values()]  # the widest input's views cost most
-            self.batch_rows = int(np.clip(max(widths, default=4 * src.BATCH_ROWS) // 4, 16,
-                                          src.BATCH_ROWS))
+            width = mapping.widest(self.mapper, self.tables, 4 * src.BATCH_ROWS)
+            self.batch_rows = int(np.clip(width // 4, 16, src.BATCH_ROWS))
         for name, cols in self.catalog.items():
             self.mapper.set_columns(name, cols)
-        table_inputs = {ti.input for tis in self.tables.values() for ti in tis}
-        on_numpy = not hasattr(self.views, "distributed")  # inputs grow on NumPy only
-        if on_numpy and not self.links and not self.cells and all(
-                isinstance(self.views._views[n], np.ndarray) for n in table_inputs):
-            self.grow_groups = grow.groups(self.prog.program, table_inputs)
-            self.mapper.growable = set(self.grow_groups)
         batch_choice.pin(self.views)  # the runtime's switching would change the numbers
         if self.stream.log is not None:
             self.stream.log.deferred = True  # synced once per window, before the results
@@ -340,7 +317,8 @@ class PostgresRun:
         of a window applied while it is open (``publish=False``) are logged and applied
         as batches of their own, and become visible with the window's last part."""
         changed, end = [], self.applied
-        before = {t: set(k) for t, k in self.mapper.keys.present.items()}
+        self.mapper.keys.begin_batch()  # the keys before the batch, without a copy
+        before = self.mapper.keys.before()
         for tx in txs:
             lsn = tx.commit.end_lsn
             if lsn <= self.applied:
@@ -365,7 +343,7 @@ class PostgresRun:
             changed += [(d, where) for d in dicts]
             end = lsn
         if self.mapper.grow:  # inserts past an input's rows: larger inputs first
-            self._grow(Keys(before))
+            self._grow(self.mapper.keys.before_copy())
         if end > self.applied:
             recs = collapse(changed, before, self.table_of,
                             lambda n, idx: rows_of(self.views._views[n], idx))
@@ -402,11 +380,14 @@ class PostgresRun:
             self._checkpoint()
 
     def _grow(self, before: Keys) -> None:
-        """Load the views again from their inputs with zero rows added (:mod:`.grow`),
-        before the batch; its checkpoint holds ``before``, the rows before the batch."""
-        new = grow.sizes(self.mapper.grow, self.grow_groups, self.stream.shapes)
-        arrays = {n: grow.padded(self.views._views[n], new[n]) if n in new
-                  else self.views._views[n] for n in self.table_of}
+        """Load the views again from their inputs with rows, columns or nodes added
+        (:mod:`.grow`), before the batch; its checkpoint holds ``before``, the keys before
+        the batch."""
+        kinds = mapping.layouts(self.tables, self.links, self.cells)
+        new = grow.sizes(self.mapper.grow, self.grow_groups, self.stream.shapes, kinds)
+        vs = self.views._views  # links as they are now (a StochasticMatrix changes in place)
+        arrays = {n: grow.padded(vs[n], new.get(n, vs[n].shape))
+                  if n in new or kinds[n] == "edges" else vs[n] for n in self.table_of}
         if self.ckpt is not None:  # a crash from here on finds no state: a fresh load
             (self.ckpt / "state.npz").unlink(missing_ok=True)
         pos, stats = dict(self.stream.pos), self.stream.stats
@@ -417,7 +398,8 @@ class PostgresRun:
         self.stream.stats = stats
         self._start(self.mapper.keys)
         self._checkpoint(before)
-        self.grown.update(new)
+        self.grown.update({n: list(v) if kinds[n] == "entries" else v[0]
+                           for n, v in new.items()})
 
     def _checkpoint(self, keys: Keys | None = None) -> None:  # the keys first: a crash
         if self.ckpt is None:  # between leaves both files
@@ -435,7 +417,7 @@ class PostgresRun:
         if self.choice.threshold is not None:
             stats["reevaluate_above"] = self.choice.threshold
         if self.grown:
-            stats["grown"] = self.grown  # {input: rows} of inputs that grew
+            stats["grown"] = self.grown  # {input: rows, nodes or [rows, cols]} grown
         solvers = getattr(self.views, "solvers", None)
         if solvers:  # solve views: their certified bounds (sparse inputs may have none)
             stats["error_bound"] = {o: self.views.error_bound(o) for o in self.views.outputs

@@ -12,6 +12,7 @@ change is missed or counted twice between the load and the first streamed transa
 from __future__ import annotations
 
 import io
+import math
 import select
 import time
 from dataclasses import dataclass, field
@@ -161,7 +162,8 @@ class ChangeStream:
         (transactions, marker reached).
 
         * The first one to arrive (waiting up to ``first_timeout``), and those committed
-          within ``window`` seconds of it (by commit time), read while they keep coming.
+          in the same window of the commit-time grid (:func:`window_end`), read while
+          they keep coming and until the window's end on linview's clock.
         * While the window is open and nothing is there to read, ``idle(transactions)``
           (when given) is handed the transactions received and not yet handed over, to be
           applied while waiting (their results are written when the window closes); only
@@ -178,6 +180,7 @@ class ChangeStream:
         t_first, rows, handed = time.monotonic(), sum(len(t.changes) for t in txs), 0
         while True:
             first = txs[0].commit.commit_time if txs else None
+            end = window_end(first, window) if txs else None
             backlog = first is not None and first < self.started
             behind = first is not None and time.time() - first > window + BEHIND
             if not txs:
@@ -191,8 +194,10 @@ class ChangeStream:
                 if got is None and idle is not None and handed < len(txs):
                     idle(txs[handed:])  # nothing to read: apply what came, then wait
                     handed = len(txs)
-                if got is None:
-                    got = self._next(max(window - (time.monotonic() - t_first), 0.0))
+                if got is None:  # until the window's end, on linview's clock (at most
+                    # a window after the first one arrived, whatever the clocks' skew)
+                    got = self._next(max(min(end - time.time(),
+                                             window - (time.monotonic() - t_first)), 0.0))
             if got is None:
                 return txs[handed:], False
             if isinstance(got, str):
@@ -202,13 +207,23 @@ class ChangeStream:
             t = got.commit.commit_time
             if txs and (rows + len(got.changes) > self.batch_rows
                         or (backlog and t >= self.started)
-                        or (not backlog and not behind and t >= first + window)):
+                        or (not backlog and not behind and t >= end)):
                 self.held = got
                 return txs[handed:], False
             if not txs:
                 t_first = time.monotonic()
             txs.append(got)
             rows += len(got.changes)
+
+
+def window_end(first: float, window: float) -> float:
+    """The end of the window that holds commit time ``first`` (seconds since the epoch):
+    windows are aligned to a grid of ``window`` seconds, so a transaction waits for the
+    window's end half a window on average, not a window minus its distance from the
+    window's first transaction (the median of a window opened by its first commit)."""
+    if window <= 0:
+        return first
+    return (math.floor(first / window) + 1) * window
 
 
 def emit_marker(sql_conn, prefix: str) -> None:

@@ -14,16 +14,16 @@ that a delete or update of a row linview does not have is an error, not a silent
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 from dataclasses import dataclass
 
 import numpy as np
 
+from linview.app.postgres.keys import Keys, Staged
 from linview.app.postgres.pgoutput import UNCHANGED, format_lsn
 from linview.app.records import pack
-from linview.errors import InputError, StateError, UpdateError
+from linview.errors import InputError, UpdateError
 
 #: an array or number column's text: what COPY and pgoutput send
 _NULL = "\\N"
@@ -160,64 +160,6 @@ def parse_key(text, oid: int | None = None) -> int:
     return k
 
 
-class Keys:
-    """The rows present in each mapped table (linview's copy), with the input shapes."""
-
-    def __init__(self, present: dict[str, set[int]]):
-        self.present = present
-
-    def to_json(self) -> str:
-        return json.dumps({t: sorted(k) for t, k in self.present.items()})
-
-    @classmethod
-    def from_json(cls, text: str) -> Keys:
-        return cls({t: {tuple(x) if isinstance(x, list) else x for x in k}
-                    for t, k in json.loads(text).items()})
-
-    def save(self, folder, batch: int) -> None:
-        """``keys-BATCH.json`` in the checkpoint ``folder`` (atomically), before the views
-        are saved (a crash between leaves both files); then :meth:`prune`."""
-        tmp = folder / f"keys-{batch}.json.tmp"
-        tmp.write_text(self.to_json())
-        tmp.replace(folder / f"keys-{batch}.json")
-
-    @staticmethod
-    def prune(folder, batch: int) -> None:
-        """The keys files of other batches gone (the views were saved at ``batch``)."""
-        for f in folder.glob("keys-*.json"):
-            if f.name != f"keys-{batch}.json":
-                f.unlink()
-
-    @classmethod
-    def resumed(cls, folder, saved: int, entries: list, table_of: dict[str, str]) -> Keys:
-        """The keys saved with the views at batch ``saved``, with the logged batches after
-        it (``entries``) replayed."""
-        kf = folder / f"keys-{saved}.json"
-        if not kf.exists():
-            raise StateError(f"checkpoint {folder} lacks {kf.name}",
-                             hint="use --restart to start over from the tables")
-        keys = cls.from_json(kf.read_text())
-        for e in entries:
-            if e["batch"] > saved:
-                keys.replay([json.loads(r) for r in e["records"]], table_of)
-        return keys
-
-    def replay(self, records: list[dict], table_of: dict[str, str]) -> None:
-        """Apply the presence effect of logged records (a resume past the saved keys);
-        ``table_of``: each input's table."""
-        for d in records:
-            if "remove" in d:
-                self.present[table_of[d["inputs"][0]]].discard(d["remove"])
-            elif "row" in d:
-                self.present[table_of[d["input"]]].add(d["row"])
-            elif "cell" in d:  # "set" (to 0) is a delete, "add" an insert or update
-                cells = self.present[table_of[d["input"]]]
-                (cells.discard if "set" in d else cells.add)(tuple(d["cell"]))
-            elif "edge" in d:
-                links = self.present[table_of[d["input"]]]
-                (links.add if d["op"] == "insert" else links.discard)(tuple(d["edge"]))
-
-
 class Mapper:
     """Turns one transaction's changes into records, or raises :class:`UpdateError` naming
     the table, the key and the LSN (nothing of the transaction is kept)."""
@@ -228,10 +170,10 @@ class Mapper:
         returns the change's records (the edges layout)."""
         self.tables, self.shapes, self.key, self.keys = tables, shapes, key, keys
         self.handlers = handlers or {}
-        #: inputs whose rows may grow past their size (:mod:`.grow`), and the rows that
-        #: accepted transactions need: {input: largest key}
-        self.growable: set[str] = set()
-        self.grow: dict[str, int] = {}
+        #: the (input, axis) that may grow past their size (:mod:`.grow`), and the sizes
+        #: that accepted transactions need: {(input, axis): largest key or index}
+        self.growable: set[tuple[str, int]] = set()
+        self.grow: dict[tuple[str, int], int] = {}
         self.columns: dict[str, dict[str, int]] = {}  # table -> column -> position
         self.types: dict[str, dict[str, int]] = {}  # table -> column -> type oid
 
@@ -257,7 +199,8 @@ class Mapper:
 
     def transaction(self, changes: list[tuple[str, object]], lsn: int) -> list[dict]:
         """``changes``: (table, pgoutput Change) in order -> records (dicts)."""
-        present = {t: Staged(k) for t, k in self.keys.present.items()}
+        present = {t: Staged(k, self.keys.journal.setdefault(t, {}))
+                   for t, k in self.keys.present.items()}
         records: list[dict] = []
         self._grow = dict(self.grow)
         for table, ch in changes:
@@ -265,7 +208,11 @@ class Mapper:
             try:
                 cols = self.columns[table]
                 if table in self.handlers:
-                    records += self.handlers[table](ch, cols, present[table])
+                    recs = self.handlers[table](ch, cols, present[table])
+                    for d in recs:  # edges and entries past a size that may grow
+                        for axis, k in enumerate(d.get("edge") or d.get("cell") or ()):
+                            self._need(d["input"], (0, 1) if "edge" in d else (axis,), k)
+                    records += recs
                     continue
                 oid = self.types[table][self.key]
                 old_key = parse_key(ch.old[cols[self.key]], oid) if ch.old is not None \
@@ -309,36 +256,17 @@ class Mapper:
     def _check_range(self, table: str, key: int) -> None:
         for ti in self.tables[table]:
             rows = self.shapes[ti.input][0]
-            if key > rows and ti.input in self.growable:
-                self._grow[ti.input] = max(key, self._grow.get(ti.input, 0))
+            if key > rows and (ti.input, 0) in self.growable:
+                self._need(ti.input, (0,), key)
             elif not 1 <= key <= rows:
                 raise BadRow(f"key out of range: input {ti.input} has rows 1..{rows}")
 
-
-class Staged:
-    """A set of keys seen through one transaction's inserts and deletes (``in``, ``add``,
-    ``discard``), the set itself untouched until :meth:`apply`: a transaction costs time
-    linear in its changes, not in the keys (10^6 links) as a copy of the set would."""
-
-    def __init__(self, base: set):
-        self.base, self.added, self.removed = base, set(), set()
-
-    def __contains__(self, k) -> bool:
-        return k in self.added or (k not in self.removed and k in self.base)
-
-    def add(self, k) -> None:
-        self.removed.discard(k)
-        if k not in self.base:
-            self.added.add(k)
-
-    def discard(self, k) -> None:
-        self.added.discard(k)
-        if k in self.base:
-            self.removed.add(k)
-
-    def apply(self) -> None:
-        self.base -= self.removed
-        self.base |= self.added
+    def _need(self, name: str, axes: tuple, k: int) -> None:
+        """Index ``k`` (1-based) along ``axes`` of ``name``: past a size that may grow, the
+        size it needs (the handlers checked the sizes that may not)."""
+        for a in axes:
+            if k > self.shapes[name][a] and (name, a) in self.growable:
+                self._grow[(name, a)] = max(k, self._grow.get((name, a), 0))
 
 
 def collapse(changes: list[tuple[dict, str]], present: dict[str, set],

@@ -1,0 +1,74 @@
+"""Micro-batches by windows of a commit-time grid (``source.ChangeStream.batch``), on a
+stream of transactions handed over without a server: every batch holds the transactions of
+one grid window, whole and in order, and only a full batch splits a window."""
+
+from __future__ import annotations
+
+import math
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from linview.app.postgres import pgoutput
+from linview.app.postgres.source import ChangeStream, Transaction, window_end
+
+
+class _Stream(ChangeStream):
+    """A ChangeStream whose transactions come from a list, all there at once."""
+
+    def __init__(self, txs, batch_rows):
+        self.queue, self.batch_rows = list(txs), batch_rows
+        self.held = self.open = None
+        self.started = 0.0  # nothing is backlog
+
+    def _next(self, timeout):
+        return self.queue.pop(0) if self.queue else None
+
+
+def _tx(i, t, rows):
+    begin = pgoutput.Begin(final_lsn=i, commit_time=t, xid=i)
+    return Transaction(begin, pgoutput.Commit(i, i + 1, t), changes=[None] * rows)
+
+
+def _batches(stream, window):
+    out = []
+    while True:
+        txs, _ = stream.batch(window, 0.0)
+        if not txs:
+            return out
+        out.append(txs)
+
+
+def test_a_window_ends_on_the_grid_not_a_window_after_its_first_commit():
+    g = (math.floor(time.time() / 0.05) + 20) * 0.05  # a grid point ahead: not behind
+    offsets = [0.01, 0.03, 0.049, 0.051, 0.07, 0.101]
+    stream = _Stream([_tx(i, g + o, 1) for i, o in enumerate(offsets)], 256)
+    got = [[round(t.commit.commit_time - g, 3) for t in b] for b in _batches(stream, 0.05)]
+    assert got == [[0.01, 0.03, 0.049], [0.051, 0.07], [0.101]]
+    assert window_end(g + 0.01, 0.05) == (math.floor((g + 0.01) / 0.05) + 1) * 0.05
+    assert window_end(g + 0.01, 0.0) == g + 0.01  # no window: a batch per transaction
+
+
+@settings(max_examples=200, deadline=None)
+@given(gaps=st.lists(st.integers(0, 40), min_size=1, max_size=40),
+       rows=st.lists(st.integers(1, 6), min_size=40, max_size=40),
+       window_ms=st.sampled_from([0, 10, 50, 100]), cap=st.integers(1, 30))
+def test_batches_are_grid_windows_whole_and_in_order(gaps, rows, window_ms, cap):
+    window = window_ms / 1000
+    t0 = time.time() + 30  # ahead of linview's clock: never behind
+    times = [t0 + sum(gaps[:i + 1]) / 1000 for i in range(len(gaps))]
+    txs = [_tx(i, t, rows[i]) for i, t in enumerate(times)]
+    batches = _batches(_Stream(txs, cap), window)
+    assert [t for b in batches for t in b] == txs  # whole, in order, none lost or doubled
+    for b, nxt in zip(batches, [*batches[1:], None], strict=True):
+        ends = {window_end(t.commit.commit_time, window) for t in b}
+        if window > 0:
+            assert len(ends) == 1  # one grid window per batch
+        else:
+            assert len(b) == 1
+        size = sum(len(t.changes) for t in b)
+        assert len(b) == 1 or size <= cap  # only a single transaction passes the cap
+        if nxt is not None and window > 0 and window_end(nxt[0].commit.commit_time,
+                                                         window) in ends:
+            assert size + len(nxt[0].changes) > cap  # a window split only when full
