@@ -100,9 +100,10 @@ def run_case(spark, args, path: Path, res: dict) -> None:
         times.append(time.perf_counter() - t0)
         print(json.dumps({"update_s": times[-1]}), flush=True)
     say(res, "update_s", times)
-    t0 = time.perf_counter()
-    say(res, "verify_error", views.verify())
-    say(res, "verify_s", time.perf_counter() - t0)
+    if args.verify:
+        t0 = time.perf_counter()
+        say(res, "verify_error", views.verify())
+        say(res, "verify_s", time.perf_counter() - t0)
     reevals = []
     for _ in range(args.reevals):
         u, v = rank1(rng, args.n)
@@ -128,6 +129,8 @@ def main(argv=None) -> int:
                     help="spark.executor.extraJavaOptions (default: linview's own)")
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--no-verify", dest="verify", action="store_false",
+                    help="skip verify() after the updates (it costs a re-evaluation)")
     args = ap.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="linview-cluster-bench-"))
     work.mkdir(parents=True, exist_ok=True)

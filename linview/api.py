@@ -160,7 +160,7 @@ class CompiledProgram:
     @property
     def _solve_side(self) -> bool:
         """Whether the module has solve views or sparse inputs (``sv.SolveModule``)."""
-        return self.backend == "numpy" and has_solve_side(self.program)
+        return has_solve_side(self.program)
 
 
 def load_module(source: str, name: str) -> types.ModuleType:
@@ -291,7 +291,7 @@ def _decide(plan: Plan, trig_opts: TriggerOptions, strategy, backend: str) -> Pl
 
 def _emit(plan: Plan, backend: str, name: str) -> tuple[str, types.ModuleType]:
     """The backend's module text for ``plan``, and the module imported from it."""
-    solve = backend == "numpy" and has_solve_side(plan.program)  # solve views, sparse inputs
+    solve = has_solve_side(plan.program)  # solve views, sparse inputs
     gen = importlib.import_module(f"linview.backends.{backend}."
                                   f"{'solve_codegen' if solve else 'codegen'}")
     text = gen.generate(plan)

@@ -128,7 +128,7 @@ def with_sparse(module_ast, sparse: dict | None, nnz: dict, backend: str):
     sparse = dict(sparse or {})
     for key in nnz:
         sparse.setdefault(key[4:], NNZ_GIVEN.format(name=key[4:]))
-    if not sparse or backend != "numpy":
+    if not sparse:
         return module_ast, {}
     declared = {n for p in module_ast.pragmas if p.kind in ("sparse", "stochastic", "scalar")
                 for n in p.names}
@@ -157,10 +157,8 @@ def counted_nnz(text: str, options: dict, inputs: dict) -> dict[str, int]:
 def follow_sparse(compiled, inputs: dict):
     """``compiled`` again with its ``scipy.sparse`` inputs kept sparse (as if declared
     ``%#linview sparse``), or None when every such input is already sparse or stochastic
-    (or the backend is not NumPy).  Cached, like shape specialisations."""
+    Cached, like shape specialisations."""
     options = compiled.options
-    if compiled.backend != "numpy":
-        return None
     asked = options.get("sparse") or {}  # already compiled for it (maybe kept dense)
     new = {d.name: GIVEN_SPARSE for d in compiled.program.inputs
            if d.storage == "dense" and not d.scalar and d.name in given_sparse(inputs)

@@ -359,13 +359,6 @@ def test_cholesky_mode_needs_normal_equations():
         linview.compile(src, name="f").load(A=np.eye(3), b=np.ones(3))
 
 
-def test_solve_views_are_numpy_only():
-    from linview.errors import CompileError
-
-    with pytest.raises(CompileError, match="NumPy backend only"):
-        linview.compile_file(PAGERANK, backend="spark")
-
-
 def test_save_and_restore_warm_start(tmp_path):
     rng = np.random.default_rng(8)
     n = 30

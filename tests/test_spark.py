@@ -72,7 +72,8 @@ def test_partitioning_of_powers_and_ols():
     assert imports == ["import numpy as np", "from linview.backends.spark import runtime as rt"]
 
 
-#: examples with solve views (``%#linview solve/tolerance/stochastic/sparse``): NumPy only
+#: examples with solve views (``%#linview solve/tolerance/stochastic/sparse``): their
+#: tests are in tests/test_spark_solve.py
 SOLVE_EXAMPLES = [n for n, e in BY_NAME.items() if re.search(
     r"%#linview\s+(solve|tolerance|stochastic|sparse)\b", e.path.read_text())]
 SPARK_EXAMPLES = [n for n in BY_NAME if n not in SOLVE_EXAMPLES]
@@ -123,13 +124,6 @@ def test_package_zip_holds_the_subpackages(tmp_path):
 
 
 # ------------------------------------------------------------------ examples
-@pytest.mark.parametrize("name", SOLVE_EXAMPLES)
-def test_solve_views_are_refused_on_spark(name):
-    """Solve views run on the NumPy backend only (docs/solve_views.md): a clear error."""
-    with pytest.raises(linview.CompileError, match="NumPy backend only"):
-        compiled(name, "spark")
-
-
 @pytest.mark.parametrize("name", SPARK_EXAMPLES)
 def test_example_matches_numpy_and_reevaluation(name, spark):
     ex = BY_NAME[name]

@@ -6,7 +6,8 @@ Each job runs as its own driver process (one SparkContext per process): the READ
 ``spark-submit`` recipe with a job that instantiates the compiled class, and a
 ``linview run --checkpoint`` stream during which one executor's JVM is killed at a
 random point (the run goes on to NumPy's answer; five such kills:
-``bench/spark_kill_soak.py``).
+``bench/spark_kill_soak.py``), and a ``linview run`` of a program with a solve view and
+edge records.
 """
 
 from __future__ import annotations
@@ -111,3 +112,41 @@ def test_a_killed_executor_costs_time_not_the_linview_run(cluster, tmp_path):
     assert got["kill_after_batches"] < got["batches"], what  # mid-stream
     assert got["batches_applied"] == got["batches"], what
     assert got["error"] <= 1e-10, what
+
+
+def test_solve_views_run_on_the_cluster_with_edge_records(cluster, tmp_path):
+    """``linview run`` of a personalised PageRank (a stochastic M, its solve view on the
+    driver, S in blocks on the executors) with edge records: the dense ranks' solve."""
+    import json
+
+    import scipy.sparse as sps
+
+    from linview.solve.stochastic import StochasticMatrix
+
+    rng = np.random.default_rng(8)
+    n = 300  # S is 300×260: both sides at least 256, so it is distributed
+    src, dst = rng.integers(2, n, 3 * n), rng.integers(0, n, 3 * n)
+    edges = {(int(a), int(b)) for a, b in zip(src, dst, strict=True)}
+    M = StochasticMatrix(n, *np.array(sorted(edges)).T)
+    sps.save_npz(tmp_path / "M.npz", M.tocsc())
+    S = rng.random((n, 260))
+    np.save(tmp_path / "S.npy", S / S.sum(axis=0))
+    (tmp_path / "upd").mkdir()
+    recs = []
+    for _ in range(6):
+        a, c = (int(x) for x in rng.integers(0, n, 2))
+        op = "delete" if (a, c) in edges else "insert"
+        edges.symmetric_difference_update({(a, c)})
+        recs.append({"input": "M", "edge": [a + 1, c + 1], "op": op})
+    (tmp_path / "upd" / "e.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = _run([sys.executable, "-m", "linview.app.cli", "run",
+                str(ROOT / "examples/pagerank_personalised.m"), "--backend", "spark",
+                "--master", cluster.url, "--input", f"M={tmp_path / 'M.npz'}", "--input",
+                f"S={tmp_path / 'S.npy'}", "--input", "d=0.85", "--spark-driver-mib", "0",
+                "--partitions", "2", "--updates", str(tmp_path / "upd"), "--out",
+                str(tmp_path / "out"), "--once"], tmp_path)
+    assert json.loads(out.stdout)["applied"] == 6
+    dense = StochasticMatrix(n, *np.array(sorted(edges)).T).tocsc().toarray()
+    want = np.linalg.solve(np.eye(n) - 0.85 * dense, 0.15 * np.load(tmp_path / "S.npy"))
+    got = np.load(tmp_path / "out" / "latest.npz")["R"]
+    assert np.max(np.abs(got - want)) <= 1e-9

@@ -25,7 +25,7 @@ from linview.compiler import ir
 from linview.compiler.ir import Op
 from linview.compiler.ops import OPS
 from linview.compiler.ops_octave import EBIN_FUNCTIONS, ENTRIES, MAP_FUNCTIONS
-from linview.errors import BackendError, CompileError
+from linview.errors import BackendError
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
@@ -35,10 +35,21 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # ------------------------------------------------------------------ the op table
 def test_every_op_of_the_table_has_a_spark_rendering():
-    missing = [op.value for op in OPS if op is not Op.SOLVE and op not in SPARK_RENDER]
+    missing = [op.value for op in OPS if op not in SPARK_RENDER]
     assert not missing, f"ops with no Spark rendering: {missing}"
-    unplaced = [op.value for op in ENTRIES if op not in spark_octave.PLACES]
+    unplaced = [op.value for op in (*ENTRIES, Op.SOLVE) if op not in spark_octave.PLACES]
     assert not unplaced, f"ops with no place (distributed/driver) on Spark: {unplaced}"
+
+
+def test_a_solve_op_is_rendered_as_a_solve_view_on_spark():
+    """``Op.SOLVE`` (``A \\ B`` under a solve pragma) prints as the Spark module's solve
+    view, which knows where its ``\\`` is (tests/test_spark_solve.py runs them)."""
+    src = "function x = f(A, b)\n  %#linview solve auto\n  x = A \\ b;\nend\n"
+    prog = linview.compile(src, name="f", filename="f.m", backend="spark")
+    assert any(st.expr.op is Op.SOLVE for st in prog.program.statements)
+    assert "class F(sv.SparkSolveModule):" in prog.source
+    assert "self._solve_view('x', B=b, A=lambda: A)" in prog.source
+    assert "SOLVE_AT = {'x': (3, 9)}" in prog.source
 
 
 def test_every_runtime_name_the_numpy_generator_emits_exists_on_spark():
@@ -208,9 +219,17 @@ def test_indexing_as_written_never_an_internal_name(spark):
     assert "P(1:20, 1:20)" in prog.source
 
 
-def test_solve_views_are_refused_at_the_backslash():
-    src = "function x = f(A, b)\n  %#linview solve auto\n  x = A \\ b;\nend\n"
-    with pytest.raises(CompileError) as e:
-        linview.compile(src, name="f", filename="f.m", backend="spark")
-    assert str(e.value).startswith("f.m:3:9: solve views run on the NumPy backend only\n"
-                                   "      x = A \\ b;\n            ^\n"), str(e.value)
+def test_the_readme_language_table_says_spark_on_every_row():
+    """Every construct of the README's language table compiles and runs on Spark (its
+    last column: ✓, with where it runs when that is the driver)."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    start = lines.index("| construct | maintained / re-evaluated | Spark |")
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    assert len(rows) > 20
+    cells = [re.split(r"(?<!\\)\|", row.strip().strip("|"))[-1].strip() for row in rows]
+    bad = [row for row, cell in zip(rows, cells, strict=True) if not cell.startswith("✓")]
+    assert not bad, "rows of the language table that Spark does not run:\n" + "\n".join(bad)

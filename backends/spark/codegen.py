@@ -22,7 +22,7 @@ any trigger); a view that is never multiplied is kept in row blocks.
 from __future__ import annotations
 
 from linview.backends.numpy.codegen import NumpyGenerator
-from linview.backends.spark.render import SparkPrinter, refuse
+from linview.backends.spark.render import SparkPrinter
 from linview.compiler.delta import emitted_exprs
 from linview.compiler.ir import Node, Op
 from linview.compiler.plan import Plan
@@ -87,9 +87,10 @@ class SparkGenerator(NumpyGenerator):
 
     RUNTIME = "linview.backends.spark"
     BASE_CLASS = "rt.SparkTriggerModule"
+    #: views and inputs kept on the driver whatever their size (solve views, sparse inputs)
+    on_driver: frozenset[str] = frozenset()
 
     def __init__(self, plan: Plan):
-        refuse(plan.program)
         super().__init__(plan)
         # the printer knows each view's statement: ops on the driver say where they are
         self.PRINTER = type("SparkPrinter", (SparkPrinter,), {
@@ -117,8 +118,8 @@ class SparkGenerator(NumpyGenerator):
     def class_attributes(self) -> list[str]:
         uses = access(self.plan)
         parts = {n: lay for n, lay in partitioning(self.plan).items()
-                 if n not in self.transient}
-        width = max(len(n) for n in parts)
+                 if n not in self.transient and n not in self.on_driver}
+        width = max((len(n) for n in parts), default=4)
         lines = ["", "    # Hybrid partitioning, from the products that read each view:",
                  f"    #   {'view'.ljust(width)}  blocks  read as"]
         for name, layout in parts.items():

@@ -36,7 +36,8 @@ PLACES = {Op.MAP: "distributed", Op.EBIN: "distributed", Op.REDUCE: "distributed
           Op.DIAG: "distributed (diag(v) of a vector: driver)", Op.INDEX: "distributed",
           Op.KRON: "driver",
           Op.CHOL: "driver", Op.PINV: "driver", Op.QR: "driver", Op.LU: "driver",
-          Op.LOOP: "driver loop; each step's operations as above"}
+          Op.LOOP: "driver loop; each step's operations as above",
+          Op.SOLVE: "driver (a solve view: its solver, A, B and X; backends/spark/solve_module.py)"}
 
 
 class DriverLimit(BackendError):

@@ -14,7 +14,6 @@ from linview.backends.numpy import octave as numpy_octave
 from linview.backends.numpy.render import RENDER, ExprPrinter
 from linview.compiler.ir import Node, Op
 from linview.compiler.ops_octave import describe
-from linview.errors import CompileError, locate
 
 _ATOM = 10
 #: the ops printed differently from NumPy (every other op prints as in ``RENDER``)
@@ -94,17 +93,3 @@ def locate_word(source: str, line: int, word: str) -> tuple[int, int]:
     text = lines[line - 1] if 0 < line <= len(lines) else ""
     col = text.find(f"{word}(") if word[0].isalpha() else text.find(word)
     return line, col + 1 if col >= 0 else 1
-
-
-def refuse(program) -> None:
-    """The Spark backend compiles every op but solve views (``%#linview solve``...):
-    a :class:`CompileError` at the ``\\`` of the first one."""
-    for st in program.statements:
-        if st.expr.op is Op.SOLVE:
-            line, col = locate_word(program.source, st.line, "\\")
-            raise CompileError(
-                "solve views run on the NumPy backend only",
-                location=locate(program.source, program.filename, line, col)
-                if st.line else None,
-                hint="drop the solve/tolerance/sparse/stochastic pragmas to keep inv(A) "
-                     "on Spark")

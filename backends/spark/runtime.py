@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sps
 
 from linview.backends.numpy import fallback, numeric, probe, runtime
 from linview.backends.numpy.runtime import IllConditioned, Size  # noqa: F401 - used by generated code
@@ -141,6 +142,8 @@ def check_deltas(trigger: str, deltas: dict) -> None:
 def max_abs(a) -> float:
     if isinstance(a, _DIST):
         return a.max_abs()
+    if sps.issparse(a):  # a sparse value of a module with solve views
+        return float(abs(a).max()) if a.nnz else 0.0
     a = np.asarray(a, dtype=float)
     return float(np.max(np.abs(a))) if a.size else 0.0
 
