@@ -145,7 +145,7 @@ def _kept_normal(views, inverse: str, F: str, w: str | None = None,
     try:
         f, W = views[F], np.asarray(views[inverse])
         f = f if sps.issparse(f) else np.asarray(f, dtype=float)  # products only
-        d = np.ones(f.shape[0]) if w is None else np.asarray(views[w], dtype=float).ravel()
+        d = np.ones(f.shape[0]) if w is None else _dense(views[w]).ravel()
     except KeyError:  # a view the module need not keep (the inverse is re-evaluated)
         return (f"{what}: the condition estimate of {G} at load() was under the limit "
                 f"{NORMAL_CONDITION_LIMIT:.3g}", 0.0, "")
@@ -159,7 +159,7 @@ def _kept_normal(views, inverse: str, F: str, w: str | None = None,
     why = (f"{what}: the condition estimate of {G} is {cond:.3g}, under the limit "
            f"{NORMAL_CONDITION_LIMIT:.3g} past which load() keeps it by QR updates of {F}")
     try:
-        y = np.asarray(views[Y], dtype=float).reshape(f.shape[0], -1) if Y else None
+        y = _dense(views[Y]).reshape(f.shape[0], -1) if Y else None
     except KeyError:
         y = None
     if y is None and not auto:
@@ -175,6 +175,12 @@ def _kept_normal(views, inverse: str, F: str, w: str | None = None,
               f"(κ² = {kappa * kappa:.3g}, the 2-norm condition estimate of {G} by power "
               "iterations)")
     return why + f"; {phrase}, within the {AUTO_RATIO:g}× that keeps them", kappa, phrase
+
+
+def _dense(a) -> np.ndarray:
+    """A view's values as a float array (a ``scipy.sparse`` one made dense: a vector or a
+    thin matrix here)."""
+    return np.asarray(a.toarray() if sps.issparse(a) else a, dtype=float)
 
 
 def _norm2(apply, n: int, steps: int = 16) -> float:
