@@ -268,9 +268,10 @@ class ExpressionLowering:
         if weight is not None:
             what += f", weighted by diag({weight.children[0].attr})"
         if self.options.least_squares != "qr":
-            self.notes.append(f"{what}: normal equations, inv({F}ᵀ{F}) maintained by "
-                              f"Woodbury; load() keeps it by QR updates of {F} instead "
-                              f"when the condition estimate of {F}ᵀ{F} is over the limit")
+            self.notes.append(f"{what}: normal equations, inv({F}ᵀ{F}) maintained by Woodbury; "
+                              f"load() keeps it by QR updates of {F} instead when their error "
+                              "is predicted over 10× lstsq's (the default, least_squares="
+                              f"\"auto\") or the condition estimate of {F}ᵀ{F} is over the limit")
             return None
         self.notes.append(f"{what}: the triangular factor R of {F} = QR (the Cholesky "
                           f"factor of {F}ᵀ{F}) kept by rank-1 updates and downdates, solved "
