@@ -69,6 +69,15 @@ def test_mixed_module_keeps_the_inverse_by_woodbury_and_the_solves_by_solvers(tm
     assert set(views.solvers) == {"r", "q"} and sps.issparse(views["M"])
 
 
+def test_memory_bytes_counts_the_sparse_input_by_its_arrays_the_solvers_and_the_views():
+    views = linview.compile(MIXED).load(**mixed_inputs(np.random.default_rng(1), n=400))
+    M = views["M"]
+    sparse = M.data.nbytes + M.indices.nbytes + M.indptr.nbytes
+    dense = sum(np.asarray(views[n]).nbytes for n in ("X", "y", "P", "beta"))
+    solvers = sum(views.solver(n).memory_bytes() for n in ("r", "q"))
+    assert sparse + dense + solvers <= views.memory_bytes()
+
+
 def _printed(path, capsys) -> str:
     assert main(["compile", str(path)]) == 0
     return capsys.readouterr().out

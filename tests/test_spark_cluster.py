@@ -6,8 +6,9 @@ Each job runs as its own driver process (one SparkContext per process): the READ
 ``spark-submit`` recipe with a job that instantiates the compiled class, and a
 ``linview run --checkpoint`` stream during which one executor's JVM is killed at a
 random point (the run goes on to NumPy's answer; five such kills:
-``bench/spark_kill_soak.py``), and a ``linview run`` of a program with a solve view and
-edge records.
+``bench/spark_kill_soak.py``), a ``linview run`` of a program with a solve view and
+edge records, and one driver that runs every example of ``examples/`` there, as
+``tests/test_spark.py`` and ``tests/test_spark_solve.py`` run them on ``local[2]``.
 """
 
 from __future__ import annotations
@@ -150,3 +151,41 @@ def test_solve_views_run_on_the_cluster_with_edge_records(cluster, tmp_path):
     want = np.linalg.solve(np.eye(n) - 0.85 * dense, 0.15 * np.load(tmp_path / "S.npy"))
     got = np.load(tmp_path / "out" / "latest.npz")["R"]
     assert np.max(np.abs(got - want)) <= 1e-9
+
+
+EXAMPLES_JOB = '''
+import json, re, sys
+sys.path[:0] = [sys.argv[2]]
+import linview
+from linview.backends.spark import runtime as srt
+from test_examples import BY_NAME, make_scenario, rel_err
+
+spark = srt.local_session(sys.argv[1])
+errors = {}
+for name, ex in sorted(BY_NAME.items()):
+    numpy_prog = linview.compile_file(ex.path)
+    sc = make_scenario(ex, list(numpy_prog.program.dynamic))
+    reference = numpy_prog.load(**sc.inputs)
+    views = linview.compile_file(ex.path, backend="spark").load(
+        spark=spark, distribute_min=2, partitions=2, **sc.inputs)
+    for what, U, V in sc.updates[:2]:
+        reference.update(what, U, V)
+        views.update(what, U, V)
+    errors[name] = max(rel_err(views[o], want) for o, want in reference.outputs.items())
+    views.release()
+print(json.dumps(errors))
+spark.stop()
+'''
+
+
+def test_every_example_runs_on_the_cluster(cluster, tmp_path):
+    """Every example, its views distributed where large (solve views on the driver), on
+    the standalone cluster: two updates each, the outputs equal to NumPy's."""
+    import json
+
+    (tmp_path / "job.py").write_text(EXAMPLES_JOB)
+    out = _run([sys.executable, str(tmp_path / "job.py"), cluster.url, str(ROOT / "tests")],
+               ROOT)
+    errors = json.loads(out.stdout.strip().splitlines()[-1])
+    assert sorted(errors) == sorted(p.stem for p in (ROOT / "examples").glob("*.m"))
+    assert max(errors.values()) < 1e-8, errors

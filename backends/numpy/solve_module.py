@@ -326,8 +326,13 @@ class SolveModule(TriggerModule):
         return errs if detail else max(errs.values(), default=0.0)
 
     def memory_bytes(self) -> int:
+        return self.held_bytes(self._store)
+
+    def held_bytes(self, store: dict) -> int:
+        """Bytes of the solve views' solvers and of ``store``'s other values (sparse ones
+        by their arrays)."""
         total = sum(v.memory_bytes() for v in self._solves.values())
-        for name, v in self._store.items():
+        for name, v in store.items():
             if name in self._solves:
                 continue
             total += v.memory_bytes() if isinstance(v, StochasticMatrix) else (

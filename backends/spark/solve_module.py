@@ -214,15 +214,8 @@ class SparkSolveModule(SolveModule, SparkTriggerModule):
     def memory_bytes(self) -> int:
         """Bytes held on the driver: the solve views' solvers, sparse and driver values
         (distributed views are in the executors)."""
-        driver = {n: v for n, v in self._store.items() if not isinstance(v, _DIST)}
-        total = sum(v.memory_bytes() for v in self._solves.values())
-        for name, v in driver.items():
-            if name in self._solves:
-                continue
-            total += v.memory_bytes() if isinstance(v, StochasticMatrix) else (
-                v.data.nbytes + v.indices.nbytes + v.indptr.nbytes if sps.issparse(v)
-                else np.asarray(v).nbytes)
-        return int(total)
+        return self.held_bytes({n: v for n, v in self._store.items()
+                                if not isinstance(v, _DIST)})
 
     def save(self, path, extra: dict | None = None) -> None:
         """The NumPy backend's state file of a module with solve views, distributed views
