@@ -109,3 +109,33 @@ def test_a_limit_that_changes_nothing_sets_nothing(monkeypatch):
     finally:
         for lib, n in zip(libs, before, strict=True):
             lib.set_num_threads(n)
+
+
+@settings(max_examples=50, deadline=None)
+@given(flags=st.lists(st.booleans(), min_size=1, max_size=5), fail_at=st.integers(0, 5))
+def test_wide_products_is_set_back_however_the_block_ends(flags, fail_at):
+    """Nested ``wide_products`` blocks: inside each, ``wide`` sees its flag; after each
+    (an exception raised at some depth or none), the flag outside is back."""
+
+    class Stop(Exception):
+        pass
+
+    def nest(depth):
+        if depth == len(flags):
+            if fail_at < len(flags):
+                raise Stop
+            return
+        outside = threads._WIDE["allowed"]
+        try:
+            with threads.wide_products(flags[depth]):
+                assert threads._WIDE["allowed"] is flags[depth]
+                nest(depth + 1)
+        finally:
+            assert threads._WIDE["allowed"] is outside
+
+    start = threads._WIDE["allowed"]
+    try:
+        nest(0)
+    except Stop:
+        pass
+    assert threads._WIDE["allowed"] is start

@@ -223,16 +223,28 @@ class _Holding:
             park("kernels")
 
 
-@contextlib.contextmanager
 def wide_products(allowed: bool):
     """While active, :func:`wide` may raise the BLAS threads of a trigger's large products
     (the runtime turns it off when the user chose the threads)."""
-    before = _WIDE["allowed"]
-    _WIDE["allowed"] = allowed
-    try:
-        yield
-    finally:
-        _WIDE["allowed"] = before
+    return _WideProducts(allowed)
+
+
+class _WideProducts:
+    """:func:`wide_products`'s context (a class: see :class:`_Limited`)."""
+
+    __slots__ = ("allowed", "before")
+
+    def __init__(self, allowed: bool):
+        self.allowed = allowed
+
+    def __enter__(self):
+        self.before = _WIDE["allowed"]
+        _WIDE["allowed"] = self.allowed
+        return self
+
+    def __exit__(self, *_exc) -> bool:
+        _WIDE["allowed"] = self.before
+        return False
 
 
 def others_running() -> int:
