@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import linview
 from linview.backends.numpy import numeric
@@ -106,3 +108,30 @@ def test_only_floating_point_warnings_are_taken():
     assert toy.numeric_warnings == 2
     assert e.value.message == "no; NumPy reported overflow (past 1.8e308, the largest " \
                               "float64): the update's values reach 10"
+
+
+class Repeats:
+    """A views object whose method overflows ``times`` times on one source line."""
+
+    @numeric.quiet("the update's values")
+    def update(self, name, times):
+        for _ in range(times):
+            with np.errstate(over="warn"):
+                np.float64(1e308) * np.float64(10.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(outer=st.sampled_from(["error", "ignore", "default", "once", "module", "always"]),
+       calls=st.lists(st.integers(0, 3), min_size=1, max_size=4))
+def test_every_floating_warning_is_counted_whatever_the_callers_filters(outer, calls):
+    """The wrapper records every warning (``simplefilter("always")``'s result, reached
+    without it): the caller's filter neither raises nor hides one, a warning repeated on
+    one line is counted each time, and the caller's filters are as they were after."""
+    toy = Repeats()
+    with warnings.catch_warnings():
+        warnings.simplefilter(outer)
+        before = list(warnings.filters)
+        for times in calls:
+            toy.update("X", times)
+        assert warnings.filters == before
+    assert getattr(toy, "numeric_warnings", 0) == sum(calls)

@@ -14,12 +14,20 @@ warnings raised inside are caught there (only there: no global filter), and
 * when it succeeds (the checks found every result finite: the warning came from a value
   that was then discarded), they are counted in ``views.numeric_warnings``;
 * every other warning is passed on unchanged.
+
+Every warning inside is recorded, whatever the caller's filters say (one the caller set
+to ``"error"`` does not interrupt the update halfway, one set to ``"ignore"`` or
+``"once"`` is still counted), and a floating-point warning from a context that asked for
+warnings explicitly (``np.errstate(over="warn")``) too: so ``np.errstate`` alone (its
+``"call"`` mode) would not do, and the wrapper stays a ``catch_warnings``, made cheaper
+(:func:`_always`).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import sys
 import threading
 import warnings
 
@@ -89,7 +97,7 @@ def quiet(what: str, pick=update_factors):
             _depth.n = 1
             try:
                 with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
+                    _always()
                     try:
                         return method(views, *args, **kwargs)
                     except LinviewError as e:
@@ -105,6 +113,25 @@ def quiet(what: str, pick=update_factors):
                 _pass_on(caught)
         return wrapper
     return decorate
+
+
+#: the filter ``warnings.simplefilter("always")`` puts first
+_ALWAYS = ("always", None, Warning, None, 0)
+
+
+def _always() -> None:
+    """Inside ``catch_warnings``: record every warning (``simplefilter("always")``).
+    ``catch_warnings`` has just replaced ``warnings.filters`` with a copy and told the
+    interpreter the filters changed, so the filter is put first directly: the same list,
+    without ``simplefilter``'s search for a duplicate (a ``ValueError`` raised and
+    caught) and its second notice of a change, about 1.5 µs of the 2.7 µs the wrapper
+    cost per update (Python 3.11).  Where warnings are kept per context (Python 3.14's
+    ``-X context_aware_warnings``) ``warnings.filters`` is not the active list:
+    ``simplefilter`` then."""
+    if getattr(sys.flags, "context_aware_warnings", False):
+        warnings.simplefilter("always")
+    else:
+        warnings.filters.insert(0, _ALWAYS)
 
 
 def _picked(pick, self, args, kwargs) -> list:

@@ -63,41 +63,77 @@ def blas_limit(threads: int | None, others: int | None = -1):
     one pool.  A trigger therefore gives threads to one pool only (see
     ``TriggerModule._blas``)."""
     others = threads if others == -1 else others
-    kernels, rest = pools()
-    libs = [(lib, threads) for lib in kernels.lib_controllers] if threads is not None \
-        else []
-    if rest is not None and others is not None:
-        libs += [(lib, others) for lib in rest.lib_controllers]
-    return _limited(libs)
+    libs = _LIBS.get((threads, others))
+    if libs is None:  # the loaded libraries do not change: their list is kept
+        kernels, rest = pools()
+        libs = [(lib, threads) for lib in kernels.lib_controllers] if threads is not None \
+            else []
+        if rest is not None and others is not None:
+            libs += [(lib, others) for lib in rest.lib_controllers]
+        libs = _LIBS[(threads, others)] = tuple(libs)
+    return _Limited(libs)
 
 
-@contextlib.contextmanager
-def _limited(libs: list):
+_LIBS: dict = {}
+
+
+class _Limited:
     """Each ``(library controller, threads)`` of ``libs`` limited for the block, restored
     after it.  This is threadpoolctl's ``limit`` without its full ``info()`` of every
     library on entry (versions, architectures: some 20-50 µs per trigger, measured on a
     loaded 2-core machine, of the ~0.1 ms an as-written update paid around the program,
-    ``bench/written_overhead.py``): a library already at its limit is not touched.
-    threadpoolctl's count of limits in force is kept, so that the thread that sets
-    OpenBLAS's limits lets go of them when the last one ends."""
-    import threadpoolctl
+    ``bench/written_overhead.py``): a library already at its limit is not touched (its
+    count is read, not cached: the user may change it between updates), and every one
+    changed is set back on exit, however the block ends.  threadpoolctl's count of
+    limits in force is kept while a library is changed, so that the thread that sets
+    OpenBLAS's limits lets go of them when the last one ends; a block that changes
+    nothing leaves that count alone.  A class, not a generator context: two nested
+    ``contextlib`` contexts cost about 4 µs of the 9 µs an update on one thread paid."""
 
-    owner = getattr(threadpoolctl, "CONTROLLING_THREAD_OWNERSHIP", None)
-    changed = []
+    __slots__ = ("libs", "changed", "owned")
+
+    def __init__(self, libs: tuple):
+        self.libs, self.changed, self.owned = libs, [], False
+
+    def __enter__(self):
+        try:
+            for lib, n in self.libs:
+                before = lib.get_num_threads()
+                if before != n:
+                    if not self.owned:
+                        _own(+1)
+                        self.owned = True
+                    lib.set_num_threads(n)
+                    self.changed.append((lib, before))
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *_exc) -> bool:
+        changed, self.changed = self.changed, []
+        try:
+            for lib, before in reversed(changed):
+                lib.set_num_threads(before)
+        finally:
+            if self.owned:
+                self.owned = False
+                _own(-1)
+        return False
+
+
+def _own(step: int) -> None:
+    """threadpoolctl's count of limits in force on this thread, one up or down."""
+    if not _OWNER:
+        import threadpoolctl
+
+        _OWNER.append(getattr(threadpoolctl, "CONTROLLING_THREAD_OWNERSHIP", None))
+    owner = _OWNER[0]
     if owner is not None:
-        owner.increment()
-    try:
-        for lib, n in libs:
-            before = lib.num_threads
-            if before != n:
-                lib.set_num_threads(n)
-                changed.append((lib, before))
-        yield
-    finally:
-        for lib, before in reversed(changed):
-            lib.set_num_threads(before)
-        if owner is not None:
-            owner.decrement()
+        owner.increment() if step > 0 else owner.decrement()
+
+
+_OWNER: list = []
 
 
 #: a product of a view of at least this many elements with a block of factors, or a
@@ -140,7 +176,6 @@ def park(which: str = "kernels") -> None:
                 stop()
 
 
-@contextlib.contextmanager
 def holding(threads: int, limit, others: int = 1, blas: int | None = None):
     """``limit`` (a thread-limit context), recording that the trigger holds ``threads``
     (``blas``: what the kernels' BLAS library got, default ``threads``; ``others``: what
@@ -152,30 +187,64 @@ def holding(threads: int, limit, others: int = 1, blas: int | None = None):
     parallel call (a 2000×2000 matrix-vector product right after parking NumPy's pool:
     6.4 ms against 0.58 ms warm, measured on a loaded 2-core machine); where the kernels
     use NumPy's library too, nothing is parked, for the same reason."""
-    before = _WIDE["threads"]
-    _WIDE["threads"] = threads
-    _WIDE.pop("woke", None)  # set by a call widened outside any trigger: not this one's
-    try:
-        with limit:
-            yield
-    finally:
-        _WIDE["threads"] = before
+    return _Holding(threads, limit, max(threads if blas is None else blas, others))
+
+
+class _Holding:
+    """:func:`holding`'s context (a class: see :class:`_Limited`)."""
+
+    __slots__ = ("threads", "limit", "most", "before")
+
+    def __init__(self, threads: int, limit, most: int):
+        self.threads, self.limit, self.most = threads, limit, most
+
+    def __enter__(self):
+        self.before = _WIDE["threads"]
+        _WIDE["threads"] = self.threads
+        _WIDE.pop("woke", None)  # set by a call widened outside any trigger: not this one's
+        try:
+            self.limit.__enter__()
+        except BaseException:
+            self._end()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        try:
+            self.limit.__exit__(*exc)
+        finally:
+            self._end()
+        return False
+
+    def _end(self) -> None:
+        _WIDE["threads"] = self.before
         woke = _WIDE.pop("woke", False)  # a call widened by wide() inside the trigger
-        if (PARK["on"] and (max(threads if blas is None else blas, others) > 1 or woke)
-                and pools()[1] is not None):
+        if PARK["on"] and (self.most > 1 or woke) and pools()[1] is not None:
             park("kernels")
 
 
-@contextlib.contextmanager
 def wide_products(allowed: bool):
     """While active, :func:`wide` may raise the BLAS threads of a trigger's large products
     (the runtime turns it off when the user chose the threads)."""
-    before = _WIDE["allowed"]
-    _WIDE["allowed"] = allowed
-    try:
-        yield
-    finally:
-        _WIDE["allowed"] = before
+    return _WideProducts(allowed)
+
+
+class _WideProducts:
+    """:func:`wide_products`'s context (a class: see :class:`_Limited`)."""
+
+    __slots__ = ("allowed", "before")
+
+    def __init__(self, allowed: bool):
+        self.allowed = allowed
+
+    def __enter__(self):
+        self.before = _WIDE["allowed"]
+        _WIDE["allowed"] = self.allowed
+        return self
+
+    def __exit__(self, *_exc) -> bool:
+        _WIDE["allowed"] = self.before
+        return False
 
 
 def others_running() -> int:
