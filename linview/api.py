@@ -339,6 +339,10 @@ def restore(path, program: CompiledProgram | None = None, **options):
         except (LinviewError, TypeError, ValueError, AttributeError) as e:
             raise StateError(f"the program stored in {path} does not compile with this "
                              f"linview: {e}") from None
+    elif (form := (meta.get("options") or {}).get("least_squares")) in ("qr", "pinv") \
+            and program.options.get("least_squares", "auto") in ("auto", "normal"):
+        # the stable form that load() chose for this program's data (linview.lstsq)
+        program = lstsq.compiled_as(program, form) or program
     if "storage" in meta:  # a module with solve views (backends/numpy/solve_state.py)
         return _restore_solve(path, meta, views, program, options)
     cls = program.module_class

@@ -166,13 +166,17 @@ def test_a_restored_state_keeps_the_chosen_form(tmp_path):
     restored views follow the same updates."""
     rng = np.random.default_rng(11)
     F, y = data(rng, 12, 12, 3.0, 0.0)
-    views = linview.compile(NORMAL, name="f").load(X=F, y=y)
+    prog = linview.compile(NORMAL, name="f")
+    views = prog.load(X=F, y=y)
     assert isinstance(views, SolveModule)
     path = tmp_path / "state.lvs"
     views.save(path)
-    back = linview.restore(path)
-    assert isinstance(back, SolveModule)
-    assert back.least_squares == views.least_squares  # the restored views say why
+    # from the file's own source, and with the program that loaded it (what `linview
+    # run` resumes with): the program compiled again in the form load() chose
+    for back in (linview.restore(path), linview.restore(path, program=prog)):
+        assert isinstance(back, SolveModule)
+        assert back.least_squares == views.least_squares  # the restored views say why
+        np.testing.assert_array_equal(back["beta"], views["beta"])
     u, v = np.eye(12)[:, [2]], 1e-3 * rng.standard_normal((12, 1))
     views.update("X", u, v)
     back.update("X", u, v)
