@@ -161,8 +161,10 @@ class CholeskySolver:
 
     def _gradient(self) -> np.ndarray:
         """``Fᵀ (Y - F X)`` in one pass over F (:func:`.seminormal_kernels.residual_gradient`)."""
-        t = self._set_threads()
-        return residual_gradient(self.F, self.Y, np.ascontiguousarray(self.X.T), t, self.d)
+        self._set_threads()  # the row blocks are as many as numba's pool, however many
+        # threads run them, so that the sums (and a resumed run's bits) do not depend on load
+        return residual_gradient(self.F, self.Y, np.ascontiguousarray(self.X.T),
+                                 numba.config.NUMBA_NUM_THREADS, self.d)
 
     # ------------------------------------------------------------------ solving
     def _refine(self, fresh: bool = False, again: bool = True, first=None) -> None:
