@@ -276,6 +276,14 @@ def run_peer(dsn, args) -> dict:
             "rows_per_s_kept_up": round(sum(k for *_, k in w.log) / args.seconds)}
 
 
+def create_links(cur, n: int, links: int) -> None:
+    """The table ``links(src, dst)``: about ``links`` random links among ``n`` nodes."""
+    cur.execute("CREATE TABLE links (src int, dst int, PRIMARY KEY (src, dst))")
+    cur.execute("INSERT INTO links SELECT 1 + (random() * (%s - 1))::int, "
+                "1 + (random() * (%s - 1))::int FROM generate_series(1, %s) "
+                "ON CONFLICT DO NOTHING", (n, n, links))
+
+
 def change_links(cur, rng, n: int, mine: list) -> tuple[list, int]:
     """One writer transaction's statements on ``links``: 1-10 random links inserted, as many
     of the writer's own earlier ones (``mine``) deleted; the links still its own, and the
@@ -305,10 +313,7 @@ def run_pagerank(server, args, work: Path) -> dict:
     conn = psycopg2.connect(dsn)
     n = args.nodes
     with conn.cursor() as cur:
-        cur.execute("CREATE TABLE links (src int, dst int, PRIMARY KEY (src, dst))")
-        cur.execute("INSERT INTO links SELECT 1 + (random() * (%s - 1))::int, "
-                    "1 + (random() * (%s - 1))::int FROM generate_series(1, %s) "
-                    "ON CONFLICT DO NOTHING", (n, n, args.links))
+        create_links(cur, n, args.links)
         cur.execute("SELECT count(*) FROM links")
         links = cur.fetchone()[0]
     conn.commit()

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from db_bench import UPDATE, change_links, fill  # noqa: E402
+from db_bench import UPDATE, change_links, create_links, fill  # noqa: E402
 
 import linview  # noqa: E402
 from linview.app.postgres.runner import PostgresRun  # noqa: E402
@@ -82,10 +82,7 @@ def pagerank(server, args):
     conn.autocommit = False
     n = args.nodes
     with conn.cursor() as cur:
-        cur.execute("CREATE TABLE links (src int, dst int, PRIMARY KEY (src, dst))")
-        cur.execute("INSERT INTO links SELECT 1 + (random() * (%s - 1))::int, "
-                    "1 + (random() * (%s - 1))::int FROM generate_series(1, %s) "
-                    "ON CONFLICT DO NOTHING", (n, n, args.links))
+        create_links(cur, n, args.links)
     conn.commit()
     prog = linview.compile_file(ROOT / "examples/pagerank_solve.m")
     with tempfile.TemporaryDirectory() as ck:
