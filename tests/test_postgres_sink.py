@@ -158,6 +158,50 @@ def test_readers_never_see_a_torn_or_missing_result(sink, pg_server):
     assert staging_table(s)
 
 
+def test_commit_waits_for_the_log_on_disk_and_a_failed_fsync_commits_nothing(sink):
+    """``durable`` (the log's fsync) runs while the statements go; the results and the
+    progress row must not be visible before it returned, and nothing of the batch may
+    commit when it fails."""
+    import errno
+
+    s, reader = sink
+    out = np.arange(400.0).reshape(400, 1)
+    s.write({"out": out}, lsn=1, batches=1)
+    seen_during = []
+
+    def slow_sync():
+        time.sleep(0.3)  # the statements are sent meanwhile; COMMIT must wait
+        with reader.cursor() as cur:
+            cur.execute("SELECT batches FROM res._linview_progress")
+            seen_during.append(cur.fetchone()[0])
+        reader.commit()
+        seen_during.append(_read(reader, "out").tobytes() == out.tobytes())
+
+    for many in (False, True):  # few rows (DELETE and COPY), then the staged path
+        out = out.copy()
+        out[: 300 if many else 1] += 1.0
+        b = s.progress()[1] + 1
+        before = _read(reader, "out")
+        s.write({"out": out}, lsn=b, batches=b, durable=slow_sync)
+        assert seen_during == [b - 1, False]  # old progress, old rows, during the sync
+        assert s.progress() == (b, b) and _read(reader, "out").tobytes() == out.tobytes()
+        seen_during.clear()
+        assert not (before == out).all()
+
+    def full_disk():
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    for many in (False, True):
+        new = out.copy()
+        new[: 300 if many else 1] += 1.0
+        with pytest.raises(OSError):
+            s.write({"out": new}, lsn=10, batches=10, durable=full_disk)
+        assert s.progress() == (b, b)  # nothing of the failed batch committed
+        assert _read(reader, "out").tobytes() == out.tobytes()
+    s.write({"out": new}, lsn=10, batches=10)  # the next write rewrites the table
+    assert _read(reader, "out").tobytes() == new.tobytes() and s.progress() == (10, 10)
+
+
 def test_a_result_that_changes_shape_is_rewritten(sink):
     s, reader = sink
     s.write({"out": np.arange(6.0).reshape(6, 1)}, lsn=1, batches=1)

@@ -20,6 +20,7 @@ are bound parameters or COPY data (binary: the float8 bytes, exact).
 from __future__ import annotations
 
 import io
+import threading
 
 import numpy as np
 
@@ -96,31 +97,51 @@ class Sink:
                         .format(_ident(self.schema, REJECTS)), (format_lsn(lsn), xid, error))
         self.conn.commit()
 
-    def write(self, outputs: dict, lsn: int, batches: int) -> None:
-        """Every output's changed rows and the progress row, in one transaction."""
-        from psycopg2 import sql
+    def write(self, outputs: dict, lsn: int, batches: int, durable=None) -> None:
+        """Every output's changed rows and the progress row, in one transaction, in few
+        round trips: ``BEGIN`` and the statements before a ``COPY`` travel with it, the
+        last statements and ``COMMIT`` together.  ``durable`` (the log's fsync) runs on a
+        thread meanwhile, and ``COMMIT`` is sent only after it returned: nothing of the
+        batch is visible, or acknowledged, before the log holds it on disk."""
+        from psycopg2 import extensions, sql
 
-        self._staged = False
+        conn = self.conn
+        if conn.status != extensions.STATUS_READY:
+            conn.commit()
+        conn.autocommit = True  # BEGIN and COMMIT go with the statements
+        worker = _Background(durable) if durable is not None else None
+        self._staged, self._pending = False, [sql.SQL("BEGIN")]
         try:
-            with self.conn.cursor() as cur:
+            with conn.cursor() as cur:
                 for name, value in outputs.items():
                     self._write_one(cur, name, _matrix(value))
-                cur.execute(sql.SQL("INSERT INTO {} (slot, lsn, batches) VALUES (%s, %s, %s) "
-                                    "ON CONFLICT (slot) DO UPDATE SET lsn = EXCLUDED.lsn, "
-                                    "batches = EXCLUDED.batches, updated = now()")
-                            .format(_ident(self.schema, PROGRESS)),
-                            (self.slot, format_lsn(lsn), batches))
-            self.conn.commit()
+                self._pending.append(sql.SQL(
+                    "INSERT INTO {} (slot, lsn, batches) VALUES ({}, {}, {}) ON CONFLICT "
+                    "(slot) DO UPDATE SET lsn = EXCLUDED.lsn, batches = EXCLUDED.batches, "
+                    "updated = now()").format(_ident(self.schema, PROGRESS),
+                                              *map(sql.Literal, (self.slot, format_lsn(lsn),
+                                                                 batches))))
+                if worker is not None:
+                    cur.execute(sql.SQL("; ").join(self._pending))
+                    self._pending = []
+                    worker.wait()  # the log on disk before the results may commit
+                self._pending.append(sql.SQL("COMMIT"))
+                cur.execute(sql.SQL("; ").join(self._pending))
         except BaseException:
             self.last.clear()  # unknown: the next write rewrites everything
             self._stage_on = None  # created in the rolled-back transaction, maybe
-            if not self.conn.closed:
+            if not conn.closed:
                 try:
-                    self.conn.rollback()
+                    conn.cursor().execute("ROLLBACK")
                 except Exception:  # noqa: BLE001 - a broken connection: the error below
                     pass
             raise
-        self._stage_on = self.conn if self._staged else self._stage_on
+        finally:
+            if worker is not None:
+                worker.join()
+            if not conn.closed:
+                conn.autocommit = False
+        self._stage_on = conn if self._staged else self._stage_on
         self._written = {k: _matrix(v).copy() for k, v in outputs.items()}
         self.last = self._written
 
@@ -140,12 +161,20 @@ class Sink:
         if old is not None and len(rows) >= STAGED_FRACTION * M.shape[0]:
             return self._update_staged(cur, table, copy_binary(rows, M))
         if old is None:  # the table may hold anything: every row is written again
-            cur.execute(sql.SQL("DELETE FROM {}").format(table))
+            self._pending.append(sql.SQL("DELETE FROM {}").format(table))
         else:
-            cur.execute(sql.SQL("DELETE FROM {} WHERE row = ANY(%s)").format(table),
-                        ([int(r) + 1 for r in rows],))
-        cur.copy_expert(sql.SQL("COPY {} (row, value) FROM STDIN WITH (FORMAT binary)")
-                        .format(table), io.BytesIO(copy_binary(rows, M)))
+            self._pending.append(sql.SQL("DELETE FROM {} WHERE row = ANY({})").format(
+                table, sql.Literal([int(r) + 1 for r in rows])))
+        self._copy(cur, table, copy_binary(rows, M))
+
+    def _copy(self, cur, table, data: bytes) -> None:
+        """The statements pending and a binary COPY into ``table``, in one round trip."""
+        from psycopg2 import sql
+
+        self._pending.append(sql.SQL("COPY {} (row, value) FROM STDIN WITH (FORMAT binary)")
+                             .format(table))
+        cur.copy_expert(sql.SQL("; ").join(self._pending), io.BytesIO(data))
+        self._pending = []
 
     def _update_staged(self, cur, table, data: bytes) -> None:
         """Rows that exist, new values: COPY into the staging table, one UPDATE ... FROM
@@ -154,16 +183,36 @@ class Sink:
 
         stage = _ident("pg_temp", STAGE)
         if self._staged:  # another output's rows, earlier in this transaction
-            cur.execute(sql.SQL("TRUNCATE {}").format(stage))
+            self._pending.append(sql.SQL("TRUNCATE {}").format(stage))
         elif self._stage_on is not self.conn:
-            cur.execute(sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {} (row int, value float8[]) "
-                                "ON COMMIT DELETE ROWS").format(sql.Identifier(STAGE)))
+            self._pending.append(sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {} (row int, value "
+                                         "float8[]) ON COMMIT DELETE ROWS")
+                                 .format(sql.Identifier(STAGE)))
         self._staged = True
-        cur.copy_expert(sql.SQL("COPY {} (row, value) FROM STDIN WITH (FORMAT binary)")
-                        .format(stage), io.BytesIO(data))
+        self._copy(cur, stage, data)
         faults.point("out.staged")
-        cur.execute(sql.SQL("UPDATE {} t SET value = s.value FROM {} s WHERE t.row = s.row")
-                    .format(table, stage))
+        self._pending.append(sql.SQL("UPDATE {} t SET value = s.value FROM {} s WHERE "
+                                     "t.row = s.row").format(table, stage))
+
+
+class _Background(threading.Thread):
+    """``fn()`` on a thread; :meth:`wait` joins it and raises what it raised."""
+
+    def __init__(self, fn):
+        super().__init__(name="linview-log-sync", daemon=True)
+        self.fn, self.error = fn, None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.fn()
+        except BaseException as e:  # noqa: BLE001 - raised again by wait()
+            self.error = e
+
+    def wait(self) -> None:
+        self.join()
+        if self.error is not None:
+            raise self.error
 
 
 def copy_binary(rows: np.ndarray, M: np.ndarray) -> bytes:
