@@ -2,12 +2,19 @@
 
     python bench/db_profile.py --rows 4000 --cols 1000 --transactions 300
     python bench/db_profile.py --pagerank --transactions 200
+    python bench/db_profile.py --rows 4000 --cols 1000 --paced 100 --seconds 10
 
 A throwaway PostgreSQL holds ``obs`` as in ``bench/db_bench.py``; a writer commits
 ``--transactions`` transactions of 1–10 random row UPDATEs, then ``linview run --source
 ... --once`` (in this process, with a checkpoint) applies them all as a backlog under
 cProfile.  Prints rows/s, the batches (and how many re-evaluated), the stream's own split
 (check and log, update, output) and the functions that took the most time.
+
+``--paced RATE``: instead, ``run`` serves (in a thread of this process) while a writer
+commits RATE transactions/s for ``--seconds``, and each window's phases are timed: a
+transaction's wait from its COMMIT to its window's close, the parts applied while the
+window was open, the last part's update, the log's fsync, the result transaction, and
+COMMIT -> visible (the results committed).
 """
 
 from __future__ import annotations
@@ -44,9 +51,13 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=100_000)
     ap.add_argument("--links", type=int, default=1_000_000)
     ap.add_argument("--batch-rows", type=int, default=None)
+    ap.add_argument("--paced", type=float, default=None, metavar="RATE")
+    ap.add_argument("--seconds", type=float, default=10)
     args = ap.parse_args()
     server = PgServer().init().start()
     try:
+        if args.paced:
+            return paced(server, args)
         if args.pagerank:
             return report(args, *pagerank(server, args))
         dsn = server.create_db("bench")
@@ -98,6 +109,89 @@ def pagerank(server, args):
             conn.commit()
             rows += changed
         return profiled(run, rows)
+
+
+def paced(server, args) -> None:
+    """Each window's phases while a writer commits ``--paced`` transactions/s."""
+    import threading
+
+    from db_bench import Writer
+
+    from linview.app.wal import Writer as Log
+
+    dsn = server.create_db("bench")
+    conn = server.connect("bench")
+    conn.autocommit = False
+    fill(conn, args.rows, args.cols)
+    prog = linview.compile_file(ROOT / "examples/ols.m")
+    windows, cur = [], {"parts": 0.0, "n_parts": 0}
+    with tempfile.TemporaryDirectory() as ck:
+        run = PostgresRun(prog, dsn=dsn, tables=[parse_table_spec("X=obs.x"),
+                                                 parse_table_spec("Y=obs.y")],
+                          checkpoint=ck, warn=print)
+
+        def timed(fn, key):
+            def wrapped(*a, **kw):
+                t = time.perf_counter()
+                out = fn(*a, **kw)
+                cur[key] = cur.get(key, 0.0) + time.perf_counter() - t
+                return out
+            return wrapped
+
+        apply, update, publish = run.apply, run._update, run._publish
+
+        def apply_timed(txs, changes, publish=True):
+            if publish:
+                cur["close"] = time.time()
+            cur["closing"] = publish
+            t = time.perf_counter()
+            apply(txs, changes, publish=publish)
+            if not publish and txs:
+                cur["parts"] += time.perf_counter() - t
+                cur["n_parts"] += 1
+
+        def publish_timed(changes):
+            cur["commits"] = list(run._commit_times)  # every transaction of the window
+            publish(changes)
+            cur["visible"] = time.time()
+            if cur["commits"]:
+                windows.append(dict(cur))
+            cur.clear()
+            cur.update(parts=0.0, n_parts=0)
+
+        run.apply, run._publish = apply_timed, publish_timed
+        def update_timed(*a, **kw):
+            t = time.perf_counter()
+            update(*a, **kw)
+            if cur.get("closing"):
+                cur["last"] = cur.get("last", 0.0) + time.perf_counter() - t
+
+        run._update = update_timed
+        run.sink.write = timed(run.sink.write, "write")
+        sync = Log.sync
+        Log.sync = timed(lambda self: sync(self), "sync")
+        t = threading.Thread(target=run.serve, kwargs={"once": False})
+        t.start()
+        time.sleep(1.0)
+        w = Writer(dsn, args.rows, args.cols, seed=1)
+        w.paced(args.paced, args.seconds)
+        time.sleep(1.0)
+        run.stop()
+        t.join()
+        Log.sync = sync
+    med = {k: 1e3 * float(np.median([x.get(k, 0.0) for x in windows]))
+           for k in ("parts", "last", "sync", "write")}
+    waits = [x["close"] - c for x in windows if "close" in x for c in x["commits"]]
+    lat = [x["visible"] - c for x in windows for c in x["commits"]]
+    print(f"{len(w.log)} transactions at {args.paced:g}/s, {len(windows)} windows "
+          f"(median {np.median([len(x['commits']) for x in windows]):.0f} transactions, "
+          f"{np.median([x['n_parts'] for x in windows]):.0f} parts applied while open)")
+    print(f"per window (median ms): parts while open {med['parts']:.1f}, last part "
+          f"{med['last']:.1f}, log fsync {med['sync']:.1f}, result "
+          f"transaction {med['write']:.1f}")
+    print(f"per transaction (ms): COMMIT -> window closed p50 {1e3 * np.median(waits):.1f}; "
+          f"COMMIT -> visible p50 {1e3 * np.percentile(lat, 50):.1f}, "
+          f"p99 {1e3 * np.percentile(lat, 99):.1f}")
 
 
 def profiled(run, rows: int):

@@ -42,6 +42,8 @@ POINTS = {
                       "after each view",
     "batch.op": "after each change of a batch (an update, an edge batch, a scaling)",
     "out.results": "before the results of the batch are written",
+    "out.staged": "PostgreSQL: a batch's result rows staged (COPY into the staging table), "
+                  "the result tables not yet updated, nothing committed",
     "out.position": "between the results write and the position write (OUT/log.jsonl)",
     "batch.done": "the batch applied and its position recorded",
     "save.write": "inside save, before the temporary state file is written",

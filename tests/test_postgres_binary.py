@@ -169,8 +169,8 @@ def test_a_window_applied_in_parts_while_open_writes_its_results_once(pg_server)
     parts, writes, apply, write = [], [], run.apply, run.sink.write
     run.apply = lambda txs, changes, publish=True: (
         parts.append(len(txs)) if not publish else None, apply(txs, changes, publish))[1]
-    run.sink.write = lambda outputs, lsn, batches: (writes.append(lsn),
-                                                    write(outputs, lsn, batches))[1]
+    run.sink.write = lambda outputs, lsn, batches, **kw: (writes.append(lsn),
+                                                          write(outputs, lsn, batches, **kw))[1]
     server = threading.Thread(target=run.serve, args=(False,))
     server.start()
     try:

@@ -366,9 +366,9 @@ class PostgresRun:
         """The results of everything applied and its LSN, in one transaction; then the
         slot is acknowledged."""
         end = self.applied
-        if self.stream.log is not None:  # the window's parts logged, one fsync
-            self.stream.log.sync()
-        self.sink.write(self.views.outputs, end, self.stream.pos["batch"])
+        log = self.stream.log  # the window's parts logged: one fsync, during the write
+        durable = log.sync if log is not None and log.unsynced else None
+        self.sink.write(self.views.outputs, end, self.stream.pos["batch"], durable=durable)
         self.visible = end
         visible = time.time()
         self.latencies += [visible - t for t in self._commit_times]
