@@ -388,6 +388,7 @@ def _restore_solve(path, meta: dict, views: dict, program: CompiledProgram, opti
     opts = {k: v for k, v in (meta.get("solve_options") or {}).items() if v is not None}
     out = program.load(**inputs, **{**opts, **options},
                        _warm=solve_state.solutions_of(views),
+                       _factors=solve_state.factors_of(views),
                        _restored=solve_state.dense_views_of(views))
     out.saved_meta, out.updates = meta, int(meta["updates"])
     out.stats["updates"] = out.updates
