@@ -175,10 +175,32 @@ def kept_normal(views, inverse: str, F: str, w: str | None = None,
     if not auto:
         return why, 0.0, ""
     kappa = math.sqrt(_norm2(apply, f.shape[1]) * _norm2(lambda x: W @ x, f.shape[1]))
-    phrase = (f"the normal equations' error is about κ = {kappa:.3g} times lstsq's "
-              f"(κ² = {kappa * kappa:.3g}, the 2-norm condition estimate of {G} by power "
-              "iterations)")
+    phrase = kappa_phrase(kappa, G)
     return why + f"; {phrase}, within the {AUTO_RATIO:g}× that keeps them", kappa, phrase
+
+
+def kappa_phrase(kappa: float, G: str) -> str:
+    return (f"the normal equations' error is about κ = {kappa:.3g} times lstsq's "
+            f"(κ² = {kappa * kappa:.3g}, the 2-norm condition estimate of {G} by power "
+            "iterations)")
+
+
+def kappa_of(views, inverse: str, F: str, w: str | None = None) -> float | None:
+    """The rule's ``κ`` of one problem as :func:`kept_normal` estimates it with ``auto``
+    (the same power iterations), read from the views in place (no copies: the check of
+    :mod:`linview.lstsq_switch` during updates); None where the inverse is not kept."""
+    try:
+        f, W = views._view(F), views._view(inverse)
+        d = None if w is None else _dense(views._view(w)).ravel()
+    except KeyError:
+        return None
+    n = f.shape[1]
+
+    def apply(x):  # Fᵀ D F x
+        y = f @ x
+        return f.T @ (y if d is None else d * y)
+
+    return math.sqrt(_norm2(apply, n) * _norm2(lambda x: W @ x, n))
 
 
 def _dense(a) -> np.ndarray:

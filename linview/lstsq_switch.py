@@ -4,7 +4,7 @@
 (:mod:`linview.lstsq`).  The normal equations it keeps are watched here while they are
 updated, so that the rule also holds for data that become ill-conditioned later:
 
-* every :data:`CHECK_EVERY`-th update (when the probes draw fresh vectors too), the rule's
+* every :data:`CHECK_EVERY`-th update (1,024), the rule's
   ``κ = √cond₂(FᵀF)`` of each problem is estimated again (:func:`linview.lstsq.
   kept_normal`: power iterations from a fixed start, 16 products with FᵀF and 16 with the
   maintained inverse; the same numbers for the same data and update count, so a run
@@ -33,9 +33,10 @@ import numpy as np
 from linview import lstsq
 from linview.errors import NumericalError
 
-#: the rule is applied again every this many updates (``backends/numpy/probe.py``'s
-#: ``RENEW_EVERY``): each check costs about as much as 16 row updates of the normal form
-CHECK_EVERY = 256
+#: the rule is applied again every this many updates: a check (32 passes over F, 16 over
+#: the inverse) cost about 21 row updates of the normal form on a tall 4000×1000 X
+#: (``bench/lstsq_check.py``), so about 2% of the update time
+CHECK_EVERY = 1024
 
 def watch(views, prog, memory_budget=None):
     """``views`` (loaded or restored by ``prog``) made to switch as the module docstring
@@ -79,14 +80,15 @@ def check(views) -> bool:
     prog = views._lstsq_watch["prog"]
     if _stable_program(views) is None:
         return False
-    kept = [(F, *lstsq.kept_normal(views, name, F, w, None, auto=True))
-            for name, F, w in lstsq.grams(prog)]
+    kept = [(F, w, lstsq.kappa_of(views, name, F, w)) for name, F, w in lstsq.grams(prog)]
+    kept = [k for k in kept if k[2] is not None]
     if not kept:
         return False
-    F, _, kappa, phrase = max(kept, key=lambda k: k[2])
+    F, w, kappa = max(kept, key=lambda k: k[2])
     views.stats["least_squares_checks"] = views.stats.get("least_squares_checks", 0) + 1
-    return kappa > lstsq.AUTO_RATIO and switch(views, f"{phrase}, over the "
-                                                      f"{lstsq.AUTO_RATIO:g}×")
+    G = f"{F}ᵀ{F}" if w is None else f"{F}ᵀ·diag({w})·{F}"
+    return kappa > lstsq.AUTO_RATIO and switch(
+        views, f"{lstsq.kappa_phrase(kappa, G)}, over the {lstsq.AUTO_RATIO:g}×")
 
 
 def switch(views, because: str) -> bool:
