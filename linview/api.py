@@ -19,7 +19,7 @@ import types
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from linview import budget, compile_options, lstsq, specialize
+from linview import budget, compile_options, lstsq, lstsq_switch, specialize
 from linview.backends.numpy import runtime
 from linview.backends.numpy.solve_codegen import has_solve_side
 from linview.compile_options import (
@@ -96,10 +96,12 @@ class CompiledProgram:
             return self.specialize(**inputs).load(**inputs, memory_budget=limit, **extra)
         self._check_budget(inputs, limit, self.lowered if self._solve_side else None)
         try:
-            return lstsq.loaded(self.module_class(**lstsq.load_options(self, inputs), **extra),
-                                inputs, self, switch=not extra, memory_budget=limit)
+            views = lstsq.loaded(self.module_class(**lstsq.load_options(self, inputs),
+                                                   **extra),
+                                 inputs, self, memory_budget=limit, extra=extra)
+            return lstsq_switch.watch(views, self, limit)  # the rule during updates too
         except NumericalError as refused:  # least squares: QR, or pinv (linview.lstsq)
-            return lstsq.load_instead(self, refused, inputs, memory_budget=limit)
+            return lstsq.load_instead(self, refused, inputs, memory_budget=limit, extra=extra)
         except MemoryError as e:
             raise budget.out_of_memory(e, self.name) from None
         except InputError as first:
@@ -361,7 +363,7 @@ def restore(path, program: CompiledProgram | None = None, **options):
 
     reuse.restore_probes(out, path, meta)  # the saved probe vectors: guards as strict
     out.least_squares = meta.get("least_squares")  # the form load() chose, and why
-    return out
+    return lstsq_switch.watch(out, program)  # as the saved views were (linview.lstsq_switch)
 
 
 def _restore_solve(path, meta: dict, views: dict, program: CompiledProgram, options: dict):
@@ -388,6 +390,7 @@ def _restore_solve(path, meta: dict, views: dict, program: CompiledProgram, opti
     opts = {k: v for k, v in (meta.get("solve_options") or {}).items() if v is not None}
     out = program.load(**inputs, **{**opts, **options},
                        _warm=solve_state.solutions_of(views),
+                       _factors=solve_state.factors_of(views),
                        _restored=solve_state.dense_views_of(views))
     out.saved_meta, out.updates = meta, int(meta["updates"])
     out.stats["updates"] = out.updates

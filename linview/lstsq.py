@@ -42,8 +42,8 @@ from linview.errors import LinviewError, NumericalError
 #: ``cond(F)·eps`` (``lstsq``'s).  A program that keeps least squares by the normal
 #: equations is loaded with this condition limit (unless ``condition_limit=`` is given), so
 #: that past it (relative error about 1e-8) the problem is kept by QR updates instead; its
-#: updates then run with the usual limit (a switch during updates is not implemented, and
-#: refusing updates sooner would only stop the stream sooner).
+#: updates then run with the usual limit (during updates the rule is applied again by
+#: :mod:`linview.lstsq_switch`, which also switches instead of refusing at that limit).
 NORMAL_CONDITION_LIMIT = 1e8
 
 
@@ -72,7 +72,8 @@ def load_options(prog, inputs: dict) -> dict:
     return {**inputs, "condition_limit": NORMAL_CONDITION_LIMIT}
 
 
-def loaded(views, inputs: dict, prog=None, switch: bool = True, memory_budget=None):
+def loaded(views, inputs: dict, prog=None, switch: bool = True, memory_budget=None,
+           extra: dict | None = None):
     """``views`` loaded with :func:`load_options`: its updates use the usual limit, and
     ``views.least_squares`` says why the normal equations were kept (the condition
     estimate of each least-squares problem's Gram matrix, and the limit).
@@ -86,33 +87,36 @@ def loaded(views, inputs: dict, prog=None, switch: bool = True, memory_budget=No
     :func:`_predicted` says, a tall 30×10 F of cond 32 and ρ ≈ 0.15 was predicted 5.4×
     and measured 16×).  Past :data:`AUTO_RATIO` for some problem, the program compiled with
     ``least_squares="qr"`` is loaded from the same inputs and returned instead (unless
-    ``switch`` is false: views loaded into a view store or reusing arrays stay), within
-    the same ``memory_budget``.  Otherwise
+    ``switch`` is false), within the same ``memory_budget`` and with the same offer of
+    views (``extra``: ``reuse=``/``store=``, what :func:`linview.backends.numpy.reuse.
+    split_options` made of them).  Otherwise
     (``normal``) the reason is worked out when first read: it reads the views, a second of
     a 4000×4000 load."""
     added = "condition_limit" not in inputs and hasattr(views, "condition_limit")
     if added:
         views.condition_limit = INV_CONDITION_LIMIT
-    grams = list(_grams(prog)) if prog is not None and hasattr(views, "condition_limit") \
+    found = list(grams(prog)) if prog is not None and hasattr(views, "condition_limit") \
         else []
-    if not grams or not (added or _form(prog) == "auto"):
+    if not found or not (added or _form(prog) == "auto"):
         return views
     if _form(prog) != "auto" or prog.options.get("backend") != "numpy":
         views.least_squares = lambda: "; ".join(
-            _kept_normal(views, name, F, w, _rhs_of(prog, F))[0] for name, F, w in grams)
+            kept_normal(views, name, F, w, _rhs_of(prog, F))[0] for name, F, w in found)
         return views
-    kept = [(F, *_kept_normal(views, name, F, w, _rhs_of(prog, F), auto=True))
-            for name, F, w in grams]
+    kept = [(F, *kept_normal(views, name, F, w, _rhs_of(prog, F), auto=True))
+            for name, F, w in found]
     F, _, ratio, phrase = max(kept, key=lambda k: k[2])
     if ratio > AUTO_RATIO and switch and (other := compiled_as(prog, "qr")) is not None:
         why = (f"least squares of {F} by QR updates of the factor (chosen at load(): "
                f"{phrase}, over the {AUTO_RATIO:g}× that keeps the normal equations)")
         other.options["why"] = why
         normal_class = type(views)
+        if hasattr(views, "wait_for_store"):  # its entries written to a store folder
+            views.wait_for_store()
         if isinstance(getattr(views, "_store", None), dict):  # its arrays go before the
             views._store.clear()  # stable form's are made: one load's peak, not two
         try:
-            stable = other.load(**inputs, memory_budget=memory_budget)
+            stable = other.load(**inputs, **(extra or {}), memory_budget=memory_budget)
         except NumericalError:  # (rare: the normal equations loaded; keep them)
             views = normal_class(**load_options(prog, inputs))
             views.condition_limit = INV_CONDITION_LIMIT
@@ -131,7 +135,7 @@ def _rhs_of(prog, F: str) -> str | None:
     return None
 
 
-def _kept_normal(views, inverse: str, F: str, w: str | None = None,
+def kept_normal(views, inverse: str, F: str, w: str | None = None,
                  Y: str | None = None, auto: bool = False) -> tuple[str, float, str]:
     """Why the normal equations of ``F`` were kept: the 1-norm condition estimate of FᵀF
     (``‖FᵀF‖₁`` estimated by products with F, ``‖inv(FᵀF)‖₁`` read from the view); with
@@ -171,10 +175,32 @@ def _kept_normal(views, inverse: str, F: str, w: str | None = None,
     if not auto:
         return why, 0.0, ""
     kappa = math.sqrt(_norm2(apply, f.shape[1]) * _norm2(lambda x: W @ x, f.shape[1]))
-    phrase = (f"the normal equations' error is about κ = {kappa:.3g} times lstsq's "
-              f"(κ² = {kappa * kappa:.3g}, the 2-norm condition estimate of {G} by power "
-              "iterations)")
+    phrase = kappa_phrase(kappa, G)
     return why + f"; {phrase}, within the {AUTO_RATIO:g}× that keeps them", kappa, phrase
+
+
+def kappa_phrase(kappa: float, G: str) -> str:
+    return (f"the normal equations' error is about κ = {kappa:.3g} times lstsq's "
+            f"(κ² = {kappa * kappa:.3g}, the 2-norm condition estimate of {G} by power "
+            "iterations)")
+
+
+def kappa_of(views, inverse: str, F: str, w: str | None = None) -> float | None:
+    """The rule's ``κ`` of one problem as :func:`kept_normal` estimates it with ``auto``
+    (the same power iterations), read from the views in place (no copies: the check of
+    :mod:`linview.lstsq_switch` during updates); None where the inverse is not kept."""
+    try:
+        f, W = views._view(F), views._view(inverse)
+        d = None if w is None else _dense(views._view(w)).ravel()
+    except KeyError:
+        return None
+    n = f.shape[1]
+
+    def apply(x):  # Fᵀ D F x
+        y = f @ x
+        return f.T @ (y if d is None else d * y)
+
+    return math.sqrt(_norm2(apply, n) * _norm2(lambda x: W @ x, n))
 
 
 def _dense(a) -> np.ndarray:
@@ -219,16 +245,17 @@ def _predicted(f, d, W, y, norm: float, cond: float) -> tuple[float, float, bool
     return normal, qr, y is not None
 
 
-def load_instead(prog, refused: NumericalError, inputs: dict, memory_budget=None):
+def load_instead(prog, refused: NumericalError, inputs: dict, memory_budget=None,
+                 extra: dict | None = None):
     """The live views of ``prog``'s data by the first form that loads, or ``refused``;
     ``views.least_squares`` (and ``explain()`` of the program compiled again) say which
-    form and why."""
+    form and why.  ``extra``: the load's offer of views (``reuse=``/``store=``)."""
     opts = prog.options
-    F = _refused_gram(prog, refused)
+    F = refused_gram(prog, refused)
     if _form(prog) not in ("auto", "normal") or opts.get("backend") != "numpy" \
             or F is None or getattr(refused, "floating_point", None):
         raise refused  # (values past float64's range: no other form mends that)
-    reason = _refusal(refused, F, _refused_weight(prog, refused))
+    reason = refusal(refused, F, refused_weight(prog, refused))
     error = refused
     for form in ("qr", "pinv"):
         other = compiled_as(prog, form)
@@ -245,7 +272,7 @@ def load_instead(prog, refused: NumericalError, inputs: dict, memory_budget=None
                    + f"; Octave answers {F} \\ Y with the minimum-norm solution)")
         other.options["why"] = why
         try:
-            views = other.load(**inputs, memory_budget=memory_budget)
+            views = other.load(**inputs, **(extra or {}), memory_budget=memory_budget)
         except NumericalError as e:
             error = e
             continue
@@ -254,7 +281,7 @@ def load_instead(prog, refused: NumericalError, inputs: dict, memory_budget=None
     raise error
 
 
-def _refusal(refused: NumericalError, F: str, w: str | None = None) -> str:
+def refusal(refused: NumericalError, F: str, w: str | None = None) -> str:
     """The refusal of ``inv(FᵀF)`` in words: the condition estimate and the limit."""
     found = re.search(r"condition estimate is (\S+), over the limit (\S+)", refused.message)
     if found:
@@ -290,7 +317,7 @@ def compiled_as(prog, form: str):
     return other if count > before else None
 
 
-def _grams(prog) -> list[tuple[str, str, str | None]]:
+def grams(prog) -> list[tuple[str, str, str | None]]:
     """``(inverse view, F, w)`` for each ``inv(FᵀF)``, or ``inv(Fᵀ diag(w) F)`` (weighted;
     else w is None), of a design F in ``prog``."""
     views = {st.name: st.expr for st in prog.lowered.statements}
@@ -310,18 +337,18 @@ def _grams(prog) -> list[tuple[str, str, str | None]]:
     return out
 
 
-def _refused_weight(prog, refused: NumericalError) -> str | None:
+def refused_weight(prog, refused: NumericalError) -> str | None:
     """The weights of the refused Gram matrix (``Fᵀ diag(w) F``), or None."""
-    return next((w for name, _, w in _grams(prog) if f"cannot invert {name}:" in
+    return next((w for name, _, w in grams(prog) if f"cannot invert {name}:" in
                  refused.message), None)
 
 
-def _refused_gram(prog, refused: NumericalError) -> str | None:
+def refused_gram(prog, refused: NumericalError) -> str | None:
     """F when the inverse ``refused`` names is that of a Gram matrix ``FᵀF`` (the normal
     equations) of a design F: an input, or a view ``[ones(m,c) X ...]`` of inputs
     (:func:`linview.compiler.designs.design_of`), not some other inverse of the program;
     else None."""
-    for name, F, _ in _grams(prog):
+    for name, F, _ in grams(prog):
         if f"cannot invert {name}:" in refused.message:
             return F
     return None

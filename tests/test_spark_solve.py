@@ -315,3 +315,39 @@ def test_an_update_that_fails_after_its_solve_views_changed_is_refused_until_ref
     for name in ("r", "beta", "q", "share"):
         np.testing.assert_allclose(views[name], want[name], atol=1e-6, rtol=1e-7)
     views.release()
+
+
+STABLE_OLS = "function beta = ols(X, Y)\n  %#linview dynamic X Y\n" \
+             "  beta = (X' * X) \\ (X' * Y);\nend\n"
+
+
+def test_stable_least_squares_resumes_bit_for_bit_on_spark(spark, tmp_path):
+    """The stable form's solver runs on the driver (NumPy's ``CholeskySolver``) and saves
+    its whole state (the factor as updated, not formed again): a restored Spark module
+    continues to the same bits as the one that never stopped, and as NumPy's."""
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((30, 5))
+    X[:, 1] = X[:, 0] + 1e-6 * X[:, 1]  # κ about 1e6
+    inputs = {"X": X, "Y": rng.standard_normal((30, 1))}
+    changes = []
+    for i in range(8):
+        u = np.zeros(30)
+        u[int(rng.integers(30))] = 1.0
+        changes.append(("X", u, rng.standard_normal(5)) if i % 2 else
+                       ("Y", u, rng.standard_normal(1)))
+    prog = linview.compile(STABLE_OLS, name="ols", backend="spark", least_squares="qr")
+    ref = linview.compile(STABLE_OLS, name="ols", least_squares="qr").load(**inputs)
+    whole = prog.load(spark=spark, **inputs, **OPTIONS)
+    part = prog.load(spark=spark, **inputs, **OPTIONS)
+    assert part.solver("beta").method == "cholesky"
+    for i, (name, U, V) in enumerate(changes):
+        if i in (3, 6):
+            part.save(tmp_path / "s.npz")
+            part.release()
+            part = linview.restore(tmp_path / "s.npz", program=prog, spark=spark, **OPTIONS)
+        for views in (ref, whole, part):
+            views.update(name, U, V)
+        assert np.array_equal(part["beta"], whole["beta"]), i
+        assert np.array_equal(whole["beta"], ref["beta"]), i
+    whole.release()
+    part.release()

@@ -209,7 +209,9 @@ def offer_of_saved(path, meta: dict, arrays: dict, own_inputs: bool = False) -> 
     # a file of a module with solve views names its arrays NAME@x, NAME@view
     plain = {n.split("@")[0]: k for n, k in names.items()}
     prober = saved_prober(path, meta, {n.split("@")[0]: a.shape[0] for n, a in arrays.items()
-                                       if a.ndim == 2}, True)
+                                       if a.ndim == 2 and (
+                                           "@" not in n or n.endswith(("@x", "@view")))},
+                          True)
     for w, a in prober.arg_of.items():
         if w in plain:
             offer.probes[plain[w]] = (prober, w, a)

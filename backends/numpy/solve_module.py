@@ -16,7 +16,10 @@ input keep their normal triggers (Woodbury and the rest), and
 
 Saving writes the inputs in their storage and the solve views' solutions in the one state
 format (:mod:`linview.statefile`); restoring loads the inputs again, warm-started from the
-solutions, so that every bound is certified again from exact residuals.  Loads with
+solutions, so that every bound is certified again from exact residuals.  A least-squares
+view (the ``cholesky`` method) saves and restores its solver's whole state instead (its
+factor, solution and refinement scalars: :func:`.solve_state.factor_arrays`), so that a
+restored run continues bit for bit.  Loads with
 ``reuse=``/``store=`` (and an edited program's restore) take views by key
 (:mod:`.reuse`): sparse inputs keyed by their CSR arrays, a solve view taken over with its
 solver built again, warm from the kept solution.
@@ -99,17 +102,19 @@ class SolveModule(TriggerModule):
     SIDE: tuple[str, ...] = ()
     OPTIONS = {**TriggerModule.OPTIONS, "tolerance": None, "method": None}
 
-    def __init__(self, /, _state=None, _reuse=None, _warm=None, _restored=None, **kwargs):
+    def __init__(self, /, _state=None, _reuse=None, _warm=None, _restored=None,
+                 _factors=None, **kwargs):
         if _state is not None:
             raise InputError("a program with solve views is restored by linview.restore")
         self._solves: dict[str, SolveView] = {}
         self._warm = dict(_warm or {})
+        self._factors = dict(_factors or {})  # least-squares solvers' saved states
         self._restored = dict(_restored or {})  # dense views of a state file, as saved
         self._direct = False  # verify(): direct solves, no solver is touched
         self._edge_changes = None
         # reuse=, store=, an edited program: views by key, solve views taken over warm
         super().__init__(_reuse=_reuse, **kwargs)  # (backends/numpy/reuse.py)
-        self._warm = {}
+        self._warm, self._factors = {}, {}
 
     def _configure(self, opts: dict) -> None:
         self.solve_tolerance, self.method = opts["tolerance"], opts["method"]
@@ -172,9 +177,10 @@ class SolveModule(TriggerModule):
         old = self._solves.get(name)
         x0 = self._warm.pop(name, None)
         x0 = old.X if x0 is None and old is not None and old.method != "cholesky" else x0
+        saved = self._factors.pop(name, None)  # restored: the solver's whole state
         view = SolveView(name, self.method or method, float(self.solve_tolerance or tol),
                          B, A, M=M, s=s, gram=gram, design=design, rhs=rhs, x0=x0,
-                         weights=weights)
+                         weights=weights, saved=saved)
         self._solves[name] = view
         return view.X
 

@@ -3,7 +3,9 @@
 A dense input is saved as ``view:NAME`` as every module saves it; a sparse input as its CSR
 arrays (``NAME@data``, ``NAME@indices``, ``NAME@indptr``, ``NAME@shape``), a stochastic one
 as its edge list (``NAME@src``, ``NAME@dst``, ``NAME@w``, ``NAME@n``), all float64 (node
-ids are exact below 2⁵³); each solve view's solution as ``NAME@x``; every other dense
+ids are exact below 2⁵³); each solve view's solution as ``NAME@x``, and a least-squares view
+kept by factor updates (the ``cholesky`` method) its whole solver state besides
+(:func:`factor_arrays`); every other dense
 view as ``NAME@view``, with the probe state of maintained inverses beside them.  The
 manifest's ``storage`` says which input is which, its ``keys`` the key of each saved view
 (by array name: an edited program's restore, or ``load(reuse=path)``, takes them by
@@ -11,7 +13,9 @@ key).  :func:`linview.restore` loads the inputs again (:func:`inputs_of`), takes
 dense views as saved (:func:`dense_views_of`), and evaluates only the solve views,
 warm-started from their saved solutions (:func:`solutions_of`) so that each bound is
 certified again from an exact residual, and the sparse values of the solve side (which
-are not saved).
+are not saved).  A least-squares view whose solver state was saved (:func:`factors_of`)
+continues from that state instead, neither factored nor refined: bit for bit what the
+run that saved it would have computed next.
 """
 
 from __future__ import annotations
@@ -23,7 +27,13 @@ from linview import statefile
 from linview.backends.numpy import probe as _probe
 from linview.backends.numpy import reuse
 from linview.errors import StateError
+from linview.solve.seminormal import CholeskySolver
 from linview.solve.stochastic import StochasticMatrix
+
+#: the arrays of a least-squares view's solver state, by suffix (``NAME@L``, ...): the
+#: factor, the refinement's scalars, the weights, and the rows of F and Y where the
+#: solver's copies differ from the inputs' (``@Fi``: their indices, ``@F``: their values)
+FACTOR_PARTS = ("L", "scalars", "d", "Fi", "F", "Yi", "Y")
 
 
 def write(path, module, extra: dict | None = None) -> None:
@@ -47,6 +57,8 @@ def write(path, module, extra: dict | None = None) -> None:
             storage[name] = "dense"
     for name, view in module._solves.items():
         arrays[f"{name}@x"] = np.asarray(view.X)
+        if isinstance(view.solver, CholeskySolver):
+            arrays.update(factor_arrays(module, name, view))
     for name, v in module._views.items():  # the other dense views, as they are
         if name not in module.INPUTS and name not in module._solves and \
                 isinstance(v, np.ndarray):
@@ -65,6 +77,59 @@ def write(path, module, extra: dict | None = None) -> None:
         manifest["least_squares"] = why
     statefile.write(path, {k: np.asarray(a, dtype=np.float64) for k, a in arrays.items()},
                     manifest, probes)
+
+
+def factor_arrays(module, name: str, view) -> dict[str, np.ndarray]:
+    """The solver state of least-squares view ``name`` (:meth:`CholeskySolver.state`
+    less X, saved as ``NAME@x``) and, since the solver keeps its own F and Y and updates
+    them by its own arithmetic (which may round otherwise than the module's updates of the
+    inputs), the rows where they differ from what a restore builds from the saved inputs,
+    to the bit (all rows where that cannot be built)."""
+    solver = view.solver
+    out = {f"{name}@{k}": v for k, v in solver.state().items() if k != "X"}
+    if solver.d.size:
+        out[f"{name}@d"] = solver.d
+    m = solver.F.shape[0]
+    blocks = [np.ones((m, b)) if isinstance(b, int) else _input(module, b[0])
+              for b in view.design]
+    built = blocks[0] if len(blocks) == 1 else (
+        np.hstack(blocks) if all(b is not None for b in blocks) else None)
+    for part, mine, other in (("F", solver.F, built), ("Y", solver.Y,
+                                                       _input(module, view.rhs))):
+        rows = _differing_rows(mine, other)
+        if rows.size:  # (none: nothing saved, an empty array has no bytes to hash)
+            out[f"{name}@{part}i"], out[f"{name}@{part}"] = rows.astype(float), mine[rows]
+    return out
+
+
+def _input(module, name) -> np.ndarray | None:
+    if name not in module.INPUTS:
+        return None
+    v = module._view(name)
+    return v.toarray() if sps.issparse(v) else v if isinstance(v, np.ndarray) else None
+
+
+def _differing_rows(mine: np.ndarray, built: np.ndarray | None) -> np.ndarray:
+    """The rows of ``mine`` whose bits differ from ``built``'s (all when it is missing or
+    of another shape)."""
+    if built is None or built.shape != mine.shape:
+        return np.arange(mine.shape[0])
+    return np.flatnonzero(np.any(mine.view(np.int64) != built.view(np.int64), axis=1))
+
+
+def factors_of(views: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    """``{least-squares view: its saved solver state}`` (:func:`factor_arrays`), with
+    its solution as ``X``; empty for a state written before these were saved (the
+    views are then factored again, from the saved solution)."""
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for key in views:
+        name, _, part = key.rpartition("@")
+        if part == "L" and name:
+            out[name] = {p: views[f"{name}@{p}"] for p in FACTOR_PARTS
+                         if f"{name}@{p}" in views}
+            if f"{name}@x" in views:
+                out[name]["X"] = views[f"{name}@x"]
+    return out
 
 
 def _ints(a: np.ndarray) -> np.ndarray:
@@ -107,4 +172,5 @@ def dense_views_of(views: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k[:-5]: v for k, v in views.items() if k.endswith("@view")}
 
 
-__all__ = ["write", "inputs_of", "solutions_of", "dense_views_of"]
+__all__ = ["write", "inputs_of", "solutions_of", "dense_views_of", "factors_of",
+           "factor_arrays"]

@@ -41,10 +41,11 @@ class SolveView:
     ``I - s·M`` with M a sparse or stochastic input, ``gram`` ``(F, Y)`` (values) when the
     statement is ``(Fᵀ F) \\ (Fᵀ Y)`` of a design F and an input ``rhs`` = Y, ``design``
     F's blocks with their widths (``(1, ('X', 30))`` for ``[ones(m,1) X]``,
-    :func:`linview.compiler.designs.layout_change`)."""
+    :func:`linview.compiler.designs.layout_change`); ``saved`` the solver state a state
+    file kept for the ``cholesky`` method (:func:`.solve_state.factors_of`)."""
 
     def __init__(self, name: str, method: str, tol: float, B, A, M=None, s=None,
-                 gram=None, design=(), rhs=None, x0=None, weights=None):
+                 gram=None, design=(), rhs=None, x0=None, weights=None, saved=None):
         if method not in METHODS:
             raise InputError(f"unknown solve method {method!r}",
                              hint="methods: auto, push, krylov, cholesky")
@@ -63,7 +64,8 @@ class SolveView:
             self.design, self.rhs = design, rhs
             self.weights = weights[0] if weights is not None else None
             self.solver = CholeskySolver(*gram, tol, threads=idle_cores,
-                                         weights=None if weights is None else weights[1])
+                                         weights=None if weights is None else weights[1],
+                                         saved=saved)  # a saved state: continued as it was
         elif method == "push":
             if links is None:
                 raise InputError(f"solve view {name}: push needs A = I - s*M with M "

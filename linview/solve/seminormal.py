@@ -40,7 +40,7 @@ import numba
 import numpy as np
 import scipy.linalg
 
-from linview.errors import InputError, NumericalError
+from linview.errors import InputError, NumericalError, StateError
 from linview.solve.seminormal_kernels import (
     residual_gradient,
     solve_lower_t,
@@ -81,6 +81,20 @@ def _dense_2d(x) -> np.ndarray:
     return x.reshape(-1, 1) if x.ndim < 2 else x
 
 
+def _patch(target: np.ndarray, rows, values, part: str) -> None:
+    """``target[rows] = values`` for a saved state's rows of F or Y, checked."""
+    if rows is None and values is None:
+        return
+    m, c = target.shape
+    ok = isinstance(rows, np.ndarray) and isinstance(values, np.ndarray) and \
+        rows.ndim == 1 and values.shape == (rows.size, c) and np.all(np.isfinite(values))
+    idx = rows.astype(np.int64) if ok else None
+    if not ok or not np.array_equal(idx, rows) or np.any(idx < 0) or np.any(idx >= m):
+        raise StateError(f"the saved rows of {part} of least squares do not fit its data "
+                         f"({m}×{c})")
+    target[idx] = values
+
+
 class CholeskySolver:
     """``X = (Fᵀ F) \\ (Fᵀ Y)`` kept by Cholesky updates and corrected seminormal equations
     (see the module docstring).  Backward stable like ``lstsq``: a near-singular F (two
@@ -90,7 +104,7 @@ class CholeskySolver:
     method = "cholesky"
 
     def __init__(self, F, Y, tol: float, threads: Callable[[], int] | None = None,
-                 weights=None):
+                 weights=None, saved: dict | None = None):
         # F in C order: a row change is contiguous, and so is the residual's pass by rows
         self.F = np.array(_dense_2d(F), dtype=float, order="C")
         self.Y = np.array(_dense_2d(Y), dtype=float, order="F")
@@ -114,11 +128,57 @@ class CholeskySolver:
         self._noise = 0.0
         self.X = np.zeros((n, self.Y.shape[1]), order="F")
         self._rate = 1.0  # the last observed shrink factor of the corrections
-        self._factor()
-        self._refine(fresh=True)
+        if saved is None:
+            self._factor()
+            self._refine(fresh=True)
+        else:  # a saved state (:meth:`state`): as it was, neither factored nor refined
+            self._resume(saved)
         # the update's kernel compiled (or read from numba's cache) now, not at the first
         # update: a 2×2 factor (1×1 would be typed C-ordered), the types of the real call
         update_downdate(np.eye(2, order="F"), np.zeros(2), np.zeros(2), np.zeros(2), True, 1)
+
+    # ------------------------------------------------------------------ saved state
+    #: the scalars of :meth:`state`, in order
+    SCALARS = ("noise", "rate", "factor_updates", "refinement_steps", "refactorizations")
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Everything the next change reads besides F, Y and the weights: the factor L,
+        the solution X and the refinement's scalars (the floor and the contraction seen,
+        then the counts of :attr:`stats`).  A solver built with ``saved=`` this state, F, Y
+        and weights equal to the bit continues as this one would: same bits."""
+        return {"L": self.L, "X": self.X, "scalars": np.array(
+            [self._noise, self._rate, *(self.stats[k] for k in self.SCALARS[2:])],
+            dtype=float)}
+
+    def _resume(self, saved: dict) -> None:
+        """The state of :meth:`state`, checked: shapes, finite values, a lower triangular
+        L with a non-zero diagonal (a mismatched or damaged state is a StateError)."""
+        n, p = self.F.shape[1], self.Y.shape[1]
+        want = {"L": (n, n), "X": (n, p), "scalars": (len(self.SCALARS),)}
+        for key, shape in want.items():
+            a = saved.get(key)
+            if not isinstance(a, np.ndarray) or a.shape != shape or a.dtype != np.float64 \
+                    or not np.all(np.isfinite(a)):
+                got = getattr(a, "shape", None)
+                raise StateError(f"the saved factor state of least squares does not fit its "
+                                 f"data ({key}: expected {shape}, found {got}, finite)")
+        for part, target in (("F", self.F), ("Y", self.Y)):
+            _patch(target, saved.get(f"{part}i"), saved.get(part), part)
+        if self.d.size or "d" in saved:  # weights: as many as F's rows, non-negative
+            d = saved.get("d")
+            if not isinstance(d, np.ndarray) or d.shape != (self.F.shape[0],) or \
+                    not np.all(d >= 0) or not np.all(np.isfinite(d)):
+                raise StateError("the saved weights of least squares do not fit its data")
+            self.d = np.array(d, dtype=float)
+        L = saved["L"]
+        if any(np.any(L[:j, j]) for j in range(1, n)) or not np.all(np.diag(L) != 0):
+            raise StateError("the saved factor of least squares is not a triangular factor "
+                             "(lower triangular with a non-zero diagonal)")
+        self.L = np.array(L, order="F")
+        self.X[:] = saved["X"]
+        s = saved["scalars"]
+        self._noise, self._rate = float(s[0]), float(s[1])
+        self.stats.update({k: int(v) for k, v in zip(self.SCALARS[2:], s[2:], strict=True)})
 
     # ------------------------------------------------------------------ the factor
     def _factor(self) -> None:
