@@ -63,11 +63,12 @@ def test_nnz_must_be_a_count(capsys, dims):
 
 
 @pytest.mark.parametrize("tol,batch,verdict", [("1e-4", "1", "pays"), ("1e-3", "100", "pays"),
-                                               ("1e-6", "100", "about even")])
+                                               ("1e-6", "100", "close")])
 def test_cost_predicts_whether_push_pays_at_a_tolerance(capsys, tol, batch, verdict):
-    """The side of 1x measured by bench/pagerank_graph.py --table at 10⁶ nodes (43x, 4.6x
-    and 1.0x): a batch's residual far under the target is local work; 120 times the target
-    spreads over the graph, where push does what power iteration does."""
+    """The side of 1x measured by bench/pagerank_graph.py --table at 10⁶ nodes (ratios of
+    means 15.6x, 2.5x and 0.83x): a batch's residual far under the target is local work;
+    120 times the target spreads over the graph, where push does what power iteration
+    does, and the model's band holds 1x ("close")."""
     rc, out, _ = cost(capsys, PAGERANK, "--dims", "n=1000000,nnz_M=9309397", "--tolerance",
                       tol, "--batch", batch, "--json")
     assert rc == 0
@@ -106,5 +107,6 @@ def test_push_prediction_grows_with_the_residual_and_stays_under_its_laws(n, deg
     rho = one["reduction"]
     assert one["push_sweeps"] <= min(PUSH_LINKS * rho, max(one["power_steps"] - PUSH_HEAD, 1))
     assert one["push_local_links"] <= nnz * LOCAL_CAP + 1e-9
-    assert one["verdict"] == ("pays" if one["predicted_speedup"] >= 1.5 else "does not pay"
-                              if one["predicted_speedup"] <= 1 / 1.5 else "about even")
+    low, high = one["band"]
+    assert low < one["predicted_speedup"] < high
+    assert one["verdict"] == ("pays" if low > 1 else "does not pay" if high < 1 else "close")

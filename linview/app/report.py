@@ -60,8 +60,11 @@ def print_solve_cost(console, solve: dict) -> None:
                           f"{pr['reduction']:.2g}× the target {pr['target']:.1e}: about "
                           f"{pr['power_steps']:.0f} power-iteration steps against "
                           f"{pr['push_sweeps']:.2g} sweeps' worth of push; predicted "
-                          f"{pr['predicted_speedup']:.1f}× warm power iteration per batch: "
-                          f"maintenance {pr['verdict']}")
+                          f"{pr['predicted_speedup']:.1f}× warm power iteration per batch "
+                          f"(a ratio of means; band {pr['band'][0]:.2g}–{pr['band'][1]:.2g}× "
+                          f"from the rates' and the work laws' spread): maintenance "
+                          f"{pr['verdict']}" + (" to call (the band holds 1×)"
+                                                if pr["verdict"] == "close" else ""))
 
 
 def print_cost(console, report: dict) -> None:

@@ -27,7 +27,8 @@ import math
 from pathlib import Path
 
 from linview.compiler import ir
-from linview.compiler.calibrate import rates
+from linview.compiler.calibrate import PROBE_TOLERANCE, SPREAD_MAX, Rates
+from linview.compiler.calibrate import rates as calibrated_rates
 from linview.compiler.ir import Op
 from linview.errors import CompileError
 from linview.solve.sparsity import input_reasons, sparse_views
@@ -66,9 +67,13 @@ PUSH_FIXED_S = 0.4e-3
 PUSH_CHANGE_S = 60e-6
 LOCAL_LINK_S = 100e-9
 PUSH_DENSE = 1.3
-#: a predicted speedup within this factor of 1 is "about even": the measurements on a
-#: shared machine spread more than that between batches of one cell
-EVEN = 1.5
+#: the model's band (:func:`predict_push`): the calibrated rates are trusted within
+#: RATE_SPREAD either way (a cached calibration is used while a fresh probe agrees with it
+#: within :data:`~linview.compiler.calibrate.PROBE_TOLERANCE`, and a calibration is cached
+#: only when its trials agree within ``SPREAD_MAX``), and the work counts of the laws above
+#: within LAW_SPREAD of what the solver recorded (docs/solve_views.md)
+RATE_SPREAD = max(PROBE_TOLERANCE, SPREAD_MAX)
+LAW_SPREAD = 1.5
 
 #: non-zeros per column assumed for a sparse input whose count ``--dims`` does not give
 ASSUMED_PER_COLUMN = 10
@@ -129,14 +134,16 @@ def split_nnz(program: ir.Program, dims: dict) -> tuple[dict, dict]:
 
 
 def solve_cost_report(compiled, tolerance: float | None = None, batch: int = 1,
-                      damping: float = 0.85) -> dict:
+                      damping: float = 0.85, rates: Rates | None = None) -> dict:
     """Storage, sweep cost and the update-cost range of every solve view (see the module
     docstring); the ``solve`` part of :func:`linview.compiler.cost.cost_report`.  With a
     ``tolerance``, push views get :func:`predict_push` for micro-batches of ``batch``
-    changes (``damping`` is s of ``I - s·M``: a scalar input has no value before load)."""
+    changes (``damping`` is s of ``I - s·M``: a scalar input has no value before load).
+    ``rates``: the machine's calibrated rates unless given (a benchmark's, recorded with
+    its run)."""
     prog, sizes = compiled.plan.program, compiled.plan.sizes
     nnz_given = compiled.options.get("nnz", {})
-    r = rates()
+    r = rates if rates is not None else calibrated_rates()
     inputs, nnz = [], {}
     why = input_reasons(prog, compiled.options.get("sparse"))
     for d in prog.inputs:
@@ -198,7 +205,11 @@ def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
       law) and reads ``min(LOCAL_LINKS·ρ, LOCAL_CAP)·nnz`` links in local rounds at
       ``LOCAL_LINK_S`` each, plus ``PUSH_FIXED_S`` and ``batch·PUSH_CHANGE_S``.
 
-    The predicted speedup is the ratio of the two times."""
+    The predicted speedup is the ratio of the two times' means over batches (what a user
+    pays over many changes).  Its ``band`` takes the sweep's seconds ``RATE_SPREAD`` times
+    shorter and longer (push's constant seconds do not follow the rate) and the work
+    counts ``LAW_SPREAD`` times against push and for it; the ``verdict`` is "pays" or
+    "does not pay" where the whole band lies on one side of 1×, else "close"."""
     target = 0.9 * tol * (1 - s)
     delta = batch * 2 * s / (n * (nnz / max(n, 1) + 1))
     rho = delta / target
@@ -206,12 +217,21 @@ def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
     local, spread = PUSH_LINKS * rho, max(steps - PUSH_HEAD, 1.0)
     sweeps = local * spread / (local + spread) if local > 0 else 0.0
     links = min(LOCAL_LINKS * rho, LOCAL_CAP) * nnz
-    push_s = (PUSH_FIXED_S + batch * PUSH_CHANGE_S + links * LOCAL_LINK_S
-              + sweeps * PUSH_DENSE * sweep_s)
-    speedup = steps * sweep_s / push_s
-    verdict = "pays" if speedup >= EVEN else ("does not pay" if speedup <= 1 / EVEN
-                                               else "about even")
+
+    def speedup(rate: float, law: float) -> float:
+        """Power iteration's time over push's with the sweep ``rate`` times as long and
+        push's work counts ``law`` times the laws' (power iteration's steps divided by it,
+        never under one)."""
+        push = (PUSH_FIXED_S + batch * PUSH_CHANGE_S + law * links * LOCAL_LINK_S
+                + law * sweeps * PUSH_DENSE * rate * sweep_s)
+        return max(1.0, steps / law) * rate * sweep_s / push
+
+    point = speedup(1.0, 1.0)
+    low = min(speedup(f, LAW_SPREAD) for f in (1 / RATE_SPREAD, RATE_SPREAD))
+    high = max(speedup(f, 1 / LAW_SPREAD) for f in (1 / RATE_SPREAD, RATE_SPREAD))
+    verdict = "pays" if low > 1 else ("does not pay" if high < 1 else "close")
+    push_s = steps * sweep_s / point
     return {"tolerance": tol, "batch": batch, "residual_per_batch": delta, "target": target,
             "reduction": rho, "power_steps": steps, "push_sweeps": sweeps,
             "push_local_links": links, "power_s": steps * sweep_s, "push_s": push_s,
-            "predicted_speedup": speedup, "verdict": verdict}
+            "predicted_speedup": point, "band": [low, high], "verdict": verdict}
