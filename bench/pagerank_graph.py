@@ -6,6 +6,7 @@
     python bench/pagerank_graph.py --table --nodes 100000 --changes 100 --seeds 16
     python bench/pagerank_graph.py --markdown bench/results/pagerank_table_n1000000.json
     python bench/pagerank_graph.py --plain-load --nodes 200000 --tolerances 1e-4,1e-8
+    python bench/pagerank_graph.py --laws --nodes 100000 --seed 7 --min-batches 40
 
 The graph is Chung–Lu (power-law out- and in-weights, exponents 2.1 and 2.3), generated in
 NumPy from a fixed seed with about ``--degree`` out-links per node.  ``examples/
@@ -225,6 +226,10 @@ def main(argv=None) -> int:
     ap.add_argument("--plain-load", action="store_true",
                     help="load() of the README program with a plain scipy.sparse M, no "
                     "pragma, against cold power iteration")
+    ap.add_argument("--laws", action="store_true",
+                    help="linview cost's work laws against the counts push and power "
+                    "iteration record (a fresh load per --tolerances x --batches cell)")
+    ap.add_argument("--check-laws", metavar="JSON", help="--laws from a recorded result")
     ap.add_argument("--markdown", metavar="JSON",
                     help="print the table of a --table result, with linview cost's "
                     "predictions (bench/pagerank_table.py)")
@@ -241,6 +246,19 @@ def main(argv=None) -> int:
         out = Path(args.json or HERE / "results" / f"pagerank_plain_load_n{args.nodes}.json")
         out.write_text(json.dumps(res, indent=2) + "\n")
         print(f"written {out}")
+        return 0
+    if args.laws or args.check_laws:
+        from pagerank_table import law_row, laws
+
+        res = json.loads(Path(args.check_laws).read_text()) if args.check_laws else laws(args)
+        if args.check_laws:
+            for c in res["cells"]:
+                print(law_row(res["graph"]["nodes"], res["damping"], c))
+        else:
+            out = Path(args.json or HERE / "results" /
+                       f"pagerank_laws_n{args.nodes}_seed{args.seed}.json")
+            out.write_text(json.dumps(res, indent=2) + "\n")
+            print(f"written {out}")
         return 0
     if args.table:
         from pagerank_table import table

@@ -229,3 +229,63 @@ def markdown(res: dict) -> str:
                       f"{tally['agree by the point'] + tally['disagree by the point']} "
                       f"where the model decides (close in {tally['close by the point']}).")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------ the laws (--laws)
+def laws(args) -> dict:
+    """The work counts the solver records against ``linview cost``'s laws: per tolerance
+    and batch size a fresh load, then ``--min-batches`` batches, each followed by warm power
+    iteration; per batch power iteration's steps, push's dense rounds (``stats["sweeps"]``)
+    and the links its local rounds read.  No times: counts do not follow the load."""
+    rng = np.random.default_rng(args.seed)
+    n, d = args.nodes, args.damping
+    src, dst = chung_lu(n, args.degree * n, rng)
+    prog = linview.compile_file(HERE.parent / "examples" / "pagerank_solve.m")
+    cells = []
+    for tol in args.tolerances:
+        for size in args.batches:
+            M = StochasticMatrix(n, src, dst)
+            views = prog.load(M=M, d=d, tolerance=tol)
+            counts, x = views.solver("r").stats, np.array(views["r"]).ravel()
+            steps, sweeps, links = [], [], []
+            for _ in range(args.min_batches):
+                before = dict(counts)
+                views.update_edges("M", edge_batch(M, size, dst, rng))
+                sweeps.append(counts["sweeps"] - before["sweeps"])
+                links.append(counts["edges"] - before["edges"] - sweeps[-1] * M.nnz)
+                x, k = power_iteration(M.sparse_part().tocsr(), M.dangling, d, x, tol * (1 - d))
+                steps.append(k)
+            cells.append({"tolerance": tol, "batch": size, "nnz": int(M.nnz),
+                          "power_steps": steps, "dense_rounds": sweeps, "local_links": links})
+            print(law_row(n, d, cells[-1]), flush=True)
+    return {"graph": {"nodes": n, "edges": int(src.size), "seed": args.seed,
+                      "generator": "Chung-Lu (2.1 out, 2.3 in)"}, "damping": d, "cells": cells}
+
+
+def law_error(n: int, d: float, cell: dict, sweep_s: float) -> dict:
+    """The laws' counts for a recorded cell beside the recorded means, and ``priced``: the
+    speedup the laws' counts give over the one the recorded counts give (both priced by
+    :func:`linview.solve.cost.price` with a step of ``sweep_s``): the factor by which the
+    laws alone move the prediction."""
+    from linview.solve.cost import price, push_counts
+
+    b, nnz = cell["batch"], cell["nnz"]
+    law = push_counts(n, nnz, d, cell["tolerance"], b)
+    got = {k: float(np.mean(cell[k])) for k in ("power_steps", "dense_rounds", "local_links")}
+    a = price(law["steps"], law["sweeps"], law["links"], b, sweep_s)
+    m = price(got["power_steps"], got["dense_rounds"], got["local_links"], b, sweep_s)
+    return {"reduction": law["reduction"], "law": law, "recorded": got,
+            "priced": (a[0] / a[1]) / (m[0] / m[1])}
+
+
+def law_row(n: int, d: float, cell: dict, sweep_s: float | None = None) -> str:
+    from linview.solve.cost import sweep_bytes
+
+    sweep_s = sweep_s or sweep_bytes(n, cell["nnz"]) / calibrate.rates().stream1_bytes
+    e = law_error(n, d, cell, sweep_s)
+    law, got = e["law"], e["recorded"]
+    return (f"n {n} tol {cell['tolerance']:g} batch {cell['batch']:3d} (rho {e['reduction']:7.3g},"
+            f" {len(cell['power_steps'])} batches): power steps {got['power_steps']:5.2f} law "
+            f"{law['steps']:5.2f}; dense rounds {got['dense_rounds']:5.2f} law "
+            f"{law['sweeps']:5.2f}; local links/nnz {got['local_links'] / cell['nnz']:.4f} law "
+            f"{law['links'] / cell['nnz']:.4f}; priced {e['priced']:.2f}x")

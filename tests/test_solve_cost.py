@@ -99,7 +99,7 @@ def test_a_sweep_reads_whole_cache_lines_once_the_iterate_leaves_the_cache():
 def test_push_prediction_grows_with_the_residual_and_stays_under_its_laws(n, degree, tol, b):
     """More changes per batch never make push or power iteration cheaper per batch; push's
     dense rounds stay under both of their laws (the smooth minimum), its local links under
-    the frontier's cap of nnz/32."""
+    their cap (LOCAL_CAP·nnz per batch)."""
     nnz = int(n * degree)
     step = sweep_bytes(n, nnz) / 1e10
     one, more = (predict_push(n, nnz, 0.85, tol, k, step) for k in (b, 2 * b))

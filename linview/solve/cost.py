@@ -33,28 +33,28 @@ from linview.compiler.ir import Op
 from linview.errors import CompileError
 from linview.solve.sparsity import input_reasons, sparse_views
 
-#: the laws of :func:`predict_push`, measured as work counts (power-iteration steps, links
-#: push reads: ``solver.stats["edges"]``) by ``bench/pagerank_graph.py --table --seed 7``
-#: at 10⁵ nodes, on another graph than the table's (docs/solve_views.md, "Whether
-#: maintenance pays").  Power iteration after a batch: the L1 norm of the batch's residual
-#: falls by about PI_DECAY per step (faster than s: the two halves of an edge change,
-#: ``+x_j/deg'`` on the new links and ``-x_j/deg`` on the old, cancel as they spread), on
-#: top of PI_LEFT (what the previous stop left, in units of the stop test)
-PI_DECAY = 0.56
-PI_LEFT = 0.11
+#: the laws of :func:`predict_push`, fitted to the work counts (power-iteration steps, push's
+#: dense rounds and links: ``solver.stats``) that ``bench/pagerank_graph.py --laws --seed 7
+#: --min-batches 40`` recorded at 10⁵ and 2·10⁴ nodes, checked on the seed-12 graph
+#: (docs/solve_views.md, "Whether maintenance pays").  Power iteration after a batch: the L1
+#: norm of the batch's residual falls by about PI_DECAY per step (faster than s: the two
+#: halves of an edge change, ``+x_j/deg'`` on the new links and ``-x_j/deg`` on the old,
+#: cancel as they spread), on top of PI_LEFT (what the previous stop left, in units of the
+#: stop test); recorded 0.80–1.34× the law
+PI_DECAY = 0.6
+PI_LEFT = 0.32
 #: push: its dense rounds (a push from every node: one sweep each, ``stats["sweeps"]``),
-#: per unit of the reduction ρ (the mean over batches) while the residual is local; once
-#: it spreads, the steps of power iteration less PUSH_HEAD.  Between the two (ρ about 1)
-#: push does fewer than either law says: the two are combined as a smooth minimum,
-#: ``1 / (1/local + 1/spread)`` (measured 1.0–1.3 at ρ = 1.25 against 2.0 and 2.7)
-PUSH_LINKS = 1.6
-PUSH_HEAD = 2.5
-#: push's local rounds (frontiers of at most n/32 nodes) read LOCAL_LINKS sweeps' worth
-#: of links per unit of ρ, and at most LOCAL_CAP: a frontier wider than n/32 nodes (about
-#: nnz/32 links) is pushed as a dense round (measured 0.004–0.007 at ρ = 0.125,
-#: 0.03–0.08 at 1.25, 0.02–0.08 beyond, at 10⁵ nodes; 0.02–0.03 at 10⁶)
-LOCAL_LINKS = 0.04
-LOCAL_CAP = 1 / 32
+#: PUSH_LINKS per unit of the reduction ρ while the residual is local; once it spreads, the
+#: steps of power iteration less PUSH_HEAD; combined as a smooth minimum, ``1 / (1/local +
+#: 1/spread)`` (recorded 0.77–1.55× the law where push averages half a dense round or more)
+PUSH_LINKS = 1.9
+PUSH_HEAD = 2.0
+#: push's local rounds (frontiers of at most n/32 nodes) read LOCAL_LINKS sweeps' worth of
+#: links per unit of ρ, and at most LOCAL_CAP per batch (several local rounds run between
+#: dense rounds; recorded 0.005–0.007 at ρ = 0.125, 0.02–0.09 from 1.25 to 12.5, 0.015–0.05
+#: beyond)
+LOCAL_LINKS = 0.055
+LOCAL_CAP = 0.0375
 #: push's time: per batch (the drive's first rounds), per edge change (validating it,
 #: changing its column and the residual: 70–130 µs measured), per link of a local round
 #: (LOCAL_LINK_S: the gather, the scattered adds, the frontier's distinct ids, the L1 sums,
@@ -70,8 +70,9 @@ PUSH_DENSE = 1.3
 #: the model's band (:func:`predict_push`): the calibrated rates are trusted within
 #: RATE_SPREAD either way (a cached calibration is used while a fresh probe agrees with it
 #: within :data:`~linview.compiler.calibrate.PROBE_TOLERANCE`, and a calibration is cached
-#: only when its trials agree within ``SPREAD_MAX``), and the work counts of the laws above
-#: within LAW_SPREAD of what the solver recorded (docs/solve_views.md)
+#: only when its trials agree within ``SPREAD_MAX``), and the speedup the laws' counts give
+#: within LAW_SPREAD of the one the recorded counts give, priced alike (0.90–1.33× on the
+#: graphs the laws were fitted to, 0.72–1.45× on the check graph: docs/solve_views.md)
 RATE_SPREAD = max(PROBE_TOLERANCE, SPREAD_MAX)
 LAW_SPREAD = 1.5
 
@@ -185,6 +186,29 @@ def solve_cost_report(compiled, tolerance: float | None = None, batch: int = 1,
     return {"inputs": inputs, "views": views, "sparse_views": sparse}
 
 
+def push_counts(n: int, nnz: int, s: float, tol: float, batch: int) -> dict:
+    """The work the laws give for one micro-batch of ``batch`` edge changes at certified
+    L1 tolerance ``tol`` (:func:`predict_push`): the reduction ``ρ``, power iteration's
+    ``steps``, push's dense rounds (``sweeps``) and the links its local rounds read."""
+    target = 0.9 * tol * (1 - s)
+    delta = batch * 2 * s / (n * (nnz / max(n, 1) + 1))
+    rho = delta / target
+    steps = 1 + math.log1p(0.9 * rho / PI_LEFT) / math.log(1 / PI_DECAY)
+    local, spread = PUSH_LINKS * rho, max(steps - PUSH_HEAD, 1.0)
+    sweeps = local * spread / (local + spread) if local > 0 else 0.0
+    return {"residual_per_batch": delta, "target": target, "reduction": rho,
+            "steps": steps, "sweeps": sweeps, "links": min(LOCAL_LINKS * rho, LOCAL_CAP) * nnz}
+
+
+def price(steps: float, sweeps: float, links: float, batch: int,
+          sweep_s: float) -> tuple[float, float]:
+    """``(power iteration's seconds, push's seconds)`` of one batch with these work
+    counts (measured ones or the laws'), a step of power iteration taking ``sweep_s``."""
+    push = (PUSH_FIXED_S + batch * PUSH_CHANGE_S + links * LOCAL_LINK_S
+            + sweeps * PUSH_DENSE * sweep_s)
+    return steps * sweep_s, push
+
+
 def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
                  sweep_s: float) -> dict:
     """Does push maintenance of ``(I - s·M) \\ B`` pay, per micro-batch of ``batch`` edge
@@ -196,42 +220,34 @@ def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
     into the residual; with ``x_j ≈ 1/n`` on average (every column sums to 1) a batch
     brings ``δ = batch·2·s/(n·(nnz/n + 1))``, a reduction ``ρ = δ / target`` that push
     must make (its target is ``0.9·tol·(1 - s)``).  With the laws measured as work counts
-    (see the constants above):
+    (see the constants above; :func:`push_counts`):
 
     * power iteration stops at ``‖x_{k+1} - x_k‖₁ ≤ tol·(1 - s)``, after
       ``k = 1 + log(1 + 0.9·ρ/PI_LEFT) / log(1/PI_DECAY)`` steps of ``sweep_s``;
     * push makes ``w = 1 / (1/(PUSH_LINKS·ρ) + 1/max(k - PUSH_HEAD, 1))`` dense rounds
       of ``PUSH_DENSE·sweep_s`` each (the smooth minimum of the local and the spread
       law) and reads ``min(LOCAL_LINKS·ρ, LOCAL_CAP)·nnz`` links in local rounds at
-      ``LOCAL_LINK_S`` each, plus ``PUSH_FIXED_S`` and ``batch·PUSH_CHANGE_S``.
+      ``LOCAL_LINK_S`` each, plus ``PUSH_FIXED_S`` and ``batch·PUSH_CHANGE_S``
+      (:func:`price`).
 
     The predicted speedup is the ratio of the two times' means over batches (what a user
-    pays over many changes).  Its ``band`` takes the sweep's seconds ``RATE_SPREAD`` times
-    shorter and longer (push's constant seconds do not follow the rate) and the work
-    counts ``LAW_SPREAD`` times against push and for it; the ``verdict`` is "pays" or
-    "does not pay" where the whole band lies on one side of 1×, else "close"."""
-    target = 0.9 * tol * (1 - s)
-    delta = batch * 2 * s / (n * (nnz / max(n, 1) + 1))
-    rho = delta / target
-    steps = 1 + math.log1p(0.9 * rho / PI_LEFT) / math.log(1 / PI_DECAY)
-    local, spread = PUSH_LINKS * rho, max(steps - PUSH_HEAD, 1.0)
-    sweeps = local * spread / (local + spread) if local > 0 else 0.0
-    links = min(LOCAL_LINKS * rho, LOCAL_CAP) * nnz
+    pays over many changes).  Its ``band``: the sweep's seconds ``RATE_SPREAD`` times
+    shorter and longer (push's constant seconds do not follow the rate, so the ratio
+    moves), and the ratio ``LAW_SPREAD`` times lower and higher (the laws' counts, priced,
+    against the counts the solver recorded).  The ``verdict`` is "pays" or "does not pay"
+    where the whole band lies on one side of 1×, else "close"."""
+    c = push_counts(n, nnz, s, tol, batch)
 
-    def speedup(rate: float, law: float) -> float:
-        """Power iteration's time over push's with the sweep ``rate`` times as long and
-        push's work counts ``law`` times the laws' (power iteration's steps divided by it,
-        never under one)."""
-        push = (PUSH_FIXED_S + batch * PUSH_CHANGE_S + law * links * LOCAL_LINK_S
-                + law * sweeps * PUSH_DENSE * rate * sweep_s)
-        return max(1.0, steps / law) * rate * sweep_s / push
+    def speedup(rate: float) -> float:
+        power, push = price(c["steps"], c["sweeps"], c["links"], batch, rate * sweep_s)
+        return power / push
 
-    point = speedup(1.0, 1.0)
-    low = min(speedup(f, LAW_SPREAD) for f in (1 / RATE_SPREAD, RATE_SPREAD))
-    high = max(speedup(f, 1 / LAW_SPREAD) for f in (1 / RATE_SPREAD, RATE_SPREAD))
+    power_s, push_s = price(c["steps"], c["sweeps"], c["links"], batch, sweep_s)
+    corners = [speedup(f) for f in (1 / RATE_SPREAD, RATE_SPREAD)]
+    low, high = min(corners) / LAW_SPREAD, max(corners) * LAW_SPREAD
     verdict = "pays" if low > 1 else ("does not pay" if high < 1 else "close")
-    push_s = steps * sweep_s / point
-    return {"tolerance": tol, "batch": batch, "residual_per_batch": delta, "target": target,
-            "reduction": rho, "power_steps": steps, "push_sweeps": sweeps,
-            "push_local_links": links, "power_s": steps * sweep_s, "push_s": push_s,
-            "predicted_speedup": point, "band": [low, high], "verdict": verdict}
+    return {"tolerance": tol, "batch": batch, "residual_per_batch": c["residual_per_batch"],
+            "target": c["target"], "reduction": c["reduction"], "power_steps": c["steps"],
+            "push_sweeps": c["sweeps"], "push_local_links": c["links"], "power_s": power_s,
+            "push_s": push_s, "predicted_speedup": power_s / push_s, "band": [low, high],
+            "verdict": verdict}
