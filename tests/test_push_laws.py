@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import ROOT
 
-from linview.solve.cost import LAW_SPREAD
+from linview.solve.cost import law_spread
 
 sys.path.insert(0, str(ROOT / "bench"))
 table_mod = pytest.importorskip("pagerank_table")
@@ -41,7 +41,8 @@ def test_laws_count_what_the_solver_records(recorded):
         else:
             assert abs(law["sweeps"] - got["dense_rounds"]) <= 0.5
         # the factor the band allows for the laws covers what they get wrong here
-        assert 1 / LAW_SPREAD <= e["priced"] <= LAW_SPREAD
+        over, under = law_spread(e["reduction"])
+        assert 1 / under <= e["priced"] <= over
     assert rhos[0] < 1 < rhos[1] < 10 < rhos[2]
 
 
