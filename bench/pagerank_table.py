@@ -164,8 +164,9 @@ def cell_speedup(c: dict) -> dict:
     the samples were kept has the means only (no interval: ``low``/``high`` None)."""
     if "samples" in c:
         return ratio_of_means(c["samples"]["power_s"], c["samples"]["linview_s"])
-    ratio = c["warm_power_per_batch"]["mean"] / c["linview_per_batch"]["mean"]
-    return {"ratio": ratio, "low": None, "high": None, "batches": c["batches"]}
+    stat = "mean" if "mean" in c["linview_per_batch"] else "median"  # the oldest: medians
+    ratio = c["warm_power_per_batch"][stat] / c["linview_per_batch"][stat]
+    return {"ratio": ratio, "low": None, "high": None, "batches": c["batches"], "stat": stat}
 
 
 def markdown(res: dict) -> str:
@@ -198,7 +199,7 @@ def markdown(res: dict) -> str:
             mark, spread = "", ""
             if sp["low"] is None:  # recorded before the samples: the point's side only
                 point = measured_side(sp["ratio"], sp["ratio"])
-                side = f"no spread recorded, point: {point}"
+                side = f"no spread recorded, {sp['stat']}s' side: {point}"
             else:
                 side = point = measured_side(sp["low"], sp["high"])
                 spread = f" [{sp['low']:.2f}–{sp['high']:.2f}]"
@@ -211,8 +212,9 @@ def markdown(res: dict) -> str:
                 tally[key + (" by the point" if sp["low"] is None else "")] += 1
                 mark = ", agrees" if key == "agree" else ", **disagrees**"
             lo, hi = pred["band"]
-            row.append(f"{c['linview_per_batch']['mean'] * 1e3:.3g} vs "
-                       f"{c['warm_power_per_batch']['mean'] * 1e3:.3g} ms: "
+            stat = sp.get("stat", "mean")
+            row.append(f"{c['linview_per_batch'][stat] * 1e3:.3g} vs "
+                       f"{c['warm_power_per_batch'][stat] * 1e3:.3g} ms: "
                        f"**{sp['ratio']:.2f}×**{spread} ({side}; predicted "
                        f"{pred['predicted_speedup']:.2f}× [{lo:.2f}–{hi:.2f}], "
                        f"{pred['verdict']}{mark}); L1 {c['l1_error']:.1e}, "
