@@ -62,8 +62,8 @@ def print_solve_cost(console, solve: dict) -> None:
                           f"{pr['push_sweeps']:.2g} sweeps' worth of push; predicted "
                           f"{pr['predicted_speedup']:.1f}× warm power iteration per batch "
                           f"(a ratio of means; band {pr['band'][0]:.2g}–{pr['band'][1]:.2g}× "
-                          f"from the rates' and the work laws' spread): maintenance "
-                          f"{pr['verdict']}" + (" to call (the band holds 1×)"
+                          f"from the rates', a dense round's and the work laws' spread): "
+                          f"maintenance {pr['verdict']}" + (" to call (the band holds 1×)"
                                                 if pr["verdict"] == "close" else ""))
 
 
