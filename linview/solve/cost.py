@@ -74,10 +74,11 @@ PUSH_CHANGE_S = 25e-6
 LOCAL_LINK_S = 100e-9
 PUSH_DENSE = 1.45
 DENSE_RANGE = (1.3, 1.6)
-#: the model's band (:func:`predict_push`): the calibrated rates are trusted within
-#: RATE_SPREAD either way (a cached calibration is used while a fresh probe agrees with it
-#: within :data:`~linview.compiler.calibrate.PROBE_TOLERANCE`, and a calibration is cached
-#: only when its trials agree within ``SPREAD_MAX``)
+#: the model's band (:func:`predict_push`, the sources combined by :func:`quadrature`):
+#: the calibrated rates are trusted within RATE_SPREAD either way (a cached calibration is
+#: used while a fresh probe agrees with it within
+#: :data:`~linview.compiler.calibrate.PROBE_TOLERANCE`, and a calibration is cached only
+#: when its trials agree within ``SPREAD_MAX``)
 RATE_SPREAD = max(PROBE_TOLERANCE, SPREAD_MAX)
 #: and the laws' error, by regime: ``(ρ below, over, under)``: the speedup the laws' counts
 #: give was at most ``over`` times and at least ``1/under`` times the one the recorded
@@ -247,12 +248,15 @@ def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
       (:func:`price`).
 
     The predicted speedup is the ratio of the two times' means over batches (what a user
-    pays over many changes).  Its ``band``: the sweep's seconds ``RATE_SPREAD`` times
-    shorter and longer (push's constant seconds do not follow the rate, so the ratio
-    moves) and a dense round's cost over the measured DENSE_RANGE, and the ratio as much
-    lower and higher as the laws' counts, priced, were against the counts the solver
-    recorded (:data:`LAW_ERRORS`, by ρ).  The ``verdict`` is "pays" or "does not pay"
-    where the whole band lies on one side of 1×, else "close"."""
+    pays over many changes), and the ``verdict`` is its side of 1×: "pays" or "does not
+    pay", always.  Its ``band`` is the prediction's uncertainty, three error sources
+    combined in quadrature on the log scale (:func:`quadrature`): the sweep's seconds
+    ``RATE_SPREAD`` times shorter and longer (push's constant seconds do not follow the
+    rate, so the ratio moves), a dense round's cost over the measured DENSE_RANGE, and
+    the laws' counts, priced, against the counts the solver recorded (:data:`LAW_ERRORS`,
+    by ρ); ``band_extremes`` keeps the worst case, all three at their extremes at once.
+    Where the band holds 1× the verdict is a ``close_call``: the side is still the
+    point's, but the band says either choice may cost about the same."""
     c = push_counts(n, nnz, s, tol, batch)
 
     def speedup(rate: float, dense: float) -> float:
@@ -260,12 +264,27 @@ def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
         return power / push
 
     power_s, push_s = price(c["steps"], c["sweeps"], c["links"], batch, sweep_s)
-    corners = [speedup(f, w) for f in (1 / RATE_SPREAD, RATE_SPREAD) for w in DENSE_RANGE]
+    point = power_s / push_s
+    rate = [speedup(f, PUSH_DENSE) for f in (1 / RATE_SPREAD, RATE_SPREAD)]
+    dense = [speedup(1.0, w) for w in DENSE_RANGE]
     over, under = law_spread(c["reduction"])
-    low, high = min(corners) / over, max(corners) * under
-    verdict = "pays" if low > 1 else ("does not pay" if high < 1 else "close")
+    low, high = quadrature(point, [(min(rate), max(rate)), (min(dense), max(dense)),
+                                   (point / over, point * under)])
+    corners = [speedup(f, w) for f in (1 / RATE_SPREAD, RATE_SPREAD) for w in DENSE_RANGE]
     return {"tolerance": tol, "batch": batch, "residual_per_batch": c["residual_per_batch"],
             "target": c["target"], "reduction": c["reduction"], "power_steps": c["steps"],
             "push_sweeps": c["sweeps"], "push_local_links": c["links"], "power_s": power_s,
-            "push_s": push_s, "predicted_speedup": power_s / push_s, "band": [low, high],
-            "verdict": verdict}
+            "push_s": push_s, "predicted_speedup": point, "band": [low, high],
+            "band_extremes": [min(corners) / over, max(corners) * under],
+            "verdict": "pays" if point > 1 else "does not pay",
+            "close_call": low <= 1 <= high}
+
+
+def quadrature(point: float, ranges: list[tuple[float, float]]) -> tuple[float, float]:
+    """The band of ``point`` from error sources that each move it to a ``(low, high)``
+    range on their own: the sources' log-distances below the point, and above it,
+    combined as the root of their sum of squares (independent errors of one scale; the
+    extremes of all at once would add them)."""
+    down = math.sqrt(sum(max(math.log(point / lo), 0.0) ** 2 for lo, _ in ranges))
+    up = math.sqrt(sum(max(math.log(hi / point), 0.0) ** 2 for _, hi in ranges))
+    return point * math.exp(-down), point * math.exp(up)
