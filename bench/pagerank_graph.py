@@ -25,8 +25,9 @@ targets) and deletions (a random existing out-link) is applied one record at a t
 * the L1 error against an exact solve (power iteration to a residual of 1e-13) after
   the whole stream, and memory (linview's graph + vectors) against the CSR graph.
 
-Results go to ``bench/results/pagerank_graph_n<N>.json``; the spread of every time is
-reported beside it (p10/p90).
+Results go to ``bench/results/pagerank_graph_n<N>_tol<T>.json`` (``--table``:
+``pagerank_table_n<N>_seed<S>.json``, ``_seeds<P>`` added for personalised PageRank;
+``--json`` names another file); the spread of every time is reported beside it (p10/p90).
 """
 
 from __future__ import annotations
@@ -264,7 +265,7 @@ def main(argv=None) -> int:
         from pagerank_table import table
 
         res = table(args)
-        tail = f"_seeds{args.seeds}" if args.seeds else ""
+        tail = f"_seed{args.seed}" + (f"_seeds{args.seeds}" if args.seeds else "")
         out = Path(args.json or HERE / "results" / f"pagerank_table_n{args.nodes}{tail}.json")
         out.write_text(json.dumps(res, indent=2) + "\n")
         print(f"written {out}")

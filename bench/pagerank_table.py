@@ -9,8 +9,9 @@ The statistic is the **ratio of means**: power iteration's total time over the c
 batches divided by linview's (a user who maintains pays the total over the changes, not
 the typical change), with a paired bootstrap interval of that ratio (:func:`ratio_of_means`).
 A cell whose interval contains 1× has no measured side ("even, within the spread"); the
-prediction says "close" inside its own band; the sides are compared where both are
-decided (docs/solve_views.md, "Whether maintenance pays").
+prediction's side is its point's, a "close call" where its band holds 1×; the sides are
+compared in every cell the measurement decides (docs/solve_views.md, "What "pays"
+means").
 """
 
 from __future__ import annotations
@@ -169,6 +170,56 @@ def cell_speedup(c: dict) -> dict:
     return {"ratio": ratio, "low": None, "high": None, "batches": c["batches"], "stat": stat}
 
 
+def plural(k: int, word: str) -> str:
+    return f"{k} {word}{'' if k == 1 else 's'}"
+
+
+class Tally:
+    """How the prediction's side (its point's) compares with the measured side, over a
+    table's cells.  A cell measured even within its spread has no side to agree with: it
+    is counted apart (``even``), never as agreeing.  Cells recorded before the samples were
+    kept have no interval; their point's side is compared, counted apart (``*_point``).
+    The band's own count: cells where the band lies wholly on the measured side."""
+
+    def __init__(self):
+        self.n = dict.fromkeys(("agree", "disagree", "even", "agree_point",
+                                "disagree_point", "even_point", "band_decides",
+                                "band_agrees"), 0)
+
+    def count(self, measured: str, pred: dict, recorded_spread: bool = True) -> str:
+        """Count one cell; the mark the table prints beside its prediction."""
+        tail = "" if recorded_spread else "_point"
+        if measured.startswith("even"):
+            self.n["even" + tail] += 1
+            return ""
+        key = "agree" if measured == pred["verdict"] else "disagree"
+        self.n[key + tail] += 1
+        if recorded_spread and not pred["close_call"]:
+            self.n["band_decides"] += 1
+            self.n["band_agrees"] += key == "agree"
+        return ", agrees" if key == "agree" else ", **disagrees**"
+
+    def lines(self) -> list[str]:
+        n = self.n
+        out = []
+        if decided := n["agree"] + n["disagree"]:
+            out.append(f"The prediction's side agrees with the measured side in {n['agree']} "
+                       f"of the {decided} cells where the measurement decides a side "
+                       f"({plural(n['even'], 'cell')} measured even within the spread).")
+            out.append(f"Its band lies wholly on one side in {n['band_decides']} of those "
+                       f"{decided} cells (close calls in the rest), and on the measured side "
+                       f"in {n['band_agrees']} of them.")
+        elif n["even"]:
+            out.append(f"No cell decides a side ({plural(n['even'], 'cell')} measured even "
+                       f"within the spread).")
+        if decided := n["agree_point"] + n["disagree_point"]:
+            out.append(f"No spread recorded (a result from before the samples were kept): "
+                       f"the prediction's side agrees with the measured point's side in "
+                       f"{n['agree_point']} of {decided} cells ({n['even_point']} exactly "
+                       f"even).")
+        return out
+
+
 def markdown(res: dict) -> str:
     """The table of a ``--table`` result as Markdown: per cell the mean times, the ratio
     of means with its bootstrap interval and measured side, and what ``linview cost
@@ -184,8 +235,7 @@ def markdown(res: dict) -> str:
     sizes = sorted({c["batch"] for c in res["cells"]})
     lines = ["| tolerance | " + " | ".join(f"batch {b}" for b in sizes) + " |",
              "|---" * (len(sizes) + 1) + "|"]
-    tally = dict.fromkeys(("agree", "disagree", "even", "close", "agree by the point",
-                           "disagree by the point", "close by the point"), 0)
+    tally = Tally()
     for tol in sorted({c["tolerance"] for c in res["cells"]}, reverse=True):
         row = [f"{tol:g}"]
         for b in sizes:
@@ -196,40 +246,25 @@ def markdown(res: dict) -> str:
             pred = solve_cost_report(prog, tol, b, res["damping"], rates=rates)[
                 "views"][0]["prediction"]
             sp = cell_speedup(c)
-            mark, spread = "", ""
+            spread = ""
             if sp["low"] is None:  # recorded before the samples: the point's side only
                 point = measured_side(sp["ratio"], sp["ratio"])
                 side = f"no spread recorded, {sp['stat']}s' side: {point}"
             else:
                 side = point = measured_side(sp["low"], sp["high"])
                 spread = f" [{sp['low']:.2f}–{sp['high']:.2f}]"
-            if point.startswith("even"):
-                tally["even"] += 1
-            elif pred["verdict"] == "close":
-                tally["close" + (" by the point" if sp["low"] is None else "")] += 1
-            else:
-                key = "agree" if point == pred["verdict"] else "disagree"
-                tally[key + (" by the point" if sp["low"] is None else "")] += 1
-                mark = ", agrees" if key == "agree" else ", **disagrees**"
+            mark = tally.count(point, pred, recorded_spread=sp["low"] is not None)
             lo, hi = pred["band"]
             stat = sp.get("stat", "mean")
             row.append(f"{c['linview_per_batch'][stat] * 1e3:.3g} vs "
                        f"{c['warm_power_per_batch'][stat] * 1e3:.3g} ms: "
                        f"**{sp['ratio']:.2f}×**{spread} ({side}; predicted "
                        f"{pred['predicted_speedup']:.2f}× [{lo:.2f}–{hi:.2f}], "
-                       f"{pred['verdict']}{mark}); L1 {c['l1_error']:.1e}, "
-                       f"L∞ {c['linf_error']:.1e}, top-100 "
+                       f"{pred['verdict']}{', close call' if pred['close_call'] else ''}"
+                       f"{mark}); L1 {c['l1_error']:.1e}, L∞ {c['linf_error']:.1e}, top-100 "
                        f"{'same' if c['top100_equal'] else 'differs'}")
         lines.append("| " + " | ".join(row) + " |")
-    decided = tally["agree"] + tally["disagree"]
-    lines += ["", f"Sides agree in {tally['agree']} of the {decided} cells where both are "
-              f"decided; measured even within the spread in {tally['even']}; predicted "
-              f"close where the measurement decides in {tally['close']}."]
-    if tally["agree by the point"] + tally["disagree by the point"]:
-        lines[-1] += (f"  No spread recorded (a result from before the samples were kept): "
-                      f"the point's side agrees in {tally['agree by the point']} of "
-                      f"{tally['agree by the point'] + tally['disagree by the point']} "
-                      f"where the model decides (close in {tally['close by the point']}).")
+    lines += ["", *tally.lines()]
     return "\n".join(lines)
 
 
