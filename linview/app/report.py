@@ -63,7 +63,7 @@ def print_solve_cost(console, solve: dict) -> None:
                           f"{pr['predicted_speedup']:.3g}× warm power iteration per batch "
                           f"(a ratio of means): maintenance {pr['verdict']}"
                           + (", a close call" if pr.get("close_call") else "")
-                          + f" (band {pr['band'][0]:.2g}–{pr['band'][1]:.2g}×: the rates', a "
+                          + f" (band {pr['band'][0]:.3g}–{pr['band'][1]:.3g}×: the rates', a "
                           f"dense round's and the work laws' errors in quadrature"
                           + ("; it holds 1×, so either choice may cost about the same)"
                              if pr.get("close_call") else ")"))
