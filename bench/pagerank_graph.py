@@ -6,6 +6,7 @@
     python bench/pagerank_graph.py --table --nodes 100000 --changes 100 --seeds 16
     python bench/pagerank_graph.py --markdown bench/results/pagerank_table_n1000000.json
     python bench/pagerank_graph.py --plain-load --nodes 200000 --tolerances 1e-4,1e-8
+    python bench/pagerank_graph.py --laws --nodes 100000 --seed 7 --min-batches 40
 
 The graph is Chung–Lu (power-law out- and in-weights, exponents 2.1 and 2.3), generated in
 NumPy from a fixed seed with about ``--degree`` out-links per node.  ``examples/
@@ -24,8 +25,9 @@ targets) and deletions (a random existing out-link) is applied one record at a t
 * the L1 error against an exact solve (power iteration to a residual of 1e-13) after
   the whole stream, and memory (linview's graph + vectors) against the CSR graph.
 
-Results go to ``bench/results/pagerank_graph_n<N>.json``; the spread of every time is
-reported beside it (p10/p90).
+Results go to ``bench/results/pagerank_graph_n<N>_tol<T>.json`` (``--table``:
+``pagerank_table_n<N>_seed<S>.json``, ``_seeds<P>`` added for personalised PageRank;
+``--json`` names another file); the spread of every time is reported beside it (p10/p90).
 """
 
 from __future__ import annotations
@@ -197,142 +199,6 @@ def run(args) -> dict:
     return res
 
 
-# ------------------------------------------------------------------ the table (--table)
-def edge_batch(M: StochasticMatrix, size: int, targets, rng) -> list[tuple]:
-    """``size`` distinct edge changes on the current graph: deletions of a random existing
-    out-link, insertions towards in-degree-proportional targets."""
-    batch, seen = [], set()
-    while len(batch) < size:
-        j = int(rng.integers(M.n))
-        rows, _, _ = M.column(j)
-        if rows.size and rng.random() < 0.5:
-            rec = ("delete", j, int(rows[rng.integers(rows.size)]))
-        else:
-            i = int(targets[rng.integers(targets.size)])
-            if i == j or i in set(rows.tolist()):
-                continue
-            rec = ("insert", j, i)
-        if rec[1:] not in seen:
-            seen.add(rec[1:])
-            batch.append(rec)
-    return batch
-
-
-def table_cell(views, M: StochasticMatrix, d: float, tol: float, size: int, batches: int,
-               targets, rng, seeds=None) -> dict:
-    """``batches`` micro-batches of ``size`` edge changes: linview and warm power iteration
-    (same certified stop, warm from its previous vector) timed per batch; then the L1 and
-    L∞ error against a reference solved to a residual of 1e-13, and the top-100 ranking
-    (of every column, for personalised PageRank with ``seeds`` = (1-d)·S)."""
-    lin, warm, its, bounds = [], [], [], []
-    work = {k: [] for k in ("edges", "rounds", "pushes", "sweeps")}  # push's, per batch
-    out = "R" if seeds is not None else "r"
-    x_pi = np.array(views[out]) if seeds is not None else np.array(views[out]).ravel()
-    counts = views.solver(out).stats
-    for _ in range(batches):
-        batch = edge_batch(M, size, targets, rng)
-        before = dict(counts)
-        t = time.perf_counter()
-        views.update_edges("M", batch)
-        lin.append(time.perf_counter() - t)
-        for k, v in work.items():
-            v.append(counts[k] - before[k])
-        bounds.append(views.error_bound(out))
-        S, dang = M.sparse_part().tocsr(), M.dangling  # the graph as a peer holds it
-        t = time.perf_counter()
-        x_pi, k = power_iteration(S, dang, d, x_pi, tol * (1 - d), teleport=seeds)
-        warm.append(time.perf_counter() - t)
-        its.append(k)
-    ref, _ = power_iteration(M.sparse_part().tocsr(), M.dangling, d, x_pi, 1e-13 * (1 - d),
-                             teleport=seeds)
-    x = np.array(views[out]).reshape(ref.shape)
-    x, ref = x.reshape(x.shape[0], -1), ref.reshape(ref.shape[0], -1)
-    tops = [(np.argsort(-x[:, c], kind="stable")[:100], np.argsort(-ref[:, c], kind="stable")
-             [:100]) for c in range(x.shape[1])]
-    return {"tolerance": tol, "batch": size, "batches": batches, "columns": x.shape[1],
-            "linview_per_batch": stats(lin), "warm_power_per_batch": stats(warm),
-            "warm_power_iterations": stats(its),
-            "push_work": {k: stats(v) for k, v in work.items()}, "nnz": int(M.nnz),
-            "speedup_per_change": float(np.median(warm) / np.median(lin)),
-            "bound_max": float(max(bounds)), "bound_held": bool(max(bounds) <= tol),
-            "l1_error": float(np.abs(x - ref).sum(axis=0).max()),  # worst column
-            "linf_error": float(np.abs(x - ref).max()),
-            "top100_equal": all(np.array_equal(a, b) for a, b in tops),
-            "top100_same_set": all(set(a) == set(b) for a, b in tops)}
-
-
-def table(args) -> dict:
-    """Per-change speedup over warm power iteration, certified L1 tolerance × micro-batch
-    size (a fresh load per tolerance; the batch sizes follow one another on its graph)."""
-    rng = np.random.default_rng(args.seed)
-    n, d = args.nodes, args.damping
-    src, dst = chung_lu(n, args.degree * n, rng)
-    example = "pagerank_personalised.m" if args.seeds else "pagerank_solve.m"
-    prog = linview.compile_file(HERE.parent / "examples" / example)
-    seeds = None
-    if args.seeds:  # column c: uniform over 4 random seed nodes
-        S = np.zeros((n, args.seeds))
-        for c in range(args.seeds):
-            S[rng.choice(n, size=4, replace=False), c] = 0.25
-        seeds = (1 - d) * S
-    cells = []
-    for tol in args.tolerances:
-        M = StochasticMatrix(n, src, dst)
-        t0 = time.perf_counter()
-        views = prog.load(M=M, d=d, tolerance=tol, **({"S": S} if args.seeds else {}))
-        load_s = time.perf_counter() - t0
-        for size in args.batches:
-            count = max(3, args.changes // size)
-            cell = table_cell(views, M, d, tol, size, count, dst, rng, seeds)
-            cell["load_seconds"] = load_s
-            cells.append(cell)
-            lv, pw = cell["linview_per_batch"]["median"], cell["warm_power_per_batch"]["median"]
-            print(f"tol {tol:g} batch {size:3d}: linview {lv * 1e3:8.2f} ms, warm power "
-                  f"{pw * 1e3:8.2f} ms per batch -> {cell['speedup_per_change']:6.1f}x; "
-                  f"bound max {cell['bound_max']:.1e}, L1 {cell['l1_error']:.1e}, "
-                  f"Linf {cell['linf_error']:.1e}, top-100 "
-                  f"{'equal' if cell['top100_equal'] else 'differs'}", flush=True)
-    return {"machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                        "load_average": os.getloadavg()},
-            "graph": {"nodes": n, "edges": int(src.size), "seed": args.seed,
-                      "generator": "Chung-Lu (2.1 out, 2.3 in)"},
-            "damping": d, "seed_columns": args.seeds, "cells": cells}
-
-
-def markdown(res: dict) -> str:
-    """The table of a ``--table`` result as Markdown, each cell with what ``linview cost
-    --tolerance T --batch b`` predicts beside the measured speedup (the side of 1x:
-    within 1.5x either way is "about even")."""
-    from linview.solve.cost import EVEN, solve_cost_report
-
-    n, p = res["graph"]["nodes"], res.get("seed_columns") or 0
-    example = "pagerank_personalised.m" if p else "pagerank_solve.m"
-    dims = {"n": n, "nnz_M": res["graph"]["edges"], **({"p": p} if p else {})}
-    prog = linview.compile_file(HERE.parent / "examples" / example, dims=dims)
-    sizes = sorted({c["batch"] for c in res["cells"]})
-    lines = ["| tolerance | " + " | ".join(f"batch {b}" for b in sizes) + " |",
-             "|---" * (len(sizes) + 1) + "|"]
-    for tol in sorted({c["tolerance"] for c in res["cells"]}, reverse=True):
-        row = [f"{tol:g}"]
-        for b in sizes:
-            c = next((c for c in res["cells"] if (c["tolerance"], c["batch"]) == (tol, b)), 0)
-            if not c:
-                row.append("not run")
-                continue
-            pred = solve_cost_report(prog, tol, b, res["damping"])["views"][0]["prediction"]
-            x = c["speedup_per_change"]
-            side = "pays" if x >= EVEN else ("does not pay" if x <= 1 / EVEN else
-                                             "about even")
-            row.append(f"{c['linview_per_batch']['median'] * 1e3:.3g} vs "
-                       f"{c['warm_power_per_batch']['median'] * 1e3:.3g} ms: **{x:.1f}×** "
-                       f"({side}; predicted {pred['predicted_speedup']:.1f}×, "
-                       f"{pred['verdict']}{'' if side == pred['verdict'] else ', **disagrees**'})"
-                       f"; L1 {c['l1_error']:.1e}, L∞ {c['linf_error']:.1e}, top-100 "
-                       f"{'same' if c['top100_equal'] else 'differs'}")
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nodes", type=int, default=100_000)
@@ -353,16 +219,25 @@ def main(argv=None) -> int:
     ap.add_argument("--batches", type=lambda s: [int(x) for x in s.split(",")],
                     default=[1, 10, 100])
     ap.add_argument("--changes", type=int, default=100,
-                    help="edge changes per table cell (at least 3 batches)")
+                    help="edge changes per table cell (at least --min-batches batches)")
+    ap.add_argument("--min-batches", type=int, default=3,
+                    help="batches per table cell at least (the bootstrap's sample)")
     ap.add_argument("--seeds", type=int, default=0,
                     help="--table for personalised PageRank with this many seed columns")
     ap.add_argument("--plain-load", action="store_true",
                     help="load() of the README program with a plain scipy.sparse M, no "
                     "pragma, against cold power iteration")
+    ap.add_argument("--laws", action="store_true",
+                    help="linview cost's work laws against the counts push and power "
+                    "iteration record (a fresh load per --tolerances x --batches cell)")
+    ap.add_argument("--check-laws", metavar="JSON", help="--laws from a recorded result")
     ap.add_argument("--markdown", metavar="JSON",
-                    help="print the table of a --table result, with linview cost's predictions")
+                    help="print the table of a --table result, with linview cost's "
+                    "predictions (bench/pagerank_table.py)")
     args = ap.parse_args(argv)
     if args.markdown:
+        from pagerank_table import markdown  # its own file (size)
+
         print(markdown(json.loads(Path(args.markdown).read_text())))
         return 0
     if args.plain_load:
@@ -373,9 +248,24 @@ def main(argv=None) -> int:
         out.write_text(json.dumps(res, indent=2) + "\n")
         print(f"written {out}")
         return 0
+    if args.laws or args.check_laws:
+        from pagerank_table import law_row, laws
+
+        res = json.loads(Path(args.check_laws).read_text()) if args.check_laws else laws(args)
+        if args.check_laws:
+            for c in res["cells"]:
+                print(law_row(res["graph"]["nodes"], res["damping"], c))
+        else:
+            out = Path(args.json or HERE / "results" /
+                       f"pagerank_laws_n{args.nodes}_seed{args.seed}.json")
+            out.write_text(json.dumps(res, indent=2) + "\n")
+            print(f"written {out}")
+        return 0
     if args.table:
+        from pagerank_table import table
+
         res = table(args)
-        tail = f"_seeds{args.seeds}" if args.seeds else ""
+        tail = f"_seed{args.seed}" + (f"_seeds{args.seeds}" if args.seeds else "")
         out = Path(args.json or HERE / "results" / f"pagerank_table_n{args.nodes}{tail}.json")
         out.write_text(json.dumps(res, indent=2) + "\n")
         print(f"written {out}")

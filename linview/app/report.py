@@ -60,8 +60,13 @@ def print_solve_cost(console, solve: dict) -> None:
                           f"{pr['reduction']:.2g}× the target {pr['target']:.1e}: about "
                           f"{pr['power_steps']:.0f} power-iteration steps against "
                           f"{pr['push_sweeps']:.2g} sweeps' worth of push; predicted "
-                          f"{pr['predicted_speedup']:.1f}× warm power iteration per batch: "
-                          f"maintenance {pr['verdict']}")
+                          f"{pr['predicted_speedup']:.3g}× warm power iteration per batch "
+                          f"(a ratio of means): maintenance {pr['verdict']}"
+                          + (", a close call" if pr.get("close_call") else "")
+                          + f" (band {pr['band'][0]:.3g}–{pr['band'][1]:.3g}×: the rates', a "
+                          f"dense round's and the work laws' errors in quadrature"
+                          + ("; it holds 1×, so either choice may cost about the same)"
+                             if pr.get("close_call") else ")"))
 
 
 def print_cost(console, report: dict) -> None:

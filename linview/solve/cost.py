@@ -27,48 +27,65 @@ import math
 from pathlib import Path
 
 from linview.compiler import ir
-from linview.compiler.calibrate import rates
+from linview.compiler.calibrate import PROBE_TOLERANCE, SPREAD_MAX, Rates
+from linview.compiler.calibrate import rates as calibrated_rates
 from linview.compiler.ir import Op
 from linview.errors import CompileError
 from linview.solve.sparsity import input_reasons, sparse_views
 
-#: the laws of :func:`predict_push`, measured as work counts (power-iteration steps, links
-#: push reads: ``solver.stats["edges"]``) by ``bench/pagerank_graph.py --table --seed 7``
-#: at 10⁵ nodes, on another graph than the table's (docs/solve_views.md, "Whether
-#: maintenance pays").  Power iteration after a batch: the L1 norm of the batch's residual
-#: falls by about PI_DECAY per step (faster than s: the two halves of an edge change,
-#: ``+x_j/deg'`` on the new links and ``-x_j/deg`` on the old, cancel as they spread), on
-#: top of PI_LEFT (what the previous stop left, in units of the stop test)
-PI_DECAY = 0.56
-PI_LEFT = 0.11
+#: the laws of :func:`predict_push`, fitted to the work counts (power-iteration steps, push's
+#: dense rounds and links: ``solver.stats``) that ``bench/pagerank_graph.py --laws --seed 7
+#: --min-batches 40`` recorded at 10⁵ and 2·10⁴ nodes, checked on the seed-12 graph
+#: (docs/solve_views.md, "Whether maintenance pays").  Power iteration after a batch: the L1
+#: norm of the batch's residual falls by about PI_DECAY per step (faster than s: the two
+#: halves of an edge change, ``+x_j/deg'`` on the new links and ``-x_j/deg`` on the old,
+#: cancel as they spread), on top of PI_LEFT (what the previous stop left, in units of the
+#: stop test); recorded 0.80–1.34× the law
+PI_DECAY = 0.6
+PI_LEFT = 0.32
 #: push: its dense rounds (a push from every node: one sweep each, ``stats["sweeps"]``),
-#: per unit of the reduction ρ (the mean over batches) while the residual is local; once
-#: it spreads, the steps of power iteration less PUSH_HEAD.  Between the two (ρ about 1)
-#: push does fewer than either law says: the two are combined as a smooth minimum,
-#: ``1 / (1/local + 1/spread)`` (measured 1.0–1.3 at ρ = 1.25 against 2.0 and 2.7)
-PUSH_LINKS = 1.6
-PUSH_HEAD = 2.5
-#: push's local rounds (frontiers of at most n/32 nodes) read LOCAL_LINKS sweeps' worth
-#: of links per unit of ρ, and at most LOCAL_CAP: a frontier wider than n/32 nodes (about
-#: nnz/32 links) is pushed as a dense round (measured 0.004–0.007 at ρ = 0.125,
-#: 0.03–0.08 at 1.25, 0.02–0.08 beyond, at 10⁵ nodes; 0.02–0.03 at 10⁶)
-LOCAL_LINKS = 0.04
-LOCAL_CAP = 1 / 32
-#: push's time: per batch (the drive's first rounds), per edge change (validating it,
-#: changing its column and the residual: 70–130 µs measured), per link of a local round
-#: (LOCAL_LINK_S: the gather, the scattered adds, the frontier's distinct ids, the L1 sums,
-#: a dozen NumPy calls over the frontier; 130–185 ns measured at 10⁵ and at 10⁶ nodes
-#: alike, so bound by those calls, not by memory) and per dense round (a product of M,
-#: the correction product of the columns changed since M's last compaction, and about as
-#: many passes over n as a step of power iteration: PUSH_DENSE steps, 1.3–1.45 measured
-#: at 10⁶ nodes, 1.2 at 10⁵: 15 dense rounds in 40 ms beside 1.7 ms steps)
+#: PUSH_LINKS per unit of the reduction ρ while the residual is local; once it spreads, the
+#: steps of power iteration less PUSH_HEAD; combined as a smooth minimum, ``1 / (1/local +
+#: 1/spread)`` (recorded 0.77–1.55× the law where push averages half a dense round or more)
+PUSH_LINKS = 1.9
+PUSH_HEAD = 2.0
+#: push's local rounds (frontiers of at most n/32 nodes) read LOCAL_LINKS sweeps' worth of
+#: links per unit of ρ, and at most LOCAL_CAP per batch (several local rounds run between
+#: dense rounds; recorded 0.005–0.007 at ρ = 0.125, 0.02–0.09 from 1.25 to 12.5, 0.015–0.05
+#: beyond)
+LOCAL_LINKS = 0.055
+LOCAL_CAP = 0.0375
+#: push's time: per batch (the drive's first rounds, and caches that the power iteration
+#: run between batches left cold), per edge change (validating it, changing its column and
+#: the residual: at a tolerance of 0.1, where push does no work, batches of 1, 10 and 100
+#: took 0.38, 0.71 and 2.51 ms, so 20–37 µs a change: ``bench/pagerank_graph.py --table
+#: --nodes 100000 --tolerances 0.1 --changes 300 --min-batches 10 --seed 7``), per link
+#: of a local round (LOCAL_LINK_S: the gather, the scattered adds, the frontier's distinct
+#: ids, the L1 sums, a dozen NumPy calls over the frontier; 130–185 ns measured at 10⁵
+#: and at 10⁶ nodes alike, so bound by those calls, not by memory) and per dense round (a
+#: product of M, the correction product of the columns changed since M's last compaction,
+#: and about as many passes over n as a step of power iteration: PUSH_DENSE steps of
+#: power iteration as they ran, measured 1.3–1.45 at 10⁶ nodes and 1.4–1.6 at 10⁵ (the
+#: seed-7 and seed-12 tables of ``bench/results/pagerank_table_n100000*_means.json``:
+#: push's time less its other terms, per dense round, against power iteration's time per
+#: step in the same cell); the band takes DENSE_RANGE)
 PUSH_FIXED_S = 0.4e-3
-PUSH_CHANGE_S = 60e-6
+PUSH_CHANGE_S = 25e-6
 LOCAL_LINK_S = 100e-9
-PUSH_DENSE = 1.3
-#: a predicted speedup within this factor of 1 is "about even": the measurements on a
-#: shared machine spread more than that between batches of one cell
-EVEN = 1.5
+PUSH_DENSE = 1.45
+DENSE_RANGE = (1.3, 1.6)
+#: the model's band (:func:`predict_push`, the sources combined by :func:`quadrature`):
+#: the calibrated rates are trusted within RATE_SPREAD either way (a cached calibration is
+#: used while a fresh probe agrees with it within
+#: :data:`~linview.compiler.calibrate.PROBE_TOLERANCE`, and a calibration is cached only
+#: when its trials agree within ``SPREAD_MAX``)
+RATE_SPREAD = max(PROBE_TOLERANCE, SPREAD_MAX)
+#: and the laws' error, by regime: ``(ρ below, over, under)``: the speedup the laws' counts
+#: give was at most ``over`` times and at least ``1/under`` times the one the recorded
+#: counts give, priced alike (docs/solve_views.md): 0.71–1.46× below ρ = 2 at 2·10⁴ and
+#: 10⁵ nodes, down to 0.19× at 10⁶ where a change's residual is tiny and push's local work
+#: less than the law's; 0.91–1.21× beyond, at 2·10⁴, 10⁵ and 10⁶ nodes
+LAW_ERRORS = ((2.0, 1.5, 6.0), (math.inf, 1.25, 1.25))
 
 #: non-zeros per column assumed for a sparse input whose count ``--dims`` does not give
 ASSUMED_PER_COLUMN = 10
@@ -129,14 +146,16 @@ def split_nnz(program: ir.Program, dims: dict) -> tuple[dict, dict]:
 
 
 def solve_cost_report(compiled, tolerance: float | None = None, batch: int = 1,
-                      damping: float = 0.85) -> dict:
+                      damping: float = 0.85, rates: Rates | None = None) -> dict:
     """Storage, sweep cost and the update-cost range of every solve view (see the module
     docstring); the ``solve`` part of :func:`linview.compiler.cost.cost_report`.  With a
     ``tolerance``, push views get :func:`predict_push` for micro-batches of ``batch``
-    changes (``damping`` is s of ``I - s·M``: a scalar input has no value before load)."""
+    changes (``damping`` is s of ``I - s·M``: a scalar input has no value before load).
+    ``rates``: the machine's calibrated rates unless given (a benchmark's, recorded with
+    its run)."""
     prog, sizes = compiled.plan.program, compiled.plan.sizes
     nnz_given = compiled.options.get("nnz", {})
-    r = rates()
+    r = rates if rates is not None else calibrated_rates()
     inputs, nnz = [], {}
     why = input_reasons(prog, compiled.options.get("sparse"))
     for d in prog.inputs:
@@ -178,6 +197,35 @@ def solve_cost_report(compiled, tolerance: float | None = None, batch: int = 1,
     return {"inputs": inputs, "views": views, "sparse_views": sparse}
 
 
+def push_counts(n: int, nnz: int, s: float, tol: float, batch: int) -> dict:
+    """The work the laws give for one micro-batch of ``batch`` edge changes at certified
+    L1 tolerance ``tol`` (:func:`predict_push`): the reduction ``ρ``, power iteration's
+    ``steps``, push's dense rounds (``sweeps``) and the links its local rounds read."""
+    target = 0.9 * tol * (1 - s)
+    delta = batch * 2 * s / (n * (nnz / max(n, 1) + 1))
+    rho = delta / target
+    steps = 1 + math.log1p(0.9 * rho / PI_LEFT) / math.log(1 / PI_DECAY)
+    local, spread = PUSH_LINKS * rho, max(steps - PUSH_HEAD, 1.0)
+    sweeps = local * spread / (local + spread) if local > 0 else 0.0
+    return {"residual_per_batch": delta, "target": target, "reduction": rho,
+            "steps": steps, "sweeps": sweeps, "links": min(LOCAL_LINKS * rho, LOCAL_CAP) * nnz}
+
+
+def law_spread(rho: float) -> tuple[float, float]:
+    """``(over, under)`` of :data:`LAW_ERRORS` for the reduction ``rho``."""
+    return next((over, under) for below, over, under in LAW_ERRORS if rho < below)
+
+
+def price(steps: float, sweeps: float, links: float, batch: int, sweep_s: float,
+          dense: float = PUSH_DENSE) -> tuple[float, float]:
+    """``(power iteration's seconds, push's seconds)`` of one batch with these work
+    counts (measured ones or the laws'), a step of power iteration taking ``sweep_s`` and
+    a dense round ``dense`` steps."""
+    push = (PUSH_FIXED_S + batch * PUSH_CHANGE_S + links * LOCAL_LINK_S
+            + sweeps * dense * sweep_s)
+    return steps * sweep_s, push
+
+
 def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
                  sweep_s: float) -> dict:
     """Does push maintenance of ``(I - s·M) \\ B`` pay, per micro-batch of ``batch`` edge
@@ -189,29 +237,54 @@ def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
     into the residual; with ``x_j ≈ 1/n`` on average (every column sums to 1) a batch
     brings ``δ = batch·2·s/(n·(nnz/n + 1))``, a reduction ``ρ = δ / target`` that push
     must make (its target is ``0.9·tol·(1 - s)``).  With the laws measured as work counts
-    (see the constants above):
+    (see the constants above; :func:`push_counts`):
 
     * power iteration stops at ``‖x_{k+1} - x_k‖₁ ≤ tol·(1 - s)``, after
       ``k = 1 + log(1 + 0.9·ρ/PI_LEFT) / log(1/PI_DECAY)`` steps of ``sweep_s``;
     * push makes ``w = 1 / (1/(PUSH_LINKS·ρ) + 1/max(k - PUSH_HEAD, 1))`` dense rounds
       of ``PUSH_DENSE·sweep_s`` each (the smooth minimum of the local and the spread
       law) and reads ``min(LOCAL_LINKS·ρ, LOCAL_CAP)·nnz`` links in local rounds at
-      ``LOCAL_LINK_S`` each, plus ``PUSH_FIXED_S`` and ``batch·PUSH_CHANGE_S``.
+      ``LOCAL_LINK_S`` each, plus ``PUSH_FIXED_S`` and ``batch·PUSH_CHANGE_S``
+      (:func:`price`).
 
-    The predicted speedup is the ratio of the two times."""
-    target = 0.9 * tol * (1 - s)
-    delta = batch * 2 * s / (n * (nnz / max(n, 1) + 1))
-    rho = delta / target
-    steps = 1 + math.log1p(0.9 * rho / PI_LEFT) / math.log(1 / PI_DECAY)
-    local, spread = PUSH_LINKS * rho, max(steps - PUSH_HEAD, 1.0)
-    sweeps = local * spread / (local + spread) if local > 0 else 0.0
-    links = min(LOCAL_LINKS * rho, LOCAL_CAP) * nnz
-    push_s = (PUSH_FIXED_S + batch * PUSH_CHANGE_S + links * LOCAL_LINK_S
-              + sweeps * PUSH_DENSE * sweep_s)
-    speedup = steps * sweep_s / push_s
-    verdict = "pays" if speedup >= EVEN else ("does not pay" if speedup <= 1 / EVEN
-                                               else "about even")
-    return {"tolerance": tol, "batch": batch, "residual_per_batch": delta, "target": target,
-            "reduction": rho, "power_steps": steps, "push_sweeps": sweeps,
-            "push_local_links": links, "power_s": steps * sweep_s, "push_s": push_s,
-            "predicted_speedup": speedup, "verdict": verdict}
+    The predicted speedup is the ratio of the two times' means over batches (what a user
+    pays over many changes), and the ``verdict`` is its side of 1×: "pays" or "does not
+    pay", always.  Its ``band`` is the prediction's uncertainty, three error sources
+    combined in quadrature on the log scale (:func:`quadrature`): the sweep's seconds
+    ``RATE_SPREAD`` times shorter and longer (push's constant seconds do not follow the
+    rate, so the ratio moves), a dense round's cost over the measured DENSE_RANGE, and
+    the laws' counts, priced, against the counts the solver recorded (:data:`LAW_ERRORS`,
+    by ρ); ``band_extremes`` keeps the worst case, all three at their extremes at once.
+    Where the band holds 1× the verdict is a ``close_call``: the side is still the
+    point's, but the band says either choice may cost about the same."""
+    c = push_counts(n, nnz, s, tol, batch)
+
+    def speedup(rate: float, dense: float) -> float:
+        power, push = price(c["steps"], c["sweeps"], c["links"], batch, rate * sweep_s, dense)
+        return power / push
+
+    power_s, push_s = price(c["steps"], c["sweeps"], c["links"], batch, sweep_s)
+    point = power_s / push_s
+    rate = [speedup(f, PUSH_DENSE) for f in (1 / RATE_SPREAD, RATE_SPREAD)]
+    dense = [speedup(1.0, w) for w in DENSE_RANGE]
+    over, under = law_spread(c["reduction"])
+    low, high = quadrature(point, [(min(rate), max(rate)), (min(dense), max(dense)),
+                                   (point / over, point * under)])
+    corners = [speedup(f, w) for f in (1 / RATE_SPREAD, RATE_SPREAD) for w in DENSE_RANGE]
+    return {"tolerance": tol, "batch": batch, "residual_per_batch": c["residual_per_batch"],
+            "target": c["target"], "reduction": c["reduction"], "power_steps": c["steps"],
+            "push_sweeps": c["sweeps"], "push_local_links": c["links"], "power_s": power_s,
+            "push_s": push_s, "predicted_speedup": point, "band": [low, high],
+            "band_extremes": [min(corners) / over, max(corners) * under],
+            "verdict": "pays" if point > 1 else "does not pay",
+            "close_call": low <= 1 <= high}
+
+
+def quadrature(point: float, ranges: list[tuple[float, float]]) -> tuple[float, float]:
+    """The band of ``point`` from error sources that each move it to a ``(low, high)``
+    range on their own: the sources' log-distances below the point, and above it,
+    combined as the root of their sum of squares (independent errors of one scale; the
+    extremes of all at once would add them)."""
+    down = math.sqrt(sum(max(math.log(point / lo), 0.0) ** 2 for lo, _ in ranges))
+    up = math.sqrt(sum(max(math.log(hi / point), 0.0) ** 2 for _, hi in ranges))
+    return point * math.exp(-down), point * math.exp(up)
