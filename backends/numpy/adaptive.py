@@ -251,7 +251,7 @@ class Adaptive(aswritten.AsWrittenRuns):
         self.adaptation = Adaptation(candidates, reeval_s, self._threads if self._wide else {},
                                      self.REEVALUATED)
         self.stats["switches"] = []
-        if hasattr(self, "_evaluate_written") and reeval_s is not None:
+        if reeval_s is not None:  # the program as written leaves views behind (aswritten)
             self.adaptation.catch_up_s = reeval_s  # the evaluation at load: every view
         if self.adaptation.enabled and reeval_s is not None and self.AS_WRITTEN:
             self._load_trials()  # NumPy modules planned with numeric sizes (not Spark)
