@@ -11,14 +11,17 @@ blocks of ``--block`` consecutive rank-1 row updates, each block after ``--pause
 (``linview bench``'s protocol: 4 updates after 0.2 s; ``--pause 0``: back to back).
 AUTO is put in its as-written mode (``reeval``) on ``--threads`` with adaptation off, so
 that both run the same program on the same threads; a third module, ``auto direct``, is
-AUTO's own module called the baseline's way (``_reevaluate_trigger``: the same data, none
-of ``update``'s work around it).  Printed per module, for the first update of a block
-(after the pause) and the others: the whole update, and its phases:
+AUTO's own module called the baseline's way (``_reevaluate_trigger``: the same data, every
+view kept and checked, none of ``update``'s work around it).  Printed per module, for
+the first update of a block (after the pause) and the others: the whole update, and its
+phases:
 
 * ``input``: ``X += U Vᵀ`` keeping what restores it (``kernels.add_outer_keeping``);
 * ``program``: the program's ``_evaluate``;
 * ``checks``: the views kept and checked finite (``_kept_values``);
-* ``trigger``: the trigger as a whole (the three above and the rest of it);
+* ``trigger``: the trigger as a whole (the three above and the rest of it; AUTO's
+  ``_run_written``, which keeps and checks the outputs only where every trigger re-runs
+  the program, ``aswritten.py``);
 * AUTO only: ``validate`` (the update's checks and copies), ``threads`` (the BLAS thread
   context, entered and left), ``observe`` (the adaptive window's bookkeeping) and
   ``around`` (the rest: the warnings wrapper, the probe's bookkeeping, the drift policy).
@@ -132,7 +135,7 @@ def main(argv=None) -> int:
     for m in (base, auto, direct):
         clock.wrap(m, "_evaluate", "program")
         clock.wrap(m, "_kept_values", "checks")
-    clock.wrap(auto, "_reevaluate_trigger", "trigger")
+    clock.wrap(auto, "_run_written", "trigger")
     clock.wrap(auto, "_validate_update", "validate")
     clock.wrap(auto, "_observe", "observe")
     clock.context(auto, "_blas", "threads")
