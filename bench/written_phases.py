@@ -12,7 +12,10 @@ blocks of ``--block`` consecutive rank-1 row updates, each block after ``--pause
 AUTO is put in its as-written mode (``reeval``) on ``--threads`` with adaptation off, so
 that both run the same program on the same threads; a third module, ``auto direct``, is
 AUTO's own module called the baseline's way (``_reevaluate_trigger``: the same data, every
-view kept and checked, none of ``update``'s work around it).  Printed per module, for
+view kept and checked, none of ``update``'s work around it); a fourth, ``by hand``, is what a
+user of NumPy as written runs: the row change ``X[i, :] += ...`` on a copy of the inputs
+and the program (``program`` there is ``_evaluate`` of ``auto direct``'s module called
+directly: no checks, nothing restored, nothing kept).  Printed per module, for
 the first update of a block (after the pause) and the others: the whole update, and its
 phases:
 
@@ -113,9 +116,9 @@ def main(argv=None) -> int:
             m.adaptation.mode[x] = "reeval"
             m.adaptation.written_threads[x] = threads
         m.adaptation.enabled = False
-    if threads == 1:
-        from linview.app.bench import one_thread
+    from linview.app.bench import one_thread
 
+    if threads == 1:
         run_base, run_direct = one_thread(base.reevaluate_update), \
             one_thread(direct._reevaluate_trigger)
     else:
@@ -139,7 +142,18 @@ def main(argv=None) -> int:
     clock.wrap(auto, "_validate_update", "validate")
     clock.wrap(auto, "_observe", "observe")
     clock.context(auto, "_blas", "threads")
-    runs = {"baseline": run_base, "auto": auto.update, "auto direct": run_direct}
+    program = getattr(direct, "_evaluate_written", None) or direct._evaluate
+    own = {k: np.array(v, order="F") for k, v in inputs.items()}
+
+    def by_hand(x, U, V):  # a user's NumPy: the row change, then the program as written
+        rows = np.flatnonzero(U.any(axis=1))
+        own[x][rows, :] += U[rows] @ V.T
+        program(direct.dims, own)
+
+    if threads == 1:
+        by_hand = one_thread(by_hand)
+    runs = {"baseline": run_base, "auto": auto.update, "auto direct": run_direct,
+            "by hand": by_hand}
     rec: dict = {k: [] for k in runs}
     order = list(runs)
     for b in range(a.blocks):
