@@ -2,7 +2,7 @@
 
     python bench/quiet_blas.py [--program bench/thin/markov30.m --dims n=2000]
                                [--updates 24] [--threads auto|N] [--park on|off]
-                               [--call-threads N]
+                               [--call-threads N] [--mode measured|reeval]
 
 The user's calls: a 2000×2000 matrix-vector product and a 600×600 matrix product, on
 NumPy's BLAS with every thread (``--call-threads 1``: on one, so that no BLAS worker
@@ -121,6 +121,9 @@ def main(argv=None) -> int:
     ap.add_argument("--park", default="on", choices=["on", "off"])
     ap.add_argument("--call-threads", type=int, default=0,
                     help="BLAS threads of NumPy's library for the calls (default: all)")
+    ap.add_argument("--mode", choices=["measured", "reeval"], default="measured",
+                    help="reeval: the trigger re-runs the program as written on every "
+                         "thread, adaptation off (default: as the trials at load chose)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     threads.PARK["on"] = args.park == "on"
@@ -135,6 +138,10 @@ def main(argv=None) -> int:
     blas = args.threads if args.threads == "auto" else int(args.threads)
     views = prog.load(**ins, blas_threads=blas)
     x = prog.program.dynamic[0]
+    if args.mode == "reeval" and x in views.adaptation.inputs:
+        views.adaptation.mode[x] = "reeval"
+        views.adaptation.written_threads[x] = None
+        views.adaptation.enabled = False
     stream = row_updates(np.shape(ins[x]), args.updates, 1, rng, 0.1)
     B = rng.standard_normal((2000, 2000))
     v = rng.standard_normal(2000)
