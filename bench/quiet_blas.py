@@ -2,7 +2,7 @@
 
     python bench/quiet_blas.py [--program bench/thin/markov30.m --dims n=2000]
                                [--updates 24] [--threads auto|N] [--park on|off]
-                               [--call-threads N]
+                               [--call-threads N] [--mode measured|reeval]
 
 The user's calls: a 2000×2000 matrix-vector product and a 600×600 matrix product, on
 NumPy's BLAS with every thread (``--call-threads 1``: on one, so that no BLAS worker
@@ -14,7 +14,7 @@ can be waiting or spinning).  Each is timed in two pacings, each in blocks:
 * ``paced``: the same with a pause of 0.3 s before each (every worker asleep when the
   update starts), against ``pause; call``.
 
-Two more blocks each, the fair baselines of "in isolation":
+Three more blocks each, the fair baselines of "in isolation":
 
 * the control: the same call after a busy wait in Python as long as the updates took (the
   same time since the call before, no BLAS, no memory touched).  Its ratio to the call
@@ -23,9 +23,17 @@ Two more blocks each, the fair baselines of "in isolation":
   while the machine's other work runs (the same on one BLAS thread, where no worker
   exists), not BLAS workers;
 * ``evicted``: the call after a read of 256 MB without BLAS (its operands surely out of
-  the caches; nothing left spinning).
+  the caches; nothing left spinning);
+* ``by hand``: the call after the same row change and the program as written run by hand
+  in NumPy on a copy of the inputs (the module's ``_evaluate_written``, or ``_evaluate``
+  where the compiled program is the one written, called directly, on NumPy's own
+  threads: no checks, no thread limits, nothing parked), what a user of NumPy as written
+  runs before the call: the same BLAS calls and the same bytes as an update that re-runs
+  the program as written, without linview.
 
-The update's own share is ``after / control``.  The blocks alternate (:data:`ROUNDS`
+The update's own share is ``after / control``; ``after / by hand`` is linview's share
+beyond what the program itself leaves in the caches (for an update that re-runs the
+program as written).  The blocks alternate (:data:`ROUNDS`
 rounds, the first kind rotating), so a change in the machine's load falls on all.
 Prints the medians, their p10-p90 and the ratios (<= 1.1 is the target: the trigger does
 not slow the user's code).  ``--park off`` leaves the workers a trigger woke as OpenBLAS
@@ -57,12 +65,15 @@ def _spin(seconds: float) -> None:
         pass
 
 
-def _blocks(views, x, stream, call, pause: float, big: np.ndarray) -> dict[str, list]:
+def _blocks(views, x, stream, call, pause: float, big: np.ndarray,
+            by_hand) -> dict[str, list]:
     """The call's seconds right after each update, back to back, after a busy wait in
     Python as long as the updates took (the control: the same time before the call, no
-    BLAS, no memory) and after a read of ``big`` (evicted), in alternating blocks (each a
-    run of consecutive updates or calls)."""
-    out: dict[str, list] = {"after": [], "alone": [], "control": [], "evicted": []}
+    BLAS, no memory), after a read of ``big`` (evicted) and after ``by_hand(U, V)`` (the
+    program as written, by hand), in alternating blocks (each a run of consecutive updates
+    or calls)."""
+    out: dict[str, list] = {"after": [], "alone": [], "control": [], "evicted": [],
+                            "by hand": []}
     took: list[float] = []
     size = -(-len(stream) // ROUNDS)
     kinds = list(out)
@@ -81,6 +92,8 @@ def _blocks(views, x, stream, call, pause: float, big: np.ndarray) -> dict[str, 
                     _spin(float(np.median(took)) if took else 0.02)
                 elif kind == "evicted":
                     big.sum()
+                elif kind == "by hand":
+                    by_hand(U, V)
                 t0 = time.perf_counter()
                 call()
                 out[kind].append(time.perf_counter() - t0)
@@ -108,6 +121,9 @@ def main(argv=None) -> int:
     ap.add_argument("--park", default="on", choices=["on", "off"])
     ap.add_argument("--call-threads", type=int, default=0,
                     help="BLAS threads of NumPy's library for the calls (default: all)")
+    ap.add_argument("--mode", choices=["measured", "reeval"], default="measured",
+                    help="reeval: the trigger re-runs the program as written on every "
+                         "thread, adaptation off (default: as the trials at load chose)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     threads.PARK["on"] = args.park == "on"
@@ -122,22 +138,36 @@ def main(argv=None) -> int:
     blas = args.threads if args.threads == "auto" else int(args.threads)
     views = prog.load(**ins, blas_threads=blas)
     x = prog.program.dynamic[0]
+    if args.mode == "reeval" and x in views.adaptation.inputs:
+        views.adaptation.mode[x] = "reeval"
+        views.adaptation.written_threads[x] = None
+        views.adaptation.enabled = False
     stream = row_updates(np.shape(ins[x]), args.updates, 1, rng, 0.1)
     B = rng.standard_normal((2000, 2000))
     v = rng.standard_normal(2000)
     C = rng.standard_normal((600, 600))
     calls = {"gemv 2000": lambda: B @ v, "gemm 600": lambda: C @ C}
     big = np.ones(32 << 20)  # 256 MB, read by the evicted blocks
+    program = getattr(views, "_evaluate_written", None) or views._evaluate
+    own = {k: np.array(a, order="F") for k, a in views.inputs.items()}
+
+    def by_hand(U, V):  # the row change and the program as written, in NumPy
+        rows = np.flatnonzero(U.any(axis=1))
+        own[x][rows, :] += U[rows] @ V.T
+        program(views.dims, own)
+
     out = {}
     for pacing, pause in (("back to back", 0.0), ("paced", PAUSE_S)):
         for k, call in calls.items():
-            runs = _blocks(views, x, stream, call, pause, big)
+            runs = _blocks(views, x, stream, call, pause, big, by_hand)
             got = {k: _stats(v) for k, v in runs.items()}
             med = {k: r["median_s"] for k, r in got.items()}
             out[f"{k}, {pacing}"] = {**got, "ratio": med["after"] / med["alone"],
                                      "control_ratio": med["control"] / med["alone"],
                                      "evicted_ratio": med["evicted"] / med["alone"],
-                                     "fair_ratio": med["after"] / med["control"]}
+                                     "fair_ratio": med["after"] / med["control"],
+                                     "by_hand_ratio": med["by hand"] / med["alone"],
+                                     "after_by_hand_ratio": med["after"] / med["by hand"]}
     mode = views.adaptation.mode.get(x, "as compiled")
     print(f"{prog.name} {args.dims}, trigger threads {views._threads.get(x, 'unset')}, "
           f"mode {mode} (now on {views._trigger_threads(x) if x in views._threads else '-'}"
@@ -149,7 +179,9 @@ def main(argv=None) -> int:
               f"(no BLAS) {_ms(r['control'])}: {r['control_ratio']:.2f}x; after a read of "
               f"256 MB {_ms(r['evicted'])}: {r['evicted_ratio']:.2f}x\n  {'':<24} right "
               f"after an update / after the busy wait (the update's own share): "
-              f"{r['fair_ratio']:.2f}x")
+              f"{r['fair_ratio']:.2f}x\n  {'':<24} after the program as written by hand "
+              f"{_ms(r['by hand'])}: {r['by_hand_ratio']:.2f}x; right after an update / "
+              f"after it by hand (linview's share): {r['after_by_hand_ratio']:.2f}x")
     if args.json:
         Path(args.json).write_text(json.dumps({"program": prog.name, "dims": dims,
                                                "threads": args.threads, "park": args.park,

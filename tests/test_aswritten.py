@@ -245,3 +245,47 @@ def test_trials_at_load_take_turns_run_by_run(monkeypatch):
     assert views.adaptation.mode["P"] == "maintain"
     for k, v in views.views.items():
         np.testing.assert_array_equal(v, before[k])
+
+
+def test_a_program_compiled_as_written_keeps_only_its_outputs_while_every_trigger_reruns_it():
+    """cg_steps is compiled as written (no ``_evaluate_written``): re-running it keeps and
+    checks the outputs only while no other input's trigger maintains (which would read the
+    other views at every update), and every view otherwise; the other views catch up when
+    read, and every answer equals a fresh evaluation of the current inputs."""
+    from conftest import ROOT
+
+    prog = linview.compile_file(ROOT / "tests" / "programs" / "cg_steps.m",
+                                shapes=(("A", 6, 6), ("b", 6, 1)), strategy="incr")
+    assert not hasattr(prog.module_class, "_evaluate_written")
+    rng = np.random.default_rng(11)
+    M = rng.standard_normal((6, 6))
+    views = prog.load(A=M @ M.T + 6 * np.eye(6), b=rng.standard_normal((6, 1)))
+    views.adaptation.enabled = True
+    views.adaptation.injected = lambda name, mode: {
+        ("A", "maintain"): 3.0, ("A", "reeval"): 1.0,
+        ("b", "maintain"): 1.0, ("b", "reeval"): 3.0}[name, mode.removesuffix("_threads")
+                                                      .replace("threads", "maintain")]
+    views._load_trials()
+    assert views.adaptation.mode == {"A": "reeval", "b": "maintain"}
+
+    def fresh():
+        return prog.load(**views.inputs)
+
+    update(views, "A", rng, "row")  # b's trigger maintains: every view kept
+    assert not views._behind
+    assert views.verify() < 1e-9 and "caught_up" not in views.stats
+    views.adaptation.mode["b"] = "reeval"  # now every trigger re-runs the program
+    for x, kind in (("A", "row"), ("b", "dense"), ("A", "dense")):
+        update(views, x, rng, kind)
+        assert views._behind == frozenset(views.VIEWS) - {"x_3"}
+        np.testing.assert_allclose(views["x"], fresh().outputs["x"], rtol=1e-10,
+                                   atol=1e-12)
+    assert "caught_up" not in views.stats  # the output read nothing behind
+    np.testing.assert_allclose(views["r_1"], fresh()["r_1"], rtol=1e-10, atol=1e-12)
+    assert not views._behind and views.stats["caught_up"] == 1
+    views.adaptation.mode["b"] = "maintain"
+    update(views, "A", rng, "row")  # b maintains again: A's program keeps every view
+    assert not views._behind
+    update(views, "b", rng, "dense")  # maintained from fresh views
+    assert views.verify() < 1e-9 and views.stats["caught_up"] == 1
+    np.testing.assert_allclose(views["x"], fresh().outputs["x"], rtol=1e-10, atol=1e-12)

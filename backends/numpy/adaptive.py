@@ -11,7 +11,9 @@ to re-evaluate has only the last two.  At ``load()`` the modes are timed
 (:meth:`.aswritten.AsWrittenRuns._load_trials`) and each trigger starts in the fastest;
 then every update is timed and, at the end of every window of :data:`WINDOW` updates of
 one input, the window's median is compared with the other modes' measurements: more than
-:data:`SLOWER` times slower than the fastest of them switches to it (maintenance first
+:data:`SLOWER` times slower than the fastest of them switches to it, and a maintaining mode
+more than :data:`TO_WRITTEN` times slower than the program as written switches to that
+(what ``auto`` promises is not to be slower than the program as written; maintenance first
 tries its other threads when they were never measured; leaving the program as written
 for maintenance pays one re-evaluation of every view, counted over a window); on the
 other threads and not :data:`SLOWER` times faster than the compiled ones, back; and the
@@ -46,6 +48,11 @@ from linview.backends.numpy import aswritten, threads
 WINDOW = 8
 #: a mode is left when its window's median is this much slower than the other's measurement
 SLOWER = 1.2
+#: ... except that maintenance is left for the program as written (the promise: ``auto`` at
+#: least 0.95× the program as written) when only this much slower than it; the way back
+#: to maintenance still needs :data:`SLOWER` (and the catch-up), so a dead band of about
+#: 1.26× remains between the two
+TO_WRITTEN = 1.05
 
 
 class Adaptation:
@@ -178,7 +185,8 @@ class Adaptation:
         (maintenance first tries its other threads when they were never measured; a
         trigger compiled to re-evaluate tries its other threads once; maintenance after
         the program as written pays :attr:`catch_up_s` once, counted over a window);
-        else back to the compiled threads when the other ones are not :data:`SLOWER`
+        else the program as written when maintenance is :data:`TO_WRITTEN` times slower
+        than it; else back to the compiled threads when the other ones are not :data:`SLOWER`
         times faster; else a mode measured faster only by its trial at load (inside the
         dead band) for a window, once; else the other thread setting, when it is several
         threads, for a window when more cores are idle now than when it was measured (the
@@ -202,6 +210,11 @@ class Adaptation:
             if mode == "maintain" and "threads" in modes and "threads" not in known:
                 return "threads", None  # slower: first the other threads, for a window
             return best, known[best]
+        written = min((m for m in modes if m.startswith("reeval") and m in known),
+                      key=known.get, default=None)
+        if not mode.startswith("reeval") and written is not None \
+                and median > TO_WRITTEN * known[written]:
+            return written, known[written]  # the promise: not slower than as written
         base = {"threads": "maintain", "reeval_threads": "reeval"}.get(mode)
         if base in known and median * SLOWER >= known[base]:
             return base, known[base]  # the compiled threads were not worse
@@ -251,7 +264,7 @@ class Adaptive(aswritten.AsWrittenRuns):
         self.adaptation = Adaptation(candidates, reeval_s, self._threads if self._wide else {},
                                      self.REEVALUATED)
         self.stats["switches"] = []
-        if hasattr(self, "_evaluate_written") and reeval_s is not None:
+        if reeval_s is not None:  # the program as written leaves views behind (aswritten)
             self.adaptation.catch_up_s = reeval_s  # the evaluation at load: every view
         if self.adaptation.enabled and reeval_s is not None and self.AS_WRITTEN:
             self._load_trials()  # NumPy modules planned with numeric sizes (not Spark)

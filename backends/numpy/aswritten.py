@@ -10,7 +10,8 @@ to lose to the program as written.  That method computes the outputs only; every
 is then *behind* (``self._behind``) and is re-evaluated, all of them at once
 (:meth:`AsWrittenRuns._catch_up`), when something reads one (``views[...]``, ``verify``,
 ``save``) or a maintaining trigger runs.  A module whose compiled program is the one
-written re-evaluates every view (``_evaluate``), as before.
+written runs ``_evaluate`` and keeps its outputs likewise, unless another input's trigger
+maintains now: then it keeps every view (that trigger would catch up at every update).
 
 Trials at load (:meth:`AsWrittenRuns._load_trials`, when adaptation is on): each
 maintaining trigger runs :data:`TRIALS` times on a zero update (``U`` one-hot, ``V = 0``:
@@ -57,18 +58,33 @@ class AsWrittenRuns:
 
     # ------------------------------------------------------------ running it
     def _run_written(self, name: str, U, V) -> None:
-        """``name += U Vᵀ`` in place, then the program as written: the outputs (the other
-        views are behind), or every view when the compiled program is the one written.
-        On an error the input is restored and nothing else has changed."""
-        if not hasattr(self, "_evaluate_written"):
+        """``name += U Vᵀ`` in place, then the program as written: the outputs, kept and
+        checked (the other views are behind).  A module whose compiled program is the one
+        written keeps every view instead while another input's trigger maintains (that
+        trigger reads them).  On an error the input is restored and nothing else has
+        changed."""
+        if not hasattr(self, "_evaluate_written") and any(
+                not self._reevaluating(x) for x in self.DYNAMIC if x != name):
             self._reevaluate_trigger(name, U, V)
             return
         arrays = {n: self._view(n) for n in self.INPUTS}  # pending terms added
         with added_or_restored(arrays[name], U, V):
-            kept, _ = self._kept_values(self._evaluate_written(self.dims, arrays))
+            kept, _ = self._kept_values(self._written_outputs(arrays))
         self._pending.clear()  # the inputs' terms were added; every other view is behind
         self._store.update(kept)
         self._behind = frozenset(self.VIEWS) - set(kept)
+
+    def _written_outputs(self, arrays: dict) -> dict:
+        """The outputs of the program as written on ``arrays``, by the views that hold
+        them: ``_evaluate_written``, or, where the compiled program is the one written,
+        ``_evaluate``'s outputs (its other views are computed on the way, as the program
+        computes them, but neither kept nor checked: ``bench/written_phases.py`` measured
+        the checks of cg_steps' 17 views at about 60-75 µs of a 2 ms update)."""
+        run = getattr(self, "_evaluate_written", None)
+        if run is not None:
+            return run(self.dims, arrays)
+        every = self._evaluate(self.dims, arrays)
+        return {v: every[v] for v in self.OUTPUTS.values() if v in every}
 
     def _catch_up(self) -> None:
         """Re-evaluate every view from the inputs (the program as compiled): the views the
@@ -161,7 +177,6 @@ class AsWrittenRuns:
         the other, a change in the machine's load between them (another process starting)
         decided the comparison (gradient_descent5 started on one thread at 27 ms per
         update when all threads took 13 ms)."""
-        run = getattr(self, "_evaluate_written", self._evaluate)
         arrays = {n: self._view(n) for n in self.INPUTS}
         settings = (1, None) if both else (None,)
         out = dict.fromkeys(settings, np.inf)
@@ -169,7 +184,7 @@ class AsWrittenRuns:
             for threads in settings:
                 with trigger_limit(threads, True) if both else _unchanged():
                     t0 = time.perf_counter()
-                    self._kept_values(run(self.dims, arrays))
+                    self._kept_values(self._written_outputs(arrays))
                     out[threads] = min(out[threads], time.perf_counter() - t0)
         return out
 
