@@ -110,3 +110,20 @@ def test_a_batch_behind_takes_what_keeps_arriving_up_to_its_cap(held, cap, n):
         return [cap] * (rows // cap) + ([rows % cap] if rows % cap else [])
 
     assert sizes == chunks(quiet) + chunks(n - quiet)
+
+
+def test_a_batch_behind_stops_waiting_once_it_reads_recent_transactions():
+    """Caught up to what is being committed now (a paced writer after a stall), a batch
+    behind takes what is already received and does not wait for more: it would wait for
+    the writer until its cap."""
+    now, old = time.time(), time.time() - 60
+    txs = [_tx(i, old + i / 1000, 1) for i in range(5)] + [_tx(5 + i, now, 1)
+                                                           for i in range(5)]
+    gap = source.BEHIND_GAP / 2
+    waits = [0.0, gap, 0.0, gap, 0.0,  # old ones: waited for
+             gap, 0.0,  # the first recent one arrives while it waits after an old one
+             gap, 0.0, 0.0]  # after a recent one it does not wait
+    stream = _Socket(txs, 100, waits)
+    first, _ = stream.batch(0.05, 2.0)
+    assert len(first) == 7
+    assert len(stream.batch(0.05, 2.0)[0]) == 3  # the rest, in a batch of their own

@@ -88,7 +88,8 @@ BATCH_ROWS = 256
 #: behind: it takes the transactions that keep coming, up to ``batch_rows`` row changes,
 #: until none arrives for :data:`BEHIND_GAP` seconds (what was already received is only
 #: what the socket holds, some 60 rows of 8 kB: batches that small run the triggers at
-#: their cost per row, where a full one re-evaluates once)
+#: their cost per row, where a full one re-evaluates once); once the last one read is
+#: recent, only what is already received (a paced writer would otherwise fill the batch)
 BEHIND = 0.2
 BEHIND_GAP = 0.02
 
@@ -191,8 +192,9 @@ class ChangeStream:
                 got = self._next(first_timeout)
             elif backlog:
                 got = self._next(max(window, 0.05))
-            elif behind:
-                got = self._next(BEHIND_GAP)
+            elif behind:  # waits for more while what it reads is behind too
+                old = time.time() - txs[-1].commit.commit_time > window + BEHIND
+                got = self._next(BEHIND_GAP if old else 0.0)
             else:
                 got = self._next(0.0)
                 if got is None and idle is not None and handed < len(txs):
