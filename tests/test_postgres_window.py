@@ -10,7 +10,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from linview.app.postgres import pgoutput
+from linview.app.postgres import pgoutput, source
 from linview.app.postgres.source import ChangeStream, Transaction, window_end
 
 
@@ -72,3 +72,58 @@ def test_batches_are_grid_windows_whole_and_in_order(gaps, rows, window_ms, cap)
         if nxt is not None and window > 0 and window_end(nxt[0].commit.commit_time,
                                                          window) in ends:
             assert size + len(nxt[0].changes) > cap  # a window split only when full
+
+
+class _Socket(_Stream):
+    """Transactions that arrive after a wait: ``waits[i]`` seconds for the i-th (what a
+    socket holds comes at once; the rest as the server sends more)."""
+
+    def __init__(self, txs, batch_rows, waits):
+        super().__init__(txs, batch_rows)
+        self.waits = list(waits)
+
+    def _next(self, timeout):
+        if not self.queue or self.waits[0] > timeout:
+            return None
+        self.waits.pop(0)
+        return self.queue.pop(0)
+
+
+@settings(max_examples=100, deadline=None)
+@given(held=st.integers(1, 8), cap=st.integers(10, 60), n=st.integers(1, 80))
+def test_a_batch_behind_takes_what_keeps_arriving_up_to_its_cap(held, cap, n):
+    """Behind (committed long ago), a batch is not cut where the socket ran dry: it
+    takes what arrives within ``BEHIND_GAP``, up to its cap; a longer gap ends it."""
+    t0 = time.time() - 60
+    txs = [_tx(i, t0 + i / 1000, 1) for i in range(n)]
+    waits = [0.0 if i % held else source.BEHIND_GAP / 2 for i in range(n)]
+    quiet = n // 2  # after this one the server is quiet for a second
+    waits[quiet] = 1.0
+    stream = _Socket(txs, cap, waits)
+    sizes = []
+    while True:
+        txs_, _ = stream.batch(0.05, 2.0)
+        if not txs_:
+            break
+        sizes.append(len(txs_))
+    def chunks(rows):
+        return [cap] * (rows // cap) + ([rows % cap] if rows % cap else [])
+
+    assert sizes == chunks(quiet) + chunks(n - quiet)
+
+
+def test_a_batch_behind_stops_waiting_once_it_reads_recent_transactions():
+    """Caught up to what is being committed now (a paced writer after a stall), a batch
+    behind takes what is already received and does not wait for more: it would wait for
+    the writer until its cap."""
+    now, old = time.time(), time.time() - 60
+    txs = [_tx(i, old + i / 1000, 1) for i in range(5)] + [_tx(5 + i, now, 1)
+                                                           for i in range(5)]
+    gap = source.BEHIND_GAP / 2
+    waits = [0.0, gap, 0.0, gap, 0.0,  # old ones: waited for
+             gap, 0.0,  # the first recent one arrives while it waits after an old one
+             gap, 0.0, 0.0]  # after a recent one it does not wait
+    stream = _Socket(txs, 100, waits)
+    first, _ = stream.batch(0.05, 2.0)
+    assert len(first) == 7
+    assert len(stream.batch(0.05, 2.0)[0]) == 3  # the rest, in a batch of their own

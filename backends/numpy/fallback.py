@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from linview.backends.numpy import store
+from linview import faults
+from linview.backends.numpy import kernels, store
 from linview.backends.numpy.guards import IllConditioned, ProbeFailed
 from linview.backends.numpy.phase2 import add_outer
 from linview.errors import NumericalError
@@ -127,14 +128,25 @@ def refresh_chains(module, name: str, U, V, failed: set[str]) -> tuple[str, ...]
         return chain
 
 
-def reevaluate_updates(module, updates) -> None:
-    """Apply every ``name += U Vᵀ`` of ``updates`` ({input: (U, V)}) in place, then
-    re-evaluate every view once: a large batch of a stream, where re-running the program
-    costs less than the triggers.  On an error the inputs are restored exactly and nothing
-    else has changed."""
+def reevaluate_updates(module, updates, rows=None) -> None:
+    """Apply every ``name += U Vᵀ`` of ``updates`` ({input: (U, V)}) and every
+    ``name[i] += D`` of ``rows`` ({input: (i, D)}, distinct 0-based rows i, D: k×cols: a
+    batch of row changes, written without a dense U) in place, then re-evaluate every
+    view once: a large batch of a stream, where re-running the program costs less than
+    the triggers.  On an error the inputs are restored exactly and nothing else has
+    changed."""
     module._check_fresh()
     store.settle(module)  # a load's store entries written from views about to change
-    checked = {}
+    checked, by_rows = {}, {}
+    for n, (i, D) in (rows or {}).items():
+        X = module._views[n]
+        if n in module.DYNAMIC and isinstance(X, np.ndarray) and np.isfinite(D).all() \
+                and D.shape == (len(i), X.shape[1]):
+            by_rows[n] = (i, D)
+            continue
+        U = np.zeros((X.shape[0], len(i)))  # the general path checks it and says why
+        U[i, np.arange(len(i))] = 1.0
+        updates = {**updates, n: (U, np.asarray(D).T)}
     for n, (U, V) in updates.items():  # float64 factors as a stream builds them: no copy
         U, V = np.asarray(U, dtype=float), np.asarray(V, dtype=float)
         plain = n in module.DYNAMIC and U.ndim == V.ndim == 2 and U.shape[1] == V.shape[1] \
@@ -142,14 +154,25 @@ def reevaluate_updates(module, updates) -> None:
         if not (plain and np.isfinite(U).all() and np.isfinite(V).all()):
             U, V = module._validate_update(n, U, V)  # says what is wrong, or copies
         checked[n] = (U, V)
-    saved = {n: module._views[n].copy() for n in checked}
+    saved = {}  # what puts each input back: its changed rows (a row batch), else a copy
     try:
+        for n, (i, D) in by_rows.items():
+            X = module._views[n]
+            saved[n] = (i, slice(None)), X[i]
+            X[i] = saved[n][1] + D
+            faults.point("update.applied")
         for n, (U, V) in checked.items():
-            add_outer(module._views[n], U, V)
+            X = module._views[n]
+            if isinstance(X, np.ndarray):
+                saved[n] = kernels.add_outer_keeping(X, U, V)
+                faults.point("update.applied")  # as phase2's add_outer has it
+            else:
+                saved[n] = (Ellipsis, X.copy())
+                add_outer(X, U, V)
         module._views = module._reevaluate({n: module._views[n] for n in module.INPUTS})
     except BaseException:
-        for n, X in saved.items():
-            module._views[n][...] = X
+        for n, (where, old) in saved.items():
+            module._views[n][where] = old
         raise
     module.updates += 1
     module.stats["updates"] += 1

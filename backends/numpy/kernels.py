@@ -56,6 +56,10 @@ def add_outer(A: np.ndarray, P: np.ndarray, Q: np.ndarray) -> None:
     (columns) of A."""
     if P.shape[1] == 0:
         return
+    unit = unit_columns(P)
+    if unit is not None:  # row changes, however many: only their rows, no product
+        A[unit[0], :] += Q[:, unit[1]].T
+        return
     rows = one_hot(P)
     if rows is not None:  # a row update touches only its rows: O(n·k), not a pass over A
         A[rows, :] += P[rows] @ Q.T
@@ -79,6 +83,11 @@ def add_outer_keeping(A: np.ndarray, P: np.ndarray, Q: np.ndarray):
     ``A[where] = old`` restores A exactly: the touched rows (columns) of a row (column)
     update, read once and written once (a 2000×2000 Fortran matrix's row is 2000 strided
     reads: copying it, then ``+=`` on it, read it twice), else a copy of A."""
+    unit = unit_columns(P)
+    if unit is not None:
+        old = A[unit[0], :]
+        A[unit[0], :] = old + Q[:, unit[1]].T
+        return (unit[0], slice(None)), old
     rows = one_hot(P)
     if rows is not None:
         old = A[rows, :]
@@ -117,6 +126,21 @@ def one_hot(X: np.ndarray) -> np.ndarray | None:
         return None
     rows = np.flatnonzero(X.any(axis=1))
     return rows if rows.size * 4 <= X.shape[0] else None
+
+
+def unit_columns(P: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(rows, cols)`` when every column of ``P`` is a unit vector ``e_i`` and no two
+    share a row (a micro-batch of row changes, one per row), else None.  Then
+    ``A += P Qᵀ`` is ``A[rows] += Q[:, cols]ᵀ``: the same numbers as the product (each
+    entry is one term times 1, the others times 0), without reading or writing the other
+    rows of A, however many rows change."""
+    k = P.shape[1]
+    if P.ndim != 2 or not k or np.count_nonzero(P) != k:
+        return None
+    rows, cols = np.nonzero(P)
+    if np.unique(cols).size != k or np.unique(rows).size != k or np.any(P[rows, cols] != 1.0):
+        return None
+    return rows, cols
 
 
 def matmul(A, B: np.ndarray) -> np.ndarray:

@@ -108,7 +108,8 @@ class Pending:
         k = P.shape[1]
         if k == 0:
             return
-        if kernels.one_hot(P) is not None or kernels.one_hot(Q) is not None:
+        if kernels.unit_columns(P) is not None or kernels.one_hot(P) is not None \
+                or kernels.one_hot(Q) is not None:
             kernels.add_outer(self.base, P, Q)
             return
         r = self.rank

@@ -367,9 +367,10 @@ class TriggerModule(adaptive.Adaptive, lowrank.PendingViews, store.Writing):
         with added_or_restored(self._views[name], U, V):
             self._views = self._reevaluate({n: self._views[n] for n in self.INPUTS})
 
-    def reevaluate_updates(self, updates: Mapping[str, tuple]) -> None:
-        """Every ``name += U Vᵀ`` of ``updates``, then every view re-evaluated once."""
-        fallback.reevaluate_updates(self, updates)
+    def reevaluate_updates(self, updates: Mapping[str, tuple], rows=None) -> None:
+        """Every ``name += U Vᵀ`` of ``updates`` and ``name[i] += D`` of ``rows``
+        ({input: (i, D)}), then every view re-evaluated once."""
+        fallback.reevaluate_updates(self, updates, rows)
 
     def _drift_policy(self) -> None:
         if self.refresh_every and self.updates % self.refresh_every == 0:

@@ -42,7 +42,7 @@ import json
 import math
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -355,66 +355,3 @@ def _same_rows(names: list, shapes) -> int:
         raise UpdateError("an observation spans inputs with the same number of rows; "
                           + ", ".join(f"{n} has {shapes[n][0]}" for n in names))
     return rows.pop()
-
-
-# ------------------------------------------------------------------ batches
-@dataclass
-class BatchBuilder:
-    """Accumulates the ops of one micro-batch into ``{input: (U, V)}``.  ``current(name)``
-    gives an input's value before the batch; set records read it plus the pending terms.
-    ``ring`` is the next sliding-window slot (0-based), carried across batches."""
-
-    current: object
-    shapes: dict
-    ring: int = 0
-    terms: dict = field(default_factory=dict)
-
-    def add(self, ops: list[Op]) -> None:
-        ring = self.ring
-        for op in ops:
-            if op.kind == "row" and op.index == (None,):
-                op = Op(op.input, "row", "set", (ring % self.shapes[op.input][0],), op.values)
-                self.ring = ring + 1
-            self._add(op)
-
-    def _pending(self, name: str, i=None, j=None):
-        """Row i, column j or entry (i, j) of ``name`` with the batch's terms so far."""
-        X = self.current(name)
-        rows = slice(None) if i is None else i
-        cols = slice(None) if j is None else j
-        value = np.array(X[rows, cols], dtype=float)
-        for U, V in self.terms.get(name, []):
-            value = value + U[rows] @ V[cols].T
-        return value
-
-    def _add(self, op: Op) -> None:
-        rows, cols = self.shapes[op.input]
-        if op.kind == "factor":
-            U, V = op.factors
-        elif op.kind == "row":
-            (i,) = op.index
-            delta = op.values - self._pending(op.input, i=i) if op.mode == "set" else op.values
-            U, V = np.zeros((rows, 1)), delta.reshape(-1, 1)
-            U[i, 0] = 1.0
-        elif op.kind == "col":
-            (j,) = op.index
-            delta = op.values - self._pending(op.input, j=j) if op.mode == "set" else op.values
-            U, V = delta.reshape(-1, 1), np.zeros((cols, 1))
-            V[j, 0] = 1.0
-        else:
-            i, j = op.index
-            delta = op.values - float(self._pending(op.input, i=i, j=j)) \
-                if op.mode == "set" else op.values
-            U, V = np.zeros((rows, 1)), np.zeros((cols, 1))
-            U[i, 0], V[j, 0] = delta, 1.0
-        self.terms.setdefault(op.input, []).append((U, V))
-
-    def updates(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """``{input: (U, V)}``: one rank-k update per input, zero terms dropped (a set to
-        the value already there changes nothing)."""
-        out = {}
-        for name, terms in self.terms.items():
-            keep = [(U, V) for U, V in terms if np.any(U) and np.any(V)]
-            if keep:
-                out[name] = (np.hstack([U for U, _ in keep]), np.hstack([V for _, V in keep]))
-        return out

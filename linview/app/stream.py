@@ -1,12 +1,12 @@
 """``linview run``: apply a stream of update records with checkpoints that lose nothing.
 
-The record format is in :mod:`linview.app.records` (and the README, and ``linview run
---help``).  Protocol per micro-batch: its records are checked (a bad record stops the run
-or, with ``on_error="skip"``, is dropped with a warning; either way nothing of a batch is
-half-applied), appended to the write-ahead log (:mod:`linview.app.wal`, CRC32 per entry, one
-fsync per batch), applied as one rank-k update per input, and the outputs are written
-(:mod:`linview.app.stream_out`).  Every ``checkpoint_every`` batches, and at the end, the views
-are saved with the stream position and the log is emptied.
+Records: :mod:`linview.app.records` (and the README, ``linview run --help``).  Per
+micro-batch: its records are checked (a bad record stops the run or, with ``on_error=
+"skip"``, is dropped with a warning; nothing of a batch is half-applied), appended to the
+write-ahead log (:mod:`linview.app.wal`, CRC32 per entry, one fsync per batch), applied as
+one rank-k update per input (:mod:`.batches`), and the outputs written (:mod:`.stream_out`).
+Every ``checkpoint_every`` batches, and at the end, the views are saved with the stream
+position and the log is emptied.
 
 A checkpoint directory holds ``state.npz`` (views + position: batch count, records
 consumed, sliding-window slot, a hash chain over the consumed records, the program's and
@@ -37,8 +37,8 @@ import scipy.sparse as sps
 
 from linview import faults
 from linview.app import input_files, signals, wal
+from linview.app.batches import BatchBuilder
 from linview.app.records import (
-    BatchBuilder,
     Record,
     check,
     edge_tuple,
@@ -311,9 +311,10 @@ class Stream:
                 continue
             if builder is not None:
                 ring = builder.ring
-                updates = builder.updates()
-                if reevaluate and updates:
-                    self.views.reevaluate_updates(updates)
+                updates = builder.updates(rows=reevaluate)
+                if reevaluate:  # (U, V) and row changes, then one re-evaluation
+                    if any(updates):
+                        self.views.reevaluate_updates(*updates)
                     updates = {}
                 for name, (U, V) in updates.items():
                     self.views.update(name, U, V)

@@ -85,8 +85,13 @@ class Transaction:
 #: never split); ``--batch-rows``
 BATCH_ROWS = 256
 #: a batch whose first transaction committed this many seconds (past the window) ago is
-#: behind: it takes every transaction already received
+#: behind: it takes the transactions that keep coming, up to ``batch_rows`` row changes,
+#: until none arrives for :data:`BEHIND_GAP` seconds (what was already received is only
+#: what the socket holds, some 60 rows of 8 kB: batches that small run the triggers at
+#: their cost per row, where a full one re-evaluates once); once the last one read is
+#: recent, only what is already received (a paced writer would otherwise fill the batch)
 BEHIND = 0.2
+BEHIND_GAP = 0.02
 
 
 class ChangeStream:
@@ -172,7 +177,7 @@ class ChangeStream:
           transactions committed before this run started (read as they come, so these
           batches depend on the transactions only, and a resumed run forms the ones an
           uninterrupted run formed), and, when the first one committed more than
-          :data:`BEHIND` seconds ago, every transaction already received."""
+          :data:`BEHIND` seconds ago, those that keep arriving (:data:`BEHIND_GAP`)."""
         txs: list[Transaction] = []
         if self.held is not None:
             txs.append(self.held)
@@ -187,8 +192,9 @@ class ChangeStream:
                 got = self._next(first_timeout)
             elif backlog:
                 got = self._next(max(window, 0.05))
-            elif behind:
-                got = self._next(0.0)
+            elif behind:  # waits for more while what it reads is behind too
+                old = time.time() - txs[-1].commit.commit_time > window + BEHIND
+                got = self._next(BEHIND_GAP if old else 0.0)
             else:
                 got = self._next(0.0)
                 if got is None and idle is not None and handed < len(txs):
