@@ -21,7 +21,8 @@ program again:
    forms are refused then, with a hint to add a ridge term, as Octave calls them singular.
 
 Each program compiled again says why in ``explain()``, and the views loaded by it in their
-attribute ``least_squares``.
+attribute ``least_squares``.  On Spark the same (the stable form's solver, F and Y on the
+driver), but for a design F or Y above ``driver_max_elements`` (:func:`off_driver`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,9 @@ FORMS = ("auto", "normal", "qr", "pinv")
 #: within this factor of ``lstsq``'s: ``κ`` (the square root of the 2-norm condition
 #: estimate of FᵀF) at most this (:func:`loaded`)
 AUTO_RATIO = 10.0
+#: the backends with a stable form: Spark runs its solver on the driver
+#: (``backends/spark/solve_module.py``), F and Y collected there
+BACKENDS = ("numpy", "spark")
 
 
 def _form(prog) -> str:
@@ -65,7 +69,8 @@ def load_options(prog, inputs: dict) -> dict:
     """``inputs`` with the condition limit of :data:`NORMAL_CONDITION_LIMIT` added when
     ``prog`` keeps a least-squares problem by the normal equations."""
     if "condition_limit" in inputs or _form(prog) not in ("auto", "normal") \
-            or prog.options.get("backend") != "numpy":  # no QR form on Spark
+            or prog.options.get("backend") != "numpy":  # Spark: the rule of loaded()
+        # alone (a tighter limit would refuse a design F too large for its driver)
         return inputs
     if not any("normal equations" in note for note in prog.program.notes):
         return inputs
@@ -78,7 +83,8 @@ def loaded(views, inputs: dict, prog=None, switch: bool = True, memory_budget=No
     ``views.least_squares`` says why the normal equations were kept (the condition
     estimate of each least-squares problem's Gram matrix, and the limit).
 
-    With ``least_squares="auto"`` (NumPy) the rule of issue 25 is applied here: the
+    With ``least_squares="auto"`` (NumPy; Spark unless :func:`off_driver`) the rule of
+    issue 25 is applied here: the
     normal equations lose about ``cond(FᵀF)·eps``, a QR solve (``lstsq``) about
     ``κ·eps`` with ``κ = √cond(FᵀF)``, so theirs is about κ times worse, κ from 2-norm
     estimates by power iterations (:func:`_norm2`: ``‖FᵀF‖₂`` by products with F,
@@ -99,7 +105,10 @@ def loaded(views, inputs: dict, prog=None, switch: bool = True, memory_budget=No
         else []
     if not found or not (added or _form(prog) == "auto"):
         return views
-    if _form(prog) != "auto" or prog.options.get("backend") != "numpy":
+    if (far := off_driver(views, prog, found)) is not None:  # Spark: F too large there
+        views.least_squares = far
+        return views
+    if _form(prog) != "auto" or prog.options.get("backend") not in BACKENDS:
         views.least_squares = lambda: "; ".join(
             kept_normal(views, name, F, w, _rhs_of(prog, F))[0] for name, F, w in found)
         return views
@@ -111,20 +120,48 @@ def loaded(views, inputs: dict, prog=None, switch: bool = True, memory_budget=No
                f"{phrase}, over the {AUTO_RATIO:g}× that keeps the normal equations)")
         other.options["why"] = why
         normal_class = type(views)
+        spark = prog.options.get("backend") == "spark"  # (its views in the executors)
         if hasattr(views, "wait_for_store"):  # its entries written to a store folder
             views.wait_for_store()
-        if isinstance(getattr(views, "_store", None), dict):  # its arrays go before the
-            views._store.clear()  # stable form's are made: one load's peak, not two
+        if not spark and isinstance(getattr(views, "_store", None), dict):  # its arrays
+            views._store.clear()  # go before the stable form's: one load's peak, not two
         try:
             stable = other.load(**inputs, **(extra or {}), memory_budget=memory_budget)
         except NumericalError:  # (rare: the normal equations loaded; keep them)
-            views = normal_class(**load_options(prog, inputs))
-            views.condition_limit = INV_CONDITION_LIMIT
+            if not spark:
+                views = normal_class(**load_options(prog, inputs))
+                views.condition_limit = INV_CONDITION_LIMIT
         else:
+            if spark:
+                views.release()  # the normal equations' blocks
             stable.least_squares = why
             return stable
     views.least_squares = "; ".join(text for _, text, _, _ in kept)
     return views
+
+
+def off_driver(views, prog, found) -> str | None:
+    """On Spark, why the normal equations stay without the rule of :func:`loaded`: the
+    design F or its Y of some problem is above ``driver_max_elements``, so the stable form
+    (whose QR factor of F lives on the driver) cannot load, and the rule would collect F
+    to the driver for nothing.  None on NumPy, and where F and Y fit (the rule collects
+    them once, as the stable form would)."""
+    ctx = getattr(views, "_ctx", None)
+    if prog.options.get("backend") != "spark" or ctx is None:
+        return None
+    limit = ctx.driver_max_elements
+    for _, F, _ in found:
+        for name in (F, _rhs_of(prog, F)):
+            value = views._views.get(name) if name else None
+            shape = tuple(getattr(value, "shape", ()))  # never collected here
+            if len(shape) == 2 and shape[0] * shape[1] > limit:
+                return (f"least squares of {F} by the normal equations (explicit inverse "
+                        f"maintained by Woodbury): {name} ({shape[0]}×{shape[1]}) is above "
+                        f"the Spark driver limit driver_max_elements = {limit:,}, where "
+                        f"the stable form keeps its QR factor, so the rule of "
+                        f"least_squares='auto' is not applied and the inverse's condition "
+                        f"limit {views.condition_limit:.3g} holds")
+    return None
 
 
 def _rhs_of(prog, F: str) -> str | None:
@@ -252,7 +289,7 @@ def load_instead(prog, refused: NumericalError, inputs: dict, memory_budget=None
     form and why.  ``extra``: the load's offer of views (``reuse=``/``store=``)."""
     opts = prog.options
     F = refused_gram(prog, refused)
-    if _form(prog) not in ("auto", "normal") or opts.get("backend") != "numpy" \
+    if _form(prog) not in ("auto", "normal") or opts.get("backend") not in BACKENDS \
             or F is None or getattr(refused, "floating_point", None):
         raise refused  # (values past float64's range: no other form mends that)
     reason = refusal(refused, F, refused_weight(prog, refused))
@@ -301,6 +338,7 @@ def compiled_as(prog, form: str):
     try:
         other = opts["compiler"](opts["text"], opts["name"], filename=opts["filename"],
                                  dims=opts["dims"] or None, model=opts["model"],
+                                 backend=opts.get("backend", "numpy"),
                                  strategy=opts["strategy"], rank=opts["rank"],
                                  shapes=opts["shapes"], least_squares=form)
     except LinviewError:

@@ -20,8 +20,9 @@ its attributes), with ``views.least_squares`` (and ``explain(views=views)``) say
 ``views.stats["least_squares_switch"]`` at which update.  The stable form is loaded with
 the load's memory budget and the default options; while it loads, both forms are held
 (the normal one is kept whole until the stable one has loaded: if that fails, nothing
-changed, and the refusal or the normal equations stand).  NumPy only (Spark has no
-stable form), and only views loaded or restored with ``least_squares="auto"``.
+changed, and the refusal or the normal equations stand).  NumPy only (on Spark the rule
+is applied at ``load()`` only: :func:`linview.lstsq.loaded`), and only views loaded or
+restored with ``least_squares="auto"``.
 """
 
 from __future__ import annotations
