@@ -11,7 +11,8 @@ updated, so that the rule also holds for data that become ill-conditioned later:
   restored from a state file switches at the update where the uninterrupted one did);
 * an update that the normal equations refuse (the inverse's condition estimate over its
   limit, or singular to working precision: ``update of X refused, nothing changed``) is
-  not refused: the views switch first, then take the update.
+  not refused: the views switch first, then take the update (one whose values pass
+  float64's range is refused as before: no form mends that).
 
 Past the rule's ``κ = 10`` the views switch in place: the program compiled with
 ``least_squares="qr"`` is loaded from the current inputs (the stable form's factor from a
@@ -66,7 +67,8 @@ class _Update:
         try:
             type(views).update(views, name, U, V)
         except NumericalError as refused:
-            if "refused, nothing changed" not in refused.message or not switch(
+            if "refused, nothing changed" not in refused.message or getattr(
+                    refused, "floating_point", None) or not switch(  # no form mends those
                     views, f"the update of {name} was refused: {refused.message}"):
                 raise
             views.update(name, U, V)  # now the stable form's own update
