@@ -197,6 +197,14 @@ def _pagerank(G, n: int) -> np.ndarray:
     return np.array([pr[i] for i in range(n)]).reshape(-1, 1)
 
 
+def _toggle(rng, G, n: int):
+    """A random link of ``G`` removed if present, else added: ``(op, src, dst)``, 0-based."""
+    a, c = (int(x) for x in rng.integers(0, n, 2))
+    op = "delete" if G.has_edge(a, c) else "insert"
+    G.remove_edge(a, c) if op == "delete" else G.add_edge(a, c)
+    return op, a, c
+
+
 def test_edge_batches_on_spark_match_networkx_and_numpy(spark):
     rng = np.random.default_rng(2)
     n = 30
@@ -207,12 +215,7 @@ def test_edge_batches_on_spark_match_networkx_and_numpy(spark):
     got = compiled("pagerank_personalised", "spark").load(spark=spark, **inputs, **OPTIONS)
     assert "S" in got.distributed()
     for _ in range(4):
-        recs = []
-        for _ in range(3):
-            a, c = (int(x) for x in rng.integers(0, n, 2))
-            op = "delete" if G.has_edge(a, c) else "insert"
-            G.remove_edge(a, c) if op == "delete" else G.add_edge(a, c)
-            recs.append((op, a, c))
+        recs = [_toggle(rng, G, n) for _ in range(3)]
         for views in (want, got):
             views.update_edges("M", recs)
         np.testing.assert_allclose(got["R"], want["R"], atol=1e-12)
@@ -228,12 +231,8 @@ def test_linview_run_with_edge_records_on_spark(tmp_path):
     sps.save_npz(tmp_path / "M.npz", M.tocsc())
     (tmp_path / "upd").mkdir()
     for f in range(2):
-        lines = []
-        for _ in range(4):
-            a, c = (int(x) for x in rng.integers(0, n, 2))
-            op = "delete" if G.has_edge(a, c) else "insert"
-            G.remove_edge(a, c) if op == "delete" else G.add_edge(a, c)
-            lines.append({"input": "M", "edge": [a + 1, c + 1], "op": op})
+        lines = [{"input": "M", "edge": [a + 1, c + 1], "op": op}
+                 for op, a, c in (_toggle(rng, G, n) for _ in range(4))]
         path = tmp_path / "upd" / f"e{f}.jsonl"
         path.write_text("".join(json.dumps(x) + "\n" for x in lines))
         os.utime(path, (1e9 + f, 1e9 + f))
