@@ -234,11 +234,17 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", metavar="JSON",
                     help="print the table of a --table result, with linview cost's "
                     "predictions (bench/pagerank_table.py)")
+    ap.add_argument("--rates-from", metavar="JSON",
+                    help="--markdown of a result recorded without its rates: price with the "
+                    "rates recorded in this other result, not this machine's of the moment")
     args = ap.parse_args(argv)
     if args.markdown:
         from pagerank_table import markdown  # its own file (size)
 
-        print(markdown(json.loads(Path(args.markdown).read_text())))
+        res = json.loads(Path(args.markdown).read_text())
+        if args.rates_from:
+            res.setdefault("rates", json.loads(Path(args.rates_from).read_text())["rates"])
+        print(markdown(res))
         return 0
     if args.plain_load:
         from pagerank_load import plain_load  # its own file (size)
@@ -249,12 +255,16 @@ def main(argv=None) -> int:
         print(f"written {out}")
         return 0
     if args.laws or args.check_laws:
-        from pagerank_table import law_row, laws
+        from pagerank_table import law_cells, law_row, laws
 
         res = json.loads(Path(args.check_laws).read_text()) if args.check_laws else laws(args)
         if args.check_laws:
-            for c in res["cells"]:
+            for c in law_cells(res):
                 print(law_row(res["graph"]["nodes"], res["damping"], c))
+            if any("samples" in c for c in res["cells"]):  # a --table result: its seconds
+                from pagerank_terms import terms_text
+
+                print(terms_text(res))
         else:
             out = Path(args.json or HERE / "results" /
                        f"pagerank_laws_n{args.nodes}_seed{args.seed}.json")

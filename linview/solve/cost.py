@@ -34,21 +34,30 @@ from linview.errors import CompileError
 from linview.solve.sparsity import input_reasons, sparse_views
 
 #: the laws of :func:`predict_push`, fitted to the work counts (power-iteration steps, push's
-#: dense rounds and links: ``solver.stats``) that ``bench/pagerank_graph.py --laws --seed 7
-#: --min-batches 40`` recorded at 10⁵ and 2·10⁴ nodes, checked on the seed-12 graph
-#: (docs/solve_views.md, "Whether maintenance pays").  Power iteration after a batch: the L1
-#: norm of the batch's residual falls by about PI_DECAY per step (faster than s: the two
-#: halves of an edge change, ``+x_j/deg'`` on the new links and ``-x_j/deg`` on the old,
-#: cancel as they spread), on top of PI_LEFT (what the previous stop left, in units of the
-#: stop test); recorded 0.80–1.34× the law
-PI_DECAY = 0.6
-PI_LEFT = 0.32
+#: dense rounds and links: ``solver.stats``) recorded at 2·10⁴, 10⁵ and 10⁶ nodes
+#: (``bench/pagerank_graph.py --laws`` and the tables' per-batch counts; docs/solve_views.md,
+#: "Whether maintenance pays").  Power iteration after a batch: the L1 norm of the batch's
+#: residual falls by about ``exp(-λ)`` per step, ``λ = PI_RATE - PI_RATE_PER_DECADE·
+#: log10(n/10⁵)`` (faster than s while the two halves of an edge change, ``+x_j/deg'`` on the
+#: new links and ``-x_j/deg`` on the old, cancel as they spread; more slowly on a larger
+#: graph, where they take longer to meet: 0.53 a step at 2·10⁴ nodes, 0.57 at 10⁵, 0.64 at
+#: 10⁶; never slower than s), after an onset: ``k = 1 + log(1 + (0.9·ρ/PI_LEFT)^PI_ONSET)
+#: / (PI_ONSET·λ)`` steps, one step while ρ is small; recorded 0.84–1.17× the law at all
+#: three sizes (the previous law, without the size and the onset, 0.69–1.43×)
+PI_LEFT = 0.15
+PI_ONSET = 2.4
+PI_RATE = 0.56
+PI_RATE_PER_DECADE = 0.115
 #: push: its dense rounds (a push from every node: one sweep each, ``stats["sweeps"]``),
 #: PUSH_LINKS per unit of the reduction ρ while the residual is local; once it spreads, the
 #: steps of power iteration less PUSH_HEAD; combined as a smooth minimum, ``1 / (1/local +
-#: 1/spread)`` (recorded 0.77–1.55× the law where push averages half a dense round or more)
-PUSH_LINKS = 1.9
-PUSH_HEAD = 2.0
+#: 1/spread)`` (least squares of the log, over the cells averaging a dense round a batch
+#: or more at the three sizes, gives 1.77 and 0.94; a head of 1.5 fits within 5% as well
+#: and keeps the personalised table's side, docs/solve_views.md: recorded 0.69–1.48× the law
+#: beyond ρ = 2, 0.46–1.96× in cells of ρ about 1.25, where push makes 0 to 6 dense rounds
+#: a batch and 20 to 40 batches' mean is itself that uncertain)
+PUSH_LINKS = 1.8
+PUSH_HEAD = 1.5
 #: push's local rounds (frontiers of at most n/32 nodes) read LOCAL_LINKS sweeps' worth of
 #: links per unit of ρ, and at most LOCAL_CAP per batch (several local rounds run between
 #: dense rounds; recorded 0.005–0.007 at ρ = 0.125, 0.02–0.09 from 1.25 to 12.5, 0.015–0.05
@@ -61,19 +70,21 @@ LOCAL_CAP = 0.0375
 #: took 0.38, 0.71 and 2.51 ms, so 20–37 µs a change: ``bench/pagerank_graph.py --table
 #: --nodes 100000 --tolerances 0.1 --changes 300 --min-batches 10 --seed 7``), per link
 #: of a local round (LOCAL_LINK_S: the gather, the scattered adds, the frontier's distinct
-#: ids, the L1 sums, a dozen NumPy calls over the frontier; 130–185 ns measured at 10⁵
-#: and at 10⁶ nodes alike, so bound by those calls, not by memory) and per dense round (a
-#: product of M, the correction product of the columns changed since M's last compaction,
-#: and about as many passes over n as a step of power iteration: PUSH_DENSE steps of
-#: power iteration as they ran, measured 1.3–1.45 at 10⁶ nodes and 1.4–1.6 at 10⁵ (the
-#: seed-7 and seed-12 tables of ``bench/results/pagerank_table_n100000*_means.json``:
-#: push's time less its other terms, per dense round, against power iteration's time per
-#: step in the same cell); the band takes DENSE_RANGE)
+#: ids, the L1 sums, a dozen NumPy calls over the frontier; fitted on the tables' batches
+#: 83–91 ns at 10⁵ nodes and 92–95 ns at 10⁶, so bound by those calls, not by the cache)
 PUSH_FIXED_S = 0.4e-3
 PUSH_CHANGE_S = 25e-6
 LOCAL_LINK_S = 100e-9
-PUSH_DENSE = 1.45
-DENSE_RANGE = (1.3, 1.6)
+#: and per dense round: a product of M (the bytes of a step's product) with DENSE_PASSES
+#: passes over the n×p iterate besides it where a step of power iteration makes
+#: STEP_PASSES (the sum ``R + g``, the update of X, the snapshot's product and the
+#: correction product of the columns changed since M's last compaction, the scaling, the L1
+#: sum, the frontier's comparison and ids).  Fitted on the tables' batches as a dense round's
+#: time over a step's in the same run: 1.39–1.50 steps at 10⁵ nodes (the iterate in cache,
+#: the passes a large part of a step) and 1.18–1.19 at 10⁶ (a step dominated by its
+#: scattered reads), 25–31 passes at both sizes; the band takes DENSE_PASSES_RANGE
+DENSE_PASSES = 28
+DENSE_PASSES_RANGE = (25, 31)
 #: the model's band (:func:`predict_push`, the sources combined by :func:`quadrature`):
 #: the calibrated rates are trusted within RATE_SPREAD either way (a cached calibration is
 #: used while a fresh probe agrees with it within
@@ -82,10 +93,12 @@ DENSE_RANGE = (1.3, 1.6)
 RATE_SPREAD = max(PROBE_TOLERANCE, SPREAD_MAX)
 #: and the laws' error, by regime: ``(ρ below, over, under)``: the speedup the laws' counts
 #: give was at most ``over`` times and at least ``1/under`` times the one the recorded
-#: counts give, priced alike (docs/solve_views.md): 0.71–1.46× below ρ = 2 at 2·10⁴ and
-#: 10⁵ nodes, down to 0.19× at 10⁶ where a change's residual is tiny and push's local work
-#: less than the law's; 0.91–1.21× beyond, at 2·10⁴, 10⁵ and 10⁶ nodes
-LAW_ERRORS = ((2.0, 1.5, 6.0), (math.inf, 1.25, 1.25))
+#: counts give, priced alike (docs/solve_views.md; ``bench/pagerank_graph.py --check-laws``
+#: on each recorded result): 0.76–1.36× below ρ = 2 at 2·10⁴ and 10⁵ nodes, down to 0.28×
+#: at 10⁶ where a change's residual is tiny and push's local work less than the law's;
+#: 0.92–1.36× beyond, at 2·10⁴, 10⁵ and 10⁶ nodes (the largest, the 10⁶ table's batches of
+#: 10 at 1e-6)
+LAW_ERRORS = ((2.0, 1.5, 6.0), (math.inf, 1.4, 1.25))
 
 #: non-zeros per column assumed for a sparse input whose count ``--dims`` does not give
 ASSUMED_PER_COLUMN = 10
@@ -118,16 +131,27 @@ def private_cache_bytes() -> int:
     return DEFAULT_CACHE
 
 
-def sweep_bytes(n: int, nnz: int, p: int = 1, cache: int | None = None) -> float:
+def sweep_bytes(n: int, nnz: int, p: int = 1, cache: int | None = None,
+                passes: int = STEP_PASSES) -> float:
     """Bytes one step of power iteration over an n-node graph of ``nnz`` links moves for
     an n×p iterate: the CSR arrays (8-byte values, 4-byte column ids and row starts), one
     scattered read of a row of the iterate per link (its bytes while the iterate fits the
-    core's own ``cache``, else whole :data:`LINE` s) and :data:`STEP_PASSES` passes over
-    the iterate."""
+    core's own ``cache``, else whole :data:`LINE` s) and ``passes`` passes over the iterate
+    (:data:`STEP_PASSES`; a dense round of push makes :data:`DENSE_PASSES`)."""
     cache = private_cache_bytes() if cache is None else cache
     row = 8 * p
     gather = row if 8 * n * p <= cache else LINE * -(-row // LINE)
-    return 12.0 * nnz + 4.0 * n + gather * nnz + STEP_PASSES * 8.0 * n * p
+    return 12.0 * nnz + 4.0 * n + gather * nnz + passes * 8.0 * n * p
+
+
+def pass_fraction(n: int, nnz: int, r: Rates, cache: int | None = None) -> float:
+    """One pass over the iterate as a fraction of a step of power iteration: a single
+    column's pass over a single column's step (:func:`sweep_bytes` at the streaming rate),
+    whatever the columns.  Push makes its dense rounds column by column (each a product
+    with one column and its passes) while several columns' steps are priced as one
+    (:func:`predict_push`), so a dense round's ratio to a step is a single column's."""
+    return (8.0 * n / r.stream1_bytes + r.call_s) / (
+        sweep_bytes(n, nnz, 1, cache) / r.stream1_bytes + STEP_PASSES * r.call_s)
 
 
 def split_nnz(program: ir.Program, dims: dict) -> tuple[dict, dict]:
@@ -182,15 +206,15 @@ def solve_cost_report(compiled, tolerance: float | None = None, batch: int = 1,
                 fl, dense = fl + 2.0 * m * n * p, dense + 8.0 * m * n  # a dense operand
         cache = private_cache_bytes()
         by = sweep_bytes(rows, links, p, cache) + dense
+        sweep_s = max(fl / r.gemm1_flops, by / r.stream1_bytes) + STEP_PASSES * r.call_s
         view = {"view": st.name, "shape": [rows, p], "method": method,
                 "tolerance": tol, "sweep_flops": fl, "sweep_bytes": by,
                 "iterate_in_cache": 8 * rows * p <= cache, "cache_bytes": cache,
-                "sweep_s": max(fl / r.gemm1_flops, by / r.stream1_bytes)
-                + STEP_PASSES * r.call_s,
+                "sweep_s": sweep_s, "pass_s": sweep_s * pass_fraction(rows, links, r, cache),
                 "state_bytes": 24 * rows * p}
         if tolerance is not None and method in ("push", "auto") and nnz:
             view["prediction"] = predict_push(rows, max(nnz.values()), damping, tolerance,
-                                              batch, view["sweep_s"])
+                                              batch, view["sweep_s"], view["pass_s"])
         views.append(view)
     sparse = [{"view": v, "why": w} for v, w in
               sparse_views(compiled.lowered or prog, compiled.options.get("sparse")).items()]
@@ -204,11 +228,26 @@ def push_counts(n: int, nnz: int, s: float, tol: float, batch: int) -> dict:
     target = 0.9 * tol * (1 - s)
     delta = batch * 2 * s / (n * (nnz / max(n, 1) + 1))
     rho = delta / target
-    steps = 1 + math.log1p(0.9 * rho / PI_LEFT) / math.log(1 / PI_DECAY)
+    onset = (0.9 * rho / PI_LEFT) ** PI_ONSET
+    steps = 1 + math.log1p(onset) / (PI_ONSET * pi_rate(n, s))
     local, spread = PUSH_LINKS * rho, max(steps - PUSH_HEAD, 1.0)
     sweeps = local * spread / (local + spread) if local > 0 else 0.0
     return {"residual_per_batch": delta, "target": target, "reduction": rho,
             "steps": steps, "sweeps": sweeps, "links": min(LOCAL_LINKS * rho, LOCAL_CAP) * nnz}
+
+
+def pi_rate(n: int, s: float) -> float:
+    """``λ``: the log of the factor by which power iteration's residual after a batch falls
+    per step on an n-node graph (:data:`PI_RATE`, less :data:`PI_RATE_PER_DECADE` per
+    decade of n past 10⁵); never below ``log(1/s)``, the rate at which a residual falls when
+    nothing in it cancels."""
+    return max(PI_RATE - PI_RATE_PER_DECADE * math.log10(max(n, 1) / 1e5), math.log(1 / s))
+
+
+def dense_round_s(sweep_s: float, pass_s: float, passes: float = DENSE_PASSES) -> float:
+    """A dense round of push: a step's product and ``passes`` passes over the iterate
+    where the step (``sweep_s``) makes :data:`STEP_PASSES`, each taking ``pass_s``."""
+    return sweep_s + (passes - STEP_PASSES) * pass_s
 
 
 def law_spread(rho: float) -> tuple[float, float]:
@@ -217,21 +256,22 @@ def law_spread(rho: float) -> tuple[float, float]:
 
 
 def price(steps: float, sweeps: float, links: float, batch: int, sweep_s: float,
-          dense: float = PUSH_DENSE) -> tuple[float, float]:
+          dense_s: float) -> tuple[float, float]:
     """``(power iteration's seconds, push's seconds)`` of one batch with these work
     counts (measured ones or the laws'), a step of power iteration taking ``sweep_s`` and
-    a dense round ``dense`` steps."""
+    a dense round of push ``dense_s`` (:func:`dense_round_s`)."""
     push = (PUSH_FIXED_S + batch * PUSH_CHANGE_S + links * LOCAL_LINK_S
-            + sweeps * dense * sweep_s)
+            + sweeps * dense_s)
     return steps * sweep_s, push
 
 
 def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
-                 sweep_s: float) -> dict:
+                 sweep_s: float, pass_s: float) -> dict:
     """Does push maintenance of ``(I - s·M) \\ B`` pay, per micro-batch of ``batch`` edge
     changes at certified L1 tolerance ``tol``, against warm power iteration?  ``sweep_s``
     is one step of power iteration (:func:`sweep_bytes`; all the iterate's columns:
-    several columns are priced as one, see docs/solve_views.md).
+    several columns are priced as one, see docs/solve_views.md), ``pass_s`` one pass over
+    the iterate in a dense round (:func:`pass_fraction` of ``sweep_s``).
 
     An edge change at node j moves ``s·x_j·‖ΔM[:, j]‖₁ ≈ 2·s·x_j/(deg_j + 1)`` of L1 mass
     into the residual; with ``x_j ≈ 1/n`` on average (every column sums to 1) a batch
@@ -240,10 +280,12 @@ def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
     (see the constants above; :func:`push_counts`):
 
     * power iteration stops at ``‖x_{k+1} - x_k‖₁ ≤ tol·(1 - s)``, after
-      ``k = 1 + log(1 + 0.9·ρ/PI_LEFT) / log(1/PI_DECAY)`` steps of ``sweep_s``;
-    * push makes ``w = 1 / (1/(PUSH_LINKS·ρ) + 1/max(k - PUSH_HEAD, 1))`` dense rounds
-      of ``PUSH_DENSE·sweep_s`` each (the smooth minimum of the local and the spread
-      law) and reads ``min(LOCAL_LINKS·ρ, LOCAL_CAP)·nnz`` links in local rounds at
+      ``k = 1 + log(1 + (0.9·ρ/PI_LEFT)^PI_ONSET) / (PI_ONSET·λ)`` steps of ``sweep_s``
+      (``λ`` of :func:`pi_rate`: slower on larger graphs);
+    * push makes ``w = 1 / (1/(PUSH_LINKS·ρ) + 1/max(k - PUSH_HEAD, 1))`` dense rounds,
+      each a step's product and DENSE_PASSES passes over the iterate
+      (:func:`dense_round_s`; the smooth minimum of the local and the spread law), and
+      reads ``min(LOCAL_LINKS·ρ, LOCAL_CAP)·nnz`` links in local rounds at
       ``LOCAL_LINK_S`` each, plus ``PUSH_FIXED_S`` and ``batch·PUSH_CHANGE_S``
       (:func:`price`).
 
@@ -252,25 +294,28 @@ def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
     pay", always.  Its ``band`` is the prediction's uncertainty, three error sources
     combined in quadrature on the log scale (:func:`quadrature`): the sweep's seconds
     ``RATE_SPREAD`` times shorter and longer (push's constant seconds do not follow the
-    rate, so the ratio moves), a dense round's cost over the measured DENSE_RANGE, and
+    rate, so the ratio moves), a dense round's passes over DENSE_PASSES_RANGE, and
     the laws' counts, priced, against the counts the solver recorded (:data:`LAW_ERRORS`,
     by ρ); ``band_extremes`` keeps the worst case, all three at their extremes at once.
     Where the band holds 1× the verdict is a ``close_call``: the side is still the
     point's, but the band says either choice may cost about the same."""
     c = push_counts(n, nnz, s, tol, batch)
 
-    def speedup(rate: float, dense: float) -> float:
-        power, push = price(c["steps"], c["sweeps"], c["links"], batch, rate * sweep_s, dense)
+    def speedup(rate: float, passes: float) -> float:
+        dense_s = dense_round_s(rate * sweep_s, rate * pass_s, passes)
+        power, push = price(c["steps"], c["sweeps"], c["links"], batch, rate * sweep_s, dense_s)
         return power / push
 
-    power_s, push_s = price(c["steps"], c["sweeps"], c["links"], batch, sweep_s)
+    power_s, push_s = price(c["steps"], c["sweeps"], c["links"], batch, sweep_s,
+                            dense_round_s(sweep_s, pass_s))
     point = power_s / push_s
-    rate = [speedup(f, PUSH_DENSE) for f in (1 / RATE_SPREAD, RATE_SPREAD)]
-    dense = [speedup(1.0, w) for w in DENSE_RANGE]
+    rate = [speedup(f, DENSE_PASSES) for f in (1 / RATE_SPREAD, RATE_SPREAD)]
+    dense = [speedup(1.0, w) for w in DENSE_PASSES_RANGE]
     over, under = law_spread(c["reduction"])
     low, high = quadrature(point, [(min(rate), max(rate)), (min(dense), max(dense)),
                                    (point / over, point * under)])
-    corners = [speedup(f, w) for f in (1 / RATE_SPREAD, RATE_SPREAD) for w in DENSE_RANGE]
+    corners = [speedup(f, w) for f in (1 / RATE_SPREAD, RATE_SPREAD)
+               for w in DENSE_PASSES_RANGE]
     return {"tolerance": tol, "batch": batch, "residual_per_batch": c["residual_per_batch"],
             "target": c["target"], "reduction": c["reduction"], "power_steps": c["steps"],
             "push_sweeps": c["sweeps"], "push_local_links": c["links"], "power_s": power_s,
