@@ -83,8 +83,8 @@ def test_laws_count_what_was_recorded_at_every_size(name):
 
 
 def test_power_iteration_slows_on_larger_graphs_never_below_s():
-    """At one reduction ρ, more steps on a larger graph (recorded at ρ ≈ 12: 8.6, 9.6 and
-    10.8 steps at 2·10⁴, 10⁵ and 10⁶ nodes); the residual never falls slower than s a step,
+    """At one reduction ρ, more steps on a larger graph (recorded at ρ ≈ 12: about 8.6, 9.6
+    and 10.8 steps at 2·10⁴, 10⁵ and 10⁶ nodes); the residual never falls slower than s a step,
     so the rate stops at log(1/s) on graphs of any size."""
     rates = [cost.pi_rate(n, 0.85) for n in (2e4, 1e5, 1e6, 1e7, 1e12)]
     assert rates == sorted(rates, reverse=True)
