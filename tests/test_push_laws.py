@@ -7,6 +7,7 @@ and the tables' per-batch counts); the graph here has another seed.  The recorde
 (``bench/results/``) are checked against the laws too, and against the prices of a dense
 round and a local link: recorded counts and seconds, nothing timed here."""
 
+import importlib
 import json
 import math
 import sys
@@ -20,9 +21,9 @@ from linview.solve import cost
 from linview.solve.cost import law_spread
 
 sys.path.insert(0, str(ROOT / "bench"))
-table_mod = pytest.importorskip("pagerank_table")
-terms_mod = pytest.importorskip("pagerank_terms")
-graph_mod = pytest.importorskip("pagerank_graph")
+table_mod = importlib.import_module("pagerank_table")
+terms_mod = importlib.import_module("pagerank_terms")
+graph_mod = importlib.import_module("pagerank_graph")
 RESULTS = ROOT / "bench" / "results"
 #: the recorded counts at each size: --laws results and the tables' per-batch samples
 RECORDED = ["pagerank_laws_n20000_seed7.json", "pagerank_laws_n100000_seed7.json",
@@ -119,7 +120,7 @@ def test_check_laws_reads_a_table_and_prints_its_seconds(capsys):
 
 # A second variable besides ρ (bench/push_law_fit.py): fitted on the recorded counts of all
 # results but one, checked on the one held out.  Counts only, nothing timed here.
-fit_mod = pytest.importorskip("push_law_fit")
+fit_mod = importlib.import_module("push_law_fit")
 
 
 @pytest.fixture(scope="module")
