@@ -363,23 +363,6 @@ def test_a_mode_faster_in_its_trial_at_load_gets_one_window_inside_the_dead_band
     assert not any(b.observe("X", modes[b.mode["X"]]) for _ in range(3 * WINDOW))
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.floats(10.4, 10.8), st.floats(10.2, 10.6)),
-                min_size=6 * WINDOW, max_size=6 * WINDOW),
-       st.sampled_from([None, 1]), st.sampled_from([1, 2]))
-def test_modes_a_few_percent_apart_do_not_flap(times, compiled, idle):
-    """gradient_descent_ls (bench/thin_iterate.py): maintenance on its compiled threads
-    10.4-10.8 ms per update, on the other setting 10.2 ms in its trial at load and 10.2-10.6
-    ms running.  Closer than NEAR, the trial is a tie: no window of it, so no switch there
-    and back every window (the window used to go over, the return to come back)."""
-    a = adaptation(["X"], None, {"X": compiled})
-    a.idle = lambda: idle
-    a.seed("X", {"maintain": 10.4, "threads": 10.2}, None, 1.05)
-    assert a.mode["X"] == "maintain"
-    switched = [a.observe("X", times[i][a.mode["X"] == "threads"]) for i in range(len(times))]
-    assert not any(switched), [s for s in switched if s]
-
-
 def test_one_thread_is_not_re_tried_because_the_machine_got_busier():
     idle = {"now": 2}
     a = adaptation(["X"], 10.0, {"X": None})  # compiled for every core
@@ -422,3 +405,4 @@ def test_maintenance_slower_than_the_program_as_written_inside_the_old_band_leav
     b = adaptation(["X"], reeval_s=1.0)  # a thread setting's mode is held to it too
     b.measured["X"]["threads"] = 1.5
     assert [s for s in (b.observe("X", 1.1) for _ in range(WINDOW)) if s][0]["to"] == "reeval"
+

@@ -98,6 +98,8 @@ class Adaptation:
         #: timings are injected) and {input: {mode: idle cores when it was measured}}
         self.idle: Callable[[], int] | None = None
         self.idle_at: dict[str, dict[str, int | None]] = {x: {} for x in self.inputs}
+        #: {input: idle cores when the mode it runs now was tried again for them}
+        self.retried_at: dict[str, int] = {}
         #: {input: modes measured only by their trial at load (a few runs, not a window)}
         self.trialed: dict[str, set[str]] = {x: set() for x in self.inputs}
         #: {input: {mode: seconds of its trial at load}} (kept when windows measure it)
@@ -201,6 +203,9 @@ class Adaptation:
         seen[mode] = median
         self.trialed[name].discard(mode)
         idle = self.idle_at[name][mode] = self._idle_now()
+        if name in self.retried_at:  # a window tried again for more idle cores: measured
+            idle = self.idle_at[name][mode] = max(  # for them (retried only beyond that:
+                idle or 0, self.retried_at.pop(name))  # no retry and back every window)
         known = dict(seen)
         if self.reeval_s is not None and name not in self.reevaluated:
             known.setdefault("reeval", self.reeval_s)  # timed at load, all threads
@@ -240,6 +245,7 @@ class Adaptation:
         if other in modes and other in seen and idle is not None \
                 and idle > (self.idle_at[name].get(other) or idle) \
                 and self._mode_threads(name, other) != 1:
+            self.retried_at[name] = idle
             return other, None  # more cores idle than when it was measured: tried again
         return mode, None
 
