@@ -3,21 +3,25 @@
 (``time.perf_counter_ns`` around each call, over many updates).
 
     python bench/written_phases.py [--program tests/programs/cg_steps.m]
-                                   [--shapes A=2000x2000,b=2000x1] [--blocks 30]
+                                   [--shapes A=2000x2000,b=2000x1] [--only NAME]
+                                   [--blocks 30]
                                    [--block 4] [--pause 0.2] [--threads all|1]
 
-Both modules are loaded on the same random inputs (``linview bench``'s) and take turns in
+``--only NAME`` takes the program and its sizes from ``bench/thin_iterate.py``'s table
+(``--only markov_steps``: ``tests/programs/markov_steps.m`` with P 2000×2000).  Both
+modules are loaded on the same random inputs (``linview bench``'s) and take turns in
 blocks of ``--block`` consecutive rank-1 row updates, each block after ``--pause`` seconds
 (``linview bench``'s protocol: 4 updates after 0.2 s; ``--pause 0``: back to back).
 AUTO is put in its as-written mode (``reeval``) on ``--threads`` with adaptation off, so
 that both run the same program on the same threads; a third module, ``auto direct``, is
 AUTO's own module called the baseline's way (``_reevaluate_trigger``: the same data, every
-view kept and checked, none of ``update``'s work around it); a fourth, ``by hand``, is what a
-user of NumPy as written runs: the row change ``X[i, :] += ...`` on a copy of the inputs
-and the program (``program`` there is ``_evaluate`` of ``auto direct``'s module called
-directly: no checks, nothing restored, nothing kept).  Printed per module, for
-the first update of a block (after the pause) and the others: the whole update, and its
-phases:
+view kept and checked, none of ``update``'s work around it; left out where a model
+rewrote the program, whose re-evaluation is then not the program as written); a
+fourth, ``by hand``, is what a user of NumPy as written runs: the row change
+``X[i, :] += ...`` on a copy of the inputs and the program (``program`` there is
+``_evaluate_written``, else ``_evaluate``, of AUTO's module called directly: no checks,
+nothing restored, nothing kept).  Printed per module, for the first update of a block
+(after the pause) and the others: the whole update, and its phases:
 
 * ``input``: ``X += U Vᵀ`` keeping what restores it (``kernels.add_outer_keeping``);
 * ``program``: the program's ``_evaluate``;
@@ -90,6 +94,36 @@ class Clock:
         setattr(obj, attr, make)
 
 
+def _named(name: str):
+    """The file and shapes of ``name`` in bench/thin_iterate.py's table."""
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from thin_iterate import suites
+
+    for progs in suites().values():
+        if name in progs:
+            path, sizes, _ = progs[name]
+            if "shapes" not in sizes:
+                raise SystemExit(f"{name}: sized by dims; give --program and --shapes")
+            return str(path), tuple((k, r, c) for k, (r, c) in sizes["shapes"].items())
+    raise SystemExit(f"{name}: not in bench/thin_iterate.py's table")
+
+
+def _chosen(prog) -> str:
+    """What AUTO runs after its trials at load, per input: mode and BLAS threads."""
+    rng = np.random.default_rng(0)
+    views = prog.load(**random_inputs(prog, rng))
+    a = views.adaptation
+    out = []
+    for x in sorted(a.inputs):
+        t = a.threads_of(x, views._threads.get(x))
+        trials = {m: f"{s * 1e3:.3g} ms" for m, s in a.trial_s[x].items()}
+        out.append(f"{x}: {a.mode[x]} on {'all' if t is None else t} BLAS thread(s); "
+                   f"trials at load {trials}; switches {views.stats['switches']}")
+    return "AUTO after load: " + "; ".join(out or ["nothing adapts"])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--program", default="tests/programs/cg_steps.m")
@@ -98,10 +132,15 @@ def main(argv=None) -> int:
     ap.add_argument("--block", type=int, default=4)
     ap.add_argument("--pause", type=float, default=0.2)
     ap.add_argument("--threads", default="all", choices=["all", "1"])
+    ap.add_argument("--only", help="a program of bench/thin_iterate.py's table, by name")
     a = ap.parse_args(argv)
-    shapes = tuple((k, *map(int, v.split("x"))) for k, v in
-                   (kv.split("=") for kv in a.shapes.split(",")))
+    if a.only:
+        a.program, shapes = _named(a.only)
+    else:
+        shapes = tuple((k, *map(int, v.split("x"))) for k, v in
+                       (kv.split("=") for kv in a.shapes.split(",")))
     prog = linview.compile_file(a.program, shapes=shapes, least_squares="normal")
+    print(_chosen(prog))
     rng = np.random.default_rng(0)
     inputs = random_inputs(prog, rng)
     x = prog.program.dynamic[0]
@@ -135,8 +174,9 @@ def main(argv=None) -> int:
             clock.now["input"] = clock.now.get("input", 0) + ns() - t0
 
     phase2.add_outer_keeping = input_update
-    for m in (base, auto, direct):
-        clock.wrap(m, "_evaluate", "program")
+    for m in (base, auto, direct):  # the program as written: its own function, if any
+        clock.wrap(m, "_evaluate_written" if hasattr(m, "_evaluate_written") else "_evaluate",
+                   "program")
         clock.wrap(m, "_kept_values", "checks")
     clock.wrap(auto, "_run_written", "trigger")
     clock.wrap(auto, "_validate_update", "validate")
@@ -154,6 +194,8 @@ def main(argv=None) -> int:
         by_hand = one_thread(by_hand)
     runs = {"baseline": run_base, "auto": auto.update, "auto direct": run_direct,
             "by hand": by_hand}
+    if hasattr(direct, "_evaluate_written"):  # its _reevaluate is the rewritten program
+        del runs["auto direct"]
     rec: dict = {k: [] for k in runs}
     order = list(runs)
     for b in range(a.blocks):

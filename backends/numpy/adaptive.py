@@ -17,10 +17,10 @@ more than :data:`TO_WRITTEN` times slower than the program as written switches t
 tries its other threads when they were never measured; leaving the program as written
 for maintenance pays one re-evaluation of every view, counted over a window); on the
 other threads and not :data:`SLOWER` times faster than the compiled ones, back; and the
-mode that only its trial at load (a few runs) measured faster, inside the dead band, is
-run for one window, once; several threads are tried again for a window when more cores
-are idle now than when they were measured (a thread count measured on a busy machine is
-stale on a quiet one).
+mode that only its trial at load (a few runs) measured :data:`NEAR` times faster, inside
+the dead band, is run for one window, once (modes closer than that are a tie); several
+threads are tried again for a window when more cores are idle now than when they were
+measured (a thread count measured on a busy machine is stale on a quiet one).
 
 Hysteresis: a decision is taken only at the end of a window and the window then starts
 anew, so there is at most one switch per window, and each mode is measured over a whole
@@ -53,6 +53,12 @@ SLOWER = 1.2
 #: to maintenance still needs :data:`SLOWER` (and the catch-up), so a dead band of about
 #: 1.26× remains between the two
 TO_WRITTEN = 1.05
+#: modes measured less than this factor apart are a tie: a mode that only its trial at load
+#: measured faster than the current one gets a window only when it is this much faster
+#: (gradient_descent_ls went over to one BLAS thread, 10.2 ms in its trial against 10.5 ms
+#: for both threads' window, and back after that window, 10.3 ms, every stream: two switches
+#: between modes 3% apart)
+NEAR = 1.05
 
 
 class Adaptation:
@@ -92,6 +98,8 @@ class Adaptation:
         #: timings are injected) and {input: {mode: idle cores when it was measured}}
         self.idle: Callable[[], int] | None = None
         self.idle_at: dict[str, dict[str, int | None]] = {x: {} for x in self.inputs}
+        #: {input: idle cores when the mode it runs now was tried again for them}
+        self.retried_at: dict[str, int] = {}
         #: {input: modes measured only by their trial at load (a few runs, not a window)}
         self.trialed: dict[str, set[str]] = {x: set() for x in self.inputs}
         #: {input: {mode: seconds of its trial at load}} (kept when windows measure it)
@@ -187,14 +195,17 @@ class Adaptation:
         the program as written pays :attr:`catch_up_s` once, counted over a window);
         else the program as written when maintenance is :data:`TO_WRITTEN` times slower
         than it; else back to the compiled threads when the other ones are not :data:`SLOWER`
-        times faster; else a mode measured faster only by its trial at load (inside the
-        dead band) for a window, once; else the other thread setting, when it is several
-        threads, for a window when more cores are idle now than when it was measured (the
-        machine quietened since)."""
+        times faster; else a mode measured :data:`NEAR` times faster only by its trial at
+        load (inside the dead band) for a window, once; else the other thread setting,
+        when it is several threads, for a window when more cores are idle now than when
+        it was measured (the machine quietened since)."""
         seen = self.measured[name]
         seen[mode] = median
         self.trialed[name].discard(mode)
         idle = self.idle_at[name][mode] = self._idle_now()
+        if name in self.retried_at:  # a window tried again for more idle cores: measured
+            idle = self.idle_at[name][mode] = max(  # for them (retried only beyond that:
+                idle or 0, self.retried_at.pop(name))  # no retry and back every window)
         known = dict(seen)
         if self.reeval_s is not None and name not in self.reevaluated:
             known.setdefault("reeval", self.reeval_s)  # timed at load, all threads
@@ -225,7 +236,8 @@ class Adaptation:
         # as written on one thread, 9.9 ms in its trial, for all threads, 12.1 ms in
         # theirs, because its window measured 13.7 ms, and ran a window at 31 ms)
         own = self.trial_s[name].get(mode, float("inf"))
-        tried = [m for m in modes if m in self.trialed[name] and known[m] < min(median, own)]
+        tried = [m for m in modes if m in self.trialed[name]
+                 and NEAR * known[m] < min(median, own)]
         if tried:
             best = min(tried, key=known.get)
             return best, known[best]
@@ -233,6 +245,7 @@ class Adaptation:
         if other in modes and other in seen and idle is not None \
                 and idle > (self.idle_at[name].get(other) or idle) \
                 and self._mode_threads(name, other) != 1:
+            self.retried_at[name] = idle
             return other, None  # more cores idle than when it was measured: tried again
         return mode, None
 
