@@ -45,6 +45,9 @@ def add_source_arguments(r) -> None:
                    help="a micro-batch of more than N rank-1 changes (a row of one input "
                    "is one) re-evaluates every view instead of running the triggers "
                    "(default: chosen per batch from the measured costs)")
+    g.add_argument("--trace", default=None, metavar="FILE",
+                   help="append when each micro-batch's phases ran (read, triggers, result "
+                   "transaction, fsync, checkpoint, ...), one JSON line per batch, to FILE")
 
 
 def cmd_run_postgres(args, prog, status) -> int:
@@ -109,7 +112,8 @@ def _serve(args, prog, status, load_options: dict | None) -> int:
                       restart=args.restart, on_error=args.on_error,
                       window=args.window_ms / 1000, shapes=parse_shapes(args.shapes),
                       warn=status.warn, batch_rows=args.batch_rows,
-                      reevaluate_above=args.reevaluate_above, load_options=load_options)
+                      reevaluate_above=args.reevaluate_above, load_options=load_options,
+                      trace=args.trace)
     stats = run.serve(once=args.once, progress=status.update)
     print(json.dumps(stats))
     return 0

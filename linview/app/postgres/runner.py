@@ -41,6 +41,7 @@ from linview.app.postgres.pgoutput import format_lsn
 from linview.app.postgres.schema import check_columns, check_schema
 from linview.app.postgres.sink import Sink
 from linview.app.postgres.tables import BINARY_TYPES, TableInput, collapse, rows_of
+from linview.app.postgres.trace import tracer
 from linview.app.records import Record, canonical
 from linview.app.stream import Stream
 from linview.errors import InputError, StateError, UpdateError
@@ -65,12 +66,14 @@ class PostgresRun:
                  checkpoint_every: int = 100, restart: bool = False, on_error: str = "stop",
                  window: float = 0.05, shapes: dict | None = None, warn=print,
                  batch_rows: int | None = None, reevaluate_above: int | None = None,
-                 load_options: dict | None = None):
-        """``load_options``: of ``load()`` (Spark: the session, partitions, ...)."""
+                 load_options: dict | None = None, trace=None):
+        """``load_options``: of ``load()`` (Spark: the session, partitions, ...);
+        ``trace``: a file for each batch's phases (:mod:`.trace`)."""
         self.prog, self.key, self.on_error, self.window = prog, key, on_error, window
         self.warn, self.params, self.shapes_given = warn, list(params), dict(shapes or {})
         self.checkpoint_every, self.batch_rows = checkpoint_every, batch_rows
         self.reevaluate_above, self.load_options = reevaluate_above, load_options
+        self.trace = tracer(trace)
         self._stop: list[int] = []  # a signal, or stop(): serve() ends after the batch
         self.latencies: list[float] = []  # COMMIT (the server's clock) to results committed
         self.grow_groups: dict[tuple, list[tuple]] = {}  # sizes that may grow (.grow)
@@ -123,7 +126,7 @@ class PostgresRun:
             self.ckpt = Path(checkpoint) if checkpoint else None
             resume = (self.ckpt is not None and (self.ckpt / "state.npz").exists()
                       and not restart)
-            self.sink = Sink(self.sql, sink, self.slot)
+            self.sink = Sink(self.sql, sink, self.slot, self.trace)
             if resume:
                 self._resume(identity)
             if not resume or self.applied < 0:
@@ -257,16 +260,18 @@ class PostgresRun:
                 try:
                     if changes is None:
                         changes = self._open_stream()
-                    txs, done = changes.batch(self.window, 1.0, marker, lambda part, c=changes:
-                                              self.apply(part, c, publish=False))
+                    with self.trace.phase("read"):
+                        txs, done = changes.batch(self.window, 1.0, marker, lambda part,
+                                                  c=changes: self.apply(part, c, False))
                     if txs or self.applied > self.visible:
                         self.apply(txs, changes)
                         idle_since = time.monotonic()
                     elif time.monotonic() - idle_since > IDLE_ADVANCE:
                         end = changes.server_end
                         if end > self.applied and changes.open is None \
-                                and changes.held is None:
-                            self._commit([], end, changes)  # a quiet source: move the slot on
+                                and changes.held is None:  # a quiet source: move the slot on
+                            with self.trace.phase("idle_advance"):
+                                self._commit([], end, changes)
                         idle_since = time.monotonic()
                     failing_since = None
                 except psycopg2.Error as e:
@@ -347,7 +352,8 @@ class PostgresRun:
         if end > self.applied:
             recs = collapse(changed, before, self.table_of,
                             lambda n, idx: rows_of(self.views._views[n], idx))
-            self._update([Record(d, w, raw=canonical(d)) for d, w in recs], end)
+            with self.trace.phase("update" if publish else "part"):
+                self._update([Record(d, w, raw=canonical(d)) for d, w in recs], end)
             changes.batch_rows = self.choice.cap(self.batch_rows)
         if publish and self.applied > self.visible:
             self._publish(changes)
@@ -367,17 +373,22 @@ class PostgresRun:
         slot is acknowledged."""
         end = self.applied
         log = self.stream.log  # the window's parts logged: one fsync, during the write
-        durable = log.sync if log is not None and log.unsynced else None
-        self.sink.write(self.views.outputs, end, self.stream.pos["batch"], durable=durable)
+        durable = self.trace.timed("fsync", log.sync) if log is not None \
+            and log.unsynced else None
+        with self.trace.phase("write"):
+            self.sink.write(self.views.outputs, end, self.stream.pos["batch"], durable=durable)
         self.visible = end
         visible = time.time()
+        self.trace.published(end, self._commit_times, visible)
         self.latencies += [visible - t for t in self._commit_times]
-        self._commit_times.clear()
+        self._commit_times = []
         del self.latencies[:-LATENCIES]
-        changes.acknowledge(end)
+        with self.trace.phase("ack"):
+            changes.acknowledge(end)
         self.stream.stats["lsn"] = format_lsn(end)
         if self.ckpt is not None and self.stream.since_save >= self.checkpoint_every:
-            self._checkpoint()
+            with self.trace.phase("checkpoint"):
+                self._checkpoint()
 
     def _grow(self, before: Keys) -> None:
         """Load the views again from their inputs with rows, columns or nodes added
@@ -428,4 +439,5 @@ class PostgresRun:
                                    "transactions": len(self.latencies)}
         if not self.sql.closed:
             self.sql.close()
+        self.trace.close()
         return stats
