@@ -31,13 +31,14 @@ from pathlib import Path
 import numpy as np
 
 from linview.app import wal
-from linview.app.postgres import catalog, edges, grow, mapping
+from linview.app.postgres import catalog, edges, grow, mapping, saver
 from linview.app.postgres import choice as batch_choice
 from linview.app.postgres import source as src
 from linview.app.postgres.edges import EdgeInput
 from linview.app.postgres.entries import EntryInput
 from linview.app.postgres.keys import Keys
 from linview.app.postgres.pgoutput import format_lsn
+from linview.app.postgres.saver import Saver
 from linview.app.postgres.schema import check_columns, check_schema
 from linview.app.postgres.sink import Sink
 from linview.app.postgres.tables import BINARY_TYPES, TableInput, collapse, rows_of
@@ -73,7 +74,7 @@ class PostgresRun:
         self.warn, self.params, self.shapes_given = warn, list(params), dict(shapes or {})
         self.checkpoint_every, self.batch_rows = checkpoint_every, batch_rows
         self.reevaluate_above, self.load_options = reevaluate_above, load_options
-        self.trace = tracer(trace)
+        self.trace, self.saver = tracer(trace), Saver(self)
         self._stop: list[int] = []  # a signal, or stop(): serve() ends after the batch
         self.latencies: list[float] = []  # COMMIT (the server's clock) to results committed
         self.grow_groups: dict[tuple, list[tuple]] = {}  # sizes that may grow (.grow)
@@ -143,6 +144,7 @@ class PostgresRun:
                                  "run on this sink?)", hint="stop it, or use another --sink")
             catalog.drop_slot(self.sql, self.slot)
         batch_choice.forget(self.ckpt)
+        saver.clear(self.ckpt)
         catalog.ensure_publication(self.sql, self.slot, self.published)
         repl = self.conn.replication()
         try:
@@ -158,7 +160,7 @@ class PostgresRun:
         self._load(arrays)
         self.stream.pos["source_batch"] = point
         self._start(keys)
-        self._checkpoint()
+        self.checkpoint_now()
         self.applied = point
         self.sink.ensure(list(self.views.outputs))
         self.sink.write(self.views.outputs, point, 0)
@@ -182,6 +184,7 @@ class PostgresRun:
 
     def _resume(self, identity: str) -> None:
         check_columns(self.ckpt, self.catalog)  # a table altered while linview was stopped
+        saver.merge_logs(self.ckpt)  # a log left by a checkpoint in the background
         folder = self.ckpt / "snapshot"
         self.files = [f"{p.stem}={p}" for p in sorted([*folder.glob("*.npy"),
                                                         *folder.glob("*.npz")])]
@@ -290,8 +293,9 @@ class PostgresRun:
                     time.sleep(delay)
                 if progress is not None:
                     progress(self.stream)
-        except psycopg2.Error as e:
-            raise self.conn.error(e) from None
+        except BaseException as e:
+            self.saver.kill()  # a checkpoint being written stopped
+            raise (self.conn.error(e) if isinstance(e, psycopg2.Error) else e) from None
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -386,14 +390,16 @@ class PostgresRun:
         with self.trace.phase("ack"):
             changes.acknowledge(end)
         self.stream.stats["lsn"] = format_lsn(end)
-        if self.ckpt is not None and self.stream.since_save >= self.checkpoint_every:
-            with self.trace.phase("checkpoint"):
-                self._checkpoint()
+        with self.trace.phase("checkpoint"):  # begun, or one written meanwhile finished
+            if self.ckpt is not None and self.stream.since_save >= self.checkpoint_every:
+                self.saver.start()
+            self.saver.poll()
 
     def _grow(self, before: Keys) -> None:
         """Load the views again from their inputs with rows, columns or nodes added
         (:mod:`.grow`), before the batch; its checkpoint holds ``before``, the keys before
         the batch."""
+        self.saver.wait()
         kinds = mapping.layouts(self.tables, self.links, self.cells)
         new = grow.sizes(self.mapper.grow, self.grow_groups, self.stream.shapes, kinds)
         vs = self.views._views  # links as they are now (a StochasticMatrix changes in place)
@@ -408,20 +414,21 @@ class PostgresRun:
         self.stream.pos.update({k: pos[k] for k in ("batch", "offset", "source_batch")})
         self.stream.stats = stats
         self._start(self.mapper.keys)
-        self._checkpoint(before)
+        self.checkpoint_now(before)
         self.grown.update({n: list(v) if kinds[n] == "entries" else v[0]
                            for n, v in new.items()})
 
-    def _checkpoint(self, keys: Keys | None = None) -> None:  # the keys first: a crash
-        if self.ckpt is None:  # between leaves both files
+    def checkpoint_now(self, keys: Keys | None = None) -> None:  # the keys first: a
+        if self.ckpt is None:  # crash between leaves both files
             return
+        self.saver.wait()
         (keys or self.mapper.keys).save(self.ckpt, self.stream.pos["batch"])
         self.stream.checkpoint()
+        saver.clear(self.ckpt)
         Keys.prune(self.ckpt, self.stream.pos["batch"])
 
     def close(self) -> dict:
-        if self.ckpt is not None:
-            self._checkpoint()
+        self.checkpoint_now()
         stats = self.stream.close()
         stats["lsn"] = format_lsn(self.applied)
         stats["reevaluated_batches"] = self.choice.reevaluated
