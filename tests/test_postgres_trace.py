@@ -46,7 +46,8 @@ def test_trace_has_a_line_per_batch_with_its_transactions_and_phases(pg_server, 
         cur.execute("SELECT extract(epoch FROM now())::float8")  # the transaction's start
         commits.append(cur.fetchone()[0])
         conn.commit()
-    stats = run("--trace", str(trace), "--batch-rows", "1", "--checkpoint-every", "2")
+    stats = run("--trace", str(trace), "--batch-rows", "1", "--checkpoint-every", "2",
+                "--behind-gap-ms", "0")
     lines = [json.loads(x) for x in trace.read_text().splitlines()]
     published = [x for x in lines if x["lsn"] is not None]
     assert len(published) == 4  # --batch-rows 1: one batch per committed transaction
@@ -78,3 +79,10 @@ def test_trace_has_a_line_per_batch_with_its_transactions_and_phases(pg_server, 
     got = np.array([v for (v,) in cur.fetchall()])
     np.testing.assert_allclose(got, np.linalg.solve(X.T @ X, X.T @ Y), rtol=1e-9)
     conn.close()
+
+
+def test_a_negative_behind_gap_is_refused_before_connecting():
+    rc, _, err = run_cli("run", str(EXAMPLES / "ols.m"), "--source",
+                         "postgresql://nobody@127.0.0.1:1/none", "--table", "X=obs.x",
+                         "--table", "Y=obs.y", "--behind-gap-ms", "-5")
+    assert rc != 0 and "--behind-gap-ms" in err and "Traceback" not in err, err

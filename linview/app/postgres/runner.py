@@ -2,19 +2,16 @@
 
 Per micro-batch (the transactions committed within the window, never split):
 
-1. each transaction's changes are checked and turned into update records
-   (:mod:`.tables`); a bad one stops the run, or with ``--on-error skip`` is recorded in
-   the rejects table and skipped whole;
-2. the records go through linview's own engine (:class:`~linview.app.stream.Stream`):
-   logged to the checkpoint's write-ahead log (with ``--checkpoint``), applied as one
-   rank-k update per input;
+1. each transaction's changes are checked and turned into update records (:mod:`.tables`);
+   a bad one stops the run, or with ``--on-error skip`` is recorded and skipped whole;
+2. the records go through linview's own engine (:class:`~linview.app.stream.Stream`): logged
+   (with ``--checkpoint``), applied as one rank-k update per input;
 3. the outputs and the batch's end LSN are written in ONE transaction (:mod:`.sink`);
 4. only then is the slot acknowledged.
 
 On a restart with the same ``--checkpoint`` the views come back from it, transactions whose
-end LSN is at most the one applied are skipped, and the results are rewritten: nothing
-lost, nothing applied twice.  Without ``--checkpoint`` every start is a fresh, consistent
-load (the slot is dropped and created again).
+end LSN is at most the one applied are skipped, and the results are rewritten: nothing lost,
+nothing applied twice.  Without it every start is a fresh, consistent load (a new slot).
 """
 
 from __future__ import annotations
@@ -67,14 +64,15 @@ class PostgresRun:
                  checkpoint_every: int = 100, restart: bool = False, on_error: str = "stop",
                  window: float = 0.05, shapes: dict | None = None, warn=print,
                  batch_rows: int | None = None, reevaluate_above: int | None = None,
-                 load_options: dict | None = None, trace=None):
-        """``load_options``: of ``load()`` (Spark: the session, partitions, ...);
-        ``trace``: a file for each batch's phases (:mod:`.trace`)."""
+                 load_options: dict | None = None, trace=None,
+                 behind_gap: float = src.BEHIND_GAP):
+        """``load_options``: of ``load()`` (Spark: the session, ...); ``trace``: a file for
+        each batch's phases (:mod:`.trace`); ``behind_gap``: ``--behind-gap-ms``, in s."""
         self.prog, self.key, self.on_error, self.window = prog, key, on_error, window
         self.warn, self.params, self.shapes_given = warn, list(params), dict(shapes or {})
         self.checkpoint_every, self.batch_rows = checkpoint_every, batch_rows
         self.reevaluate_above, self.load_options = reevaluate_above, load_options
-        self.trace, self.saver = tracer(trace), Saver(self)
+        self.trace, self.saver, self.behind_gap = tracer(trace), Saver(self), behind_gap
         self._stop: list[int] = []  # a signal, or stop(): serve() ends after the batch
         self.latencies: list[float] = []  # COMMIT (the server's clock) to results committed
         self.grow_groups: dict[tuple, list[tuple]] = {}  # sizes that may grow (.grow)
@@ -318,7 +316,8 @@ class PostgresRun:
             self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
             self.visible = self.applied
         return src.ChangeStream(self.conn, self.slot, self.slot,
-                                self.choice.cap(self.batch_rows), binary=self.binary)
+                                self.choice.cap(self.batch_rows), binary=self.binary,
+                                behind_gap=self.behind_gap)
 
     def apply(self, txs: list, changes, publish: bool = True) -> None:
         """Check each transaction and apply them as one update; with ``publish`` (the
