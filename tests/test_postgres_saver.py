@@ -105,3 +105,14 @@ def test_the_logs_of_a_checkpoint_in_flight_are_joined_once(tmp_path, state):
             "no-new-entries": [4, 5, 6], "none-in-flight": [4, 5]}[state]
     assert [e["batch"] for e in wal.scan(tmp_path / "wal.log").entries] == want
     assert not (tmp_path / saver.PREV).exists() and not (tmp_path / saver.BG).exists()
+
+
+def test_spark_views_are_saved_in_line():
+    """A child must not use the JVM gateway's socket: a program compiled for Spark (even
+    through the Python API, without load options) checkpoints in line."""
+    from types import SimpleNamespace
+
+    spark = linview.compile_file(EXAMPLES / "ols.m", backend="spark")
+    assert not saver.Saver(SimpleNamespace(prog=spark, load_options=None)).background
+    assert saver.Saver(SimpleNamespace(prog=OLS, load_options=None)).background
+    assert not saver.Saver(SimpleNamespace(prog=OLS, load_options={"spark": None})).background

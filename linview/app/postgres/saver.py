@@ -17,7 +17,8 @@ A crash at any point leaves a state file at batch A (the old one, or the new one
 and the log of every batch after A in ``wal.prev.log`` and ``wal.log``:
 :func:`merge_logs` joins the two before a resume (the resume skips the batches the state
 holds).  A child that failed makes the run save synchronously instead (which says why it
-cannot).  The Spark backend (a JVM behind the process) always saves synchronously.
+cannot).  The Spark backend (a JVM behind the process, its gateway a socket that a child
+must not use) always saves synchronously.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ class Saver:
     def __init__(self, run):
         self.run, self.pid, self.batch = run, None, None
         self.saved = 0  # checkpoints written in the background and put in place
-        self.background = run.load_options is None and hasattr(os, "fork")
+        self.background = (getattr(run.prog, "backend", None) == "numpy"
+                           and run.load_options is None and hasattr(os, "fork"))
 
     @property
     def folder(self) -> Path:
