@@ -390,9 +390,7 @@ class PostgresRun:
             changes.acknowledge(end)
         self.stream.stats["lsn"] = format_lsn(end)
         with self.trace.phase("checkpoint"):  # begun, or one written meanwhile finished
-            if self.ckpt is not None and self.stream.since_save >= self.checkpoint_every:
-                self.saver.start()
-            self.saver.poll()
+            self.saver.published()
 
     def _grow(self, before: Keys) -> None:
         """Load the views again from their inputs with rows, columns or nodes added
