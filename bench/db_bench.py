@@ -166,6 +166,15 @@ def latencies(log, seen) -> np.ndarray:
     return np.array(out) * 1000
 
 
+def write_transactions(trace: str, log, seen, n_paced: int) -> None:
+    """Beside linview's trace: per transaction [COMMIT time, log position before it, rows,
+    COMMIT -> visible in ms (as the poller saw it), phase] (``bench/db_tail.py``)."""
+    ms = latencies(log, seen)
+    rows = [[t, before, k, float(m), "paced" if i < n_paced else "flat_out"]
+            for i, ((t, before, k), m) in enumerate(zip(log, ms, strict=True))]
+    Path(trace + ".transactions.json").write_text(json.dumps(rows))
+
+
 def summary(ms: np.ndarray) -> dict:
     return {"p50_ms": round(float(np.percentile(ms, 50)), 1),
             "p99_ms": round(float(np.percentile(ms, 99)), 1), "transactions": len(ms)}
@@ -175,6 +184,8 @@ def run_linview(server, dsn, args, work: Path) -> dict:
     cmd = [sys.executable, "-m", "linview.app.cli", "run", str(ROOT / "examples/ols.m"),
            "--source", dsn, "--table", "X=obs.x", "--table", "Y=obs.y", "--checkpoint",
            str(work / "ck"), "--quiet", "--window-ms", str(args.window_ms)]
+    if args.trace:  # each batch's phases (linview's --trace), the transactions beside it
+        cmd += ["--trace", args.trace]
     t0 = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT)
@@ -193,6 +204,7 @@ def run_linview(server, dsn, args, work: Path) -> dict:
     w = Writer(dsn, args.rows, args.cols, seed=1)
     w.paced(args.rate, args.seconds)
     poller.wait_past(w.log[-1][1])
+    n_paced = len(w.log)
     out["paced"] = {"rate_tx_s": args.rate, "rows_per_s": round(
         sum(k for *_, k in w.log) / args.seconds), **summary(latencies(w.log, poller.seen))}
     if not args.no_flat_out:
@@ -210,6 +222,8 @@ def run_linview(server, dsn, args, work: Path) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(stderr)
     out["linview_stats"] = json.loads(stdout.strip().splitlines()[-1])
+    if args.trace:
+        write_transactions(args.trace, w.log, poller.seen, n_paced)
     X, Y = read_table(w.conn, args.rows, args.cols)
     fresh = np.linalg.solve(X.T @ X, X.T @ Y)
     with w.conn.cursor() as cur:
@@ -407,6 +421,9 @@ def main() -> None:
                     help="linview's micro-batch window (run --window-ms)")
     ap.add_argument("--no-flat-out", action="store_true", help="skip phase 2")
     ap.add_argument("--no-peer", action="store_true", help="skip phase 3")
+    ap.add_argument("--trace", default=None, metavar="FILE",
+                    help="linview's per-batch phases (run --trace FILE) and the bench's "
+                    "transactions (FILE.transactions.json), for bench/db_tail.py")
     ap.add_argument("--pagerank", action="store_true",
                     help="instead: PageRank over a links table (--nodes, --links)")
     ap.add_argument("--nodes", type=int, default=100_000)

@@ -177,8 +177,10 @@ SMALL = ["--batch-rows", "12"]  # the backlog in several micro-batches
 
 @pytest.mark.parametrize("extra,ill", [(SMALL, False),
                                        (SMALL + ["--reevaluate-above", "8"], False),
-                                       (SMALL, True)],
-                         ids=["triggers", "some-batches-reevaluated", "stable-form"])
+                                       (SMALL, True),
+                                       (SMALL + ["--checkpoint-every", "3"], False)],
+                         ids=["triggers", "some-batches-reevaluated", "stable-form",
+                              "checkpoints-in-the-background"])
 def test_crashes_resume_to_the_uninterrupted_result_bit_for_bit(pg_db, tmp_path, extra, ill):
     """With ``--reevaluate-above`` the batches of more than 8 rank-1 changes re-evaluate
     (the choice is logged with each batch, so a replay makes it again).  ``stable-form``:
@@ -194,7 +196,7 @@ def test_crashes_resume_to_the_uninterrupted_result_bit_for_bit(pg_db, tmp_path,
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     stats = json.loads(out.strip().splitlines()[-1])
-    if len(extra) > 2:  # batches of up to 12 row changes, rank 2 each: both kinds
+    if "--reevaluate-above" in extra:  # batches of up to 12 row changes, rank 2: both kinds
         assert 0 < stats["reevaluated_batches"] < stats["batches"], stats
     crashes = 0
     for at in range(2, 40, 2):  # die after batch `at` (applied, or logged only)
@@ -208,6 +210,7 @@ def test_crashes_resume_to_the_uninterrupted_result_bit_for_bit(pg_db, tmp_path,
     assert crashes >= 2
     whole, crashed = beta(conn, "whole"), beta(conn, "crashed")
     assert whole.tobytes() == crashed.tobytes()  # bit for bit
+    assert not (tmp_path / "crashed" / "wal.prev.log").exists()  # merged on resume
     X, Y = table_contents(conn)
     form = statefile.read(tmp_path / "crashed" / "state.npz")[0].get("least_squares") or ""
     assert form.startswith("least squares of X by QR") == ill, form  # as the data ask

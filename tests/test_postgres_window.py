@@ -127,3 +127,23 @@ def test_a_batch_behind_stops_waiting_once_it_reads_recent_transactions():
     first, _ = stream.batch(0.05, 2.0)
     assert len(first) == 7
     assert len(stream.batch(0.05, 2.0)[0]) == 3  # the rest, in a batch of their own
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(2, 40), gap_ms=st.sampled_from([0, 10, 20, 40, 100]))
+def test_behind_gap_ms_is_how_long_a_batch_behind_waits_for_one_more(n, gap_ms):
+    """``--behind-gap-ms``: transactions long committed that arrive 30 ms apart in pairs
+    go in one batch behind when the gap allows 30 ms (up to the cap), else in pairs."""
+    t0 = time.time() - 60
+    txs = [_tx(i, t0 + i / 1000, 1) for i in range(n)]
+    waits = [0.03 if i % 2 else 0.0 for i in range(n)]
+    stream = _Socket(txs, 1000, waits)
+    stream.behind_gap = gap_ms / 1000
+    sizes = []
+    while batch := stream.batch(0.05, 2.0)[0]:  # a first one waited for up to 2 s
+        sizes.append(len(batch))
+    assert sum(sizes) == n
+    if gap_ms >= 30:
+        assert sizes == [n]
+    else:  # the first alone (the next is 30 ms away), then pairs: 30 ms, then at once
+        assert sizes == [1] + [2] * ((n - 1) // 2) + ([1] if (n - 1) % 2 else [])

@@ -193,11 +193,11 @@ class Stream:
         if self.out is not None:
             self.out.clear()
 
-    def _save(self) -> None:
+    def _save(self, path=None) -> None:  # path: elsewhere (postgres/saver.py)
         extra = {**self.pos, "inputs": self.digests, "eval_seconds": self.eval_seconds}
         if self.source is not None:
             extra["source"] = self.source
-        self.views.save(self.state, extra=extra)
+        self.views.save(path or self.state, extra=extra)
 
     @staticmethod
     def _io(what: str, fn, *args):

@@ -45,6 +45,13 @@ def add_source_arguments(r) -> None:
                    help="a micro-batch of more than N rank-1 changes (a row of one input "
                    "is one) re-evaluates every view instead of running the triggers "
                    "(default: chosen per batch from the measured costs)")
+    g.add_argument("--behind-gap-ms", type=float, default=20.0, metavar="MS",
+                   help="catching up, a micro-batch behind (its first transaction more "
+                   "than 0.2 s past its window) takes the transactions that keep arriving "
+                   "until none comes for MS ms, up to --batch-rows (default 20)")
+    g.add_argument("--trace", default=None, metavar="FILE",
+                   help="append when each micro-batch's phases ran (read, triggers, result "
+                   "transaction, fsync, checkpoint, ...), one JSON line per batch, to FILE")
 
 
 def cmd_run_postgres(args, prog, status) -> int:
@@ -55,10 +62,11 @@ def cmd_run_postgres(args, prog, status) -> int:
     if not args.table and not args.edges and not args.entries:
         raise InputError("--source needs at least one --table INPUT=TABLE.COLUMN, --edges "
                          "INPUT=TABLE(SRC,DST) or --entries INPUT=TABLE(I,J,VALUE)")
-    if args.window_ms < 0 or (args.batch_rows is not None and args.batch_rows < 1) \
+    if min(args.window_ms, args.behind_gap_ms) < 0 or (args.batch_rows is not None
+                                                        and args.batch_rows < 1) \
             or (args.reevaluate_above is not None and args.reevaluate_above < 0):
-        raise InputError("--window-ms and --reevaluate-above must be at least 0 and "
-                         "--batch-rows at least 1")
+        raise InputError("--window-ms, --behind-gap-ms and --reevaluate-above must be at "
+                         "least 0 and --batch-rows at least 1")
     if args.backend == "spark":
         return _run_spark(args, prog, status)
     return _serve(args, prog, status, None)
@@ -109,7 +117,8 @@ def _serve(args, prog, status, load_options: dict | None) -> int:
                       restart=args.restart, on_error=args.on_error,
                       window=args.window_ms / 1000, shapes=parse_shapes(args.shapes),
                       warn=status.warn, batch_rows=args.batch_rows,
-                      reevaluate_above=args.reevaluate_above, load_options=load_options)
+                      reevaluate_above=args.reevaluate_above, load_options=load_options,
+                      trace=args.trace, behind_gap=args.behind_gap_ms / 1000)
     stats = run.serve(once=args.once, progress=status.update)
     print(json.dumps(stats))
     return 0

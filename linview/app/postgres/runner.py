@@ -2,19 +2,16 @@
 
 Per micro-batch (the transactions committed within the window, never split):
 
-1. each transaction's changes are checked and turned into update records
-   (:mod:`.tables`); a bad one stops the run, or with ``--on-error skip`` is recorded in
-   the rejects table and skipped whole;
-2. the records go through linview's own engine (:class:`~linview.app.stream.Stream`):
-   logged to the checkpoint's write-ahead log (with ``--checkpoint``), applied as one
-   rank-k update per input;
+1. each transaction's changes are checked and turned into update records (:mod:`.tables`);
+   a bad one stops the run, or with ``--on-error skip`` is recorded and skipped whole;
+2. the records go through linview's own engine (:class:`~linview.app.stream.Stream`): logged
+   (with ``--checkpoint``), applied as one rank-k update per input;
 3. the outputs and the batch's end LSN are written in ONE transaction (:mod:`.sink`);
 4. only then is the slot acknowledged.
 
 On a restart with the same ``--checkpoint`` the views come back from it, transactions whose
-end LSN is at most the one applied are skipped, and the results are rewritten: nothing
-lost, nothing applied twice.  Without ``--checkpoint`` every start is a fresh, consistent
-load (the slot is dropped and created again).
+end LSN is at most the one applied are skipped, and the results are rewritten: nothing lost,
+nothing applied twice.  Without it every start is a fresh, consistent load (a new slot).
 """
 
 from __future__ import annotations
@@ -31,16 +28,18 @@ from pathlib import Path
 import numpy as np
 
 from linview.app import wal
-from linview.app.postgres import catalog, edges, grow, mapping
+from linview.app.postgres import catalog, edges, grow, mapping, saver
 from linview.app.postgres import choice as batch_choice
 from linview.app.postgres import source as src
 from linview.app.postgres.edges import EdgeInput
 from linview.app.postgres.entries import EntryInput
 from linview.app.postgres.keys import Keys
 from linview.app.postgres.pgoutput import format_lsn
+from linview.app.postgres.saver import Saver
 from linview.app.postgres.schema import check_columns, check_schema
 from linview.app.postgres.sink import Sink
 from linview.app.postgres.tables import BINARY_TYPES, TableInput, collapse, rows_of
+from linview.app.postgres.trace import tracer
 from linview.app.records import Record, canonical
 from linview.app.stream import Stream
 from linview.errors import InputError, StateError, UpdateError
@@ -65,12 +64,15 @@ class PostgresRun:
                  checkpoint_every: int = 100, restart: bool = False, on_error: str = "stop",
                  window: float = 0.05, shapes: dict | None = None, warn=print,
                  batch_rows: int | None = None, reevaluate_above: int | None = None,
-                 load_options: dict | None = None):
-        """``load_options``: of ``load()`` (Spark: the session, partitions, ...)."""
+                 load_options: dict | None = None, trace=None,
+                 behind_gap: float = src.BEHIND_GAP):
+        """``load_options``: of ``load()`` (Spark: the session, ...); ``trace``: a file for
+        each batch's phases (:mod:`.trace`); ``behind_gap``: ``--behind-gap-ms``, in s."""
         self.prog, self.key, self.on_error, self.window = prog, key, on_error, window
         self.warn, self.params, self.shapes_given = warn, list(params), dict(shapes or {})
         self.checkpoint_every, self.batch_rows = checkpoint_every, batch_rows
         self.reevaluate_above, self.load_options = reevaluate_above, load_options
+        self.trace, self.saver, self.behind_gap = tracer(trace), Saver(self), behind_gap
         self._stop: list[int] = []  # a signal, or stop(): serve() ends after the batch
         self.latencies: list[float] = []  # COMMIT (the server's clock) to results committed
         self.grow_groups: dict[tuple, list[tuple]] = {}  # sizes that may grow (.grow)
@@ -123,7 +125,7 @@ class PostgresRun:
             self.ckpt = Path(checkpoint) if checkpoint else None
             resume = (self.ckpt is not None and (self.ckpt / "state.npz").exists()
                       and not restart)
-            self.sink = Sink(self.sql, sink, self.slot)
+            self.sink = Sink(self.sql, sink, self.slot, self.trace)
             if resume:
                 self._resume(identity)
             if not resume or self.applied < 0:
@@ -140,6 +142,7 @@ class PostgresRun:
                                  "run on this sink?)", hint="stop it, or use another --sink")
             catalog.drop_slot(self.sql, self.slot)
         batch_choice.forget(self.ckpt)
+        saver.clear(self.ckpt)
         catalog.ensure_publication(self.sql, self.slot, self.published)
         repl = self.conn.replication()
         try:
@@ -155,7 +158,7 @@ class PostgresRun:
         self._load(arrays)
         self.stream.pos["source_batch"] = point
         self._start(keys)
-        self._checkpoint()
+        self.checkpoint_now()
         self.applied = point
         self.sink.ensure(list(self.views.outputs))
         self.sink.write(self.views.outputs, point, 0)
@@ -179,6 +182,7 @@ class PostgresRun:
 
     def _resume(self, identity: str) -> None:
         check_columns(self.ckpt, self.catalog)  # a table altered while linview was stopped
+        saver.merge_logs(self.ckpt)  # a log left by a checkpoint in the background
         folder = self.ckpt / "snapshot"
         self.files = [f"{p.stem}={p}" for p in sorted([*folder.glob("*.npy"),
                                                         *folder.glob("*.npz")])]
@@ -257,16 +261,18 @@ class PostgresRun:
                 try:
                     if changes is None:
                         changes = self._open_stream()
-                    txs, done = changes.batch(self.window, 1.0, marker, lambda part, c=changes:
-                                              self.apply(part, c, publish=False))
+                    with self.trace.phase("read"):
+                        txs, done = changes.batch(self.window, 1.0, marker, lambda part,
+                                                  c=changes: self.apply(part, c, False))
                     if txs or self.applied > self.visible:
                         self.apply(txs, changes)
                         idle_since = time.monotonic()
                     elif time.monotonic() - idle_since > IDLE_ADVANCE:
                         end = changes.server_end
                         if end > self.applied and changes.open is None \
-                                and changes.held is None:
-                            self._commit([], end, changes)  # a quiet source: move the slot on
+                                and changes.held is None:  # a quiet source: move the slot on
+                            with self.trace.phase("idle_advance"):
+                                self._commit([], end, changes)
                         idle_since = time.monotonic()
                     failing_since = None
                 except psycopg2.Error as e:
@@ -285,8 +291,9 @@ class PostgresRun:
                     time.sleep(delay)
                 if progress is not None:
                     progress(self.stream)
-        except psycopg2.Error as e:
-            raise self.conn.error(e) from None
+        except BaseException as e:
+            self.saver.kill()  # a checkpoint being written stopped
+            raise (self.conn.error(e) if isinstance(e, psycopg2.Error) else e) from None
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -309,7 +316,8 @@ class PostgresRun:
             self.sink.write(self.views.outputs, self.applied, self.stream.pos["batch"])
             self.visible = self.applied
         return src.ChangeStream(self.conn, self.slot, self.slot,
-                                self.choice.cap(self.batch_rows), binary=self.binary)
+                                self.choice.cap(self.batch_rows), binary=self.binary,
+                                behind_gap=self.behind_gap)
 
     def apply(self, txs: list, changes, publish: bool = True) -> None:
         """Check each transaction and apply them as one update; with ``publish`` (the
@@ -347,7 +355,8 @@ class PostgresRun:
         if end > self.applied:
             recs = collapse(changed, before, self.table_of,
                             lambda n, idx: rows_of(self.views._views[n], idx))
-            self._update([Record(d, w, raw=canonical(d)) for d, w in recs], end)
+            with self.trace.phase("update" if publish else "part"):
+                self._update([Record(d, w, raw=canonical(d)) for d, w in recs], end)
             changes.batch_rows = self.choice.cap(self.batch_rows)
         if publish and self.applied > self.visible:
             self._publish(changes)
@@ -367,22 +376,27 @@ class PostgresRun:
         slot is acknowledged."""
         end = self.applied
         log = self.stream.log  # the window's parts logged: one fsync, during the write
-        durable = log.sync if log is not None and log.unsynced else None
-        self.sink.write(self.views.outputs, end, self.stream.pos["batch"], durable=durable)
+        durable = self.trace.timed("fsync", log.sync) if log is not None \
+            and log.unsynced else None
+        with self.trace.phase("write"):
+            self.sink.write(self.views.outputs, end, self.stream.pos["batch"], durable=durable)
         self.visible = end
         visible = time.time()
+        self.trace.published(end, self._commit_times, visible)
         self.latencies += [visible - t for t in self._commit_times]
-        self._commit_times.clear()
+        self._commit_times = []
         del self.latencies[:-LATENCIES]
-        changes.acknowledge(end)
+        with self.trace.phase("ack"):
+            changes.acknowledge(end)
         self.stream.stats["lsn"] = format_lsn(end)
-        if self.ckpt is not None and self.stream.since_save >= self.checkpoint_every:
-            self._checkpoint()
+        with self.trace.phase("checkpoint"):  # begun, or one written meanwhile finished
+            self.saver.published()
 
     def _grow(self, before: Keys) -> None:
         """Load the views again from their inputs with rows, columns or nodes added
         (:mod:`.grow`), before the batch; its checkpoint holds ``before``, the keys before
         the batch."""
+        self.saver.wait()
         kinds = mapping.layouts(self.tables, self.links, self.cells)
         new = grow.sizes(self.mapper.grow, self.grow_groups, self.stream.shapes, kinds)
         vs = self.views._views  # links as they are now (a StochasticMatrix changes in place)
@@ -397,20 +411,21 @@ class PostgresRun:
         self.stream.pos.update({k: pos[k] for k in ("batch", "offset", "source_batch")})
         self.stream.stats = stats
         self._start(self.mapper.keys)
-        self._checkpoint(before)
+        self.checkpoint_now(before)
         self.grown.update({n: list(v) if kinds[n] == "entries" else v[0]
                            for n, v in new.items()})
 
-    def _checkpoint(self, keys: Keys | None = None) -> None:  # the keys first: a crash
-        if self.ckpt is None:  # between leaves both files
+    def checkpoint_now(self, keys: Keys | None = None) -> None:  # the keys first: a
+        if self.ckpt is None:  # crash between leaves both files
             return
+        self.saver.wait()
         (keys or self.mapper.keys).save(self.ckpt, self.stream.pos["batch"])
         self.stream.checkpoint()
+        saver.clear(self.ckpt)
         Keys.prune(self.ckpt, self.stream.pos["batch"])
 
     def close(self) -> dict:
-        if self.ckpt is not None:
-            self._checkpoint()
+        self.checkpoint_now()
         stats = self.stream.close()
         stats["lsn"] = format_lsn(self.applied)
         stats["reevaluated_batches"] = self.choice.reevaluated
@@ -428,4 +443,5 @@ class PostgresRun:
                                    "transactions": len(self.latencies)}
         if not self.sql.closed:
             self.sql.close()
+        self.trace.close()
         return stats

@@ -26,6 +26,7 @@ import numpy as np
 
 from linview import faults
 from linview.app.postgres.pgoutput import format_lsn, parse_lsn
+from linview.app.postgres.trace import NoTrace
 
 PROGRESS = "_linview_progress"
 REJECTS = "_linview_rejects"
@@ -48,8 +49,9 @@ FLOAT8_OID = 701
 class Sink:
     """One connection to the result schema; ``write`` is the one transaction per batch."""
 
-    def __init__(self, conn, schema: str, slot: str):
+    def __init__(self, conn, schema: str, slot: str, trace=None):
         self.conn, self.schema, self.slot = conn, schema, slot
+        self.trace = trace or NoTrace()  # the phases of a write (:mod:`.trace`)
         self.last: dict[str, np.ndarray] = {}  # what the tables hold (after a full write)
         self._stage_on = None  # the connection whose session has the staging table
         self._staged = False  # the staging table holds rows of this transaction
@@ -112,7 +114,7 @@ class Sink:
         worker = _Background(durable) if durable is not None else None
         self._staged, self._pending = False, [sql.SQL("BEGIN")]
         try:
-            with conn.cursor() as cur:
+            with conn.cursor() as cur, self.trace.phase("statements"):
                 for name, value in outputs.items():
                     self._write_one(cur, name, _matrix(value))
                 self._pending.append(sql.SQL(
@@ -124,8 +126,11 @@ class Sink:
                 if worker is not None:
                     cur.execute(sql.SQL("; ").join(self._pending))
                     self._pending = []
+            if worker is not None:
+                with self.trace.phase("wait_fsync"):
                     worker.wait()  # the log on disk before the results may commit
-                self._pending.append(sql.SQL("COMMIT"))
+            self._pending.append(sql.SQL("COMMIT"))
+            with conn.cursor() as cur, self.trace.phase("commit"):
                 cur.execute(sql.SQL("; ").join(self._pending))
         except BaseException:
             self.last.clear()  # unknown: the next write rewrites everything

@@ -86,10 +86,11 @@ class Transaction:
 BATCH_ROWS = 256
 #: a batch whose first transaction committed this many seconds (past the window) ago is
 #: behind: it takes the transactions that keep coming, up to ``batch_rows`` row changes,
-#: until none arrives for :data:`BEHIND_GAP` seconds (what was already received is only
-#: what the socket holds, some 60 rows of 8 kB: batches that small run the triggers at
-#: their cost per row, where a full one re-evaluates once); once the last one read is
-#: recent, only what is already received (a paced writer would otherwise fill the batch)
+#: until none arrives for :data:`BEHIND_GAP` seconds (``--behind-gap-ms``; what was
+#: already received is only what the socket holds, some 60 rows of 8 kB: batches that
+#: small run the triggers at their cost per row, where a full one re-evaluates once);
+#: once the last one read is recent, only what is already received (a paced writer
+#: would otherwise fill the batch)
 BEHIND = 0.2
 BEHIND_GAP = 0.02
 
@@ -97,11 +98,16 @@ BEHIND_GAP = 0.02
 class ChangeStream:
     """The slot's transactions, whole and in commit order; ``marker`` ends ``--once``."""
 
+    behind_gap = BEHIND_GAP
+
     def __init__(self, conn: Connection, slot: str, publication: str,
-                 batch_rows: int = BATCH_ROWS, binary: bool = False):
+                 batch_rows: int = BATCH_ROWS, binary: bool = False,
+                 behind_gap: float = BEHIND_GAP):
         """``binary``: values in their types' binary send format (pgoutput's ``binary``
-        option, PostgreSQL 14 or later), which the caller decodes."""
+        option, PostgreSQL 14 or later), which the caller decodes; ``behind_gap``: how
+        long a batch behind waits for one more transaction (:data:`BEHIND_GAP`)."""
         self.conn, self.slot, self.publication = conn, slot, publication
+        self.behind_gap = behind_gap
         self.batch_rows = batch_rows
         self.relations: dict[int, pgoutput.Relation] = {}
         self.repl = conn.replication(wrap=False)
@@ -177,7 +183,8 @@ class ChangeStream:
           transactions committed before this run started (read as they come, so these
           batches depend on the transactions only, and a resumed run forms the ones an
           uninterrupted run formed), and, when the first one committed more than
-          :data:`BEHIND` seconds ago, those that keep arriving (:data:`BEHIND_GAP`)."""
+          :data:`BEHIND` seconds ago, those that keep arriving (within
+          :attr:`behind_gap` of each other)."""
         txs: list[Transaction] = []
         if self.held is not None:
             txs.append(self.held)
@@ -194,7 +201,7 @@ class ChangeStream:
                 got = self._next(max(window, 0.05))
             elif behind:  # waits for more while what it reads is behind too
                 old = time.time() - txs[-1].commit.commit_time > window + BEHIND
-                got = self._next(BEHIND_GAP if old else 0.0)
+                got = self._next(self.behind_gap if old else 0.0)
             else:
                 got = self._next(0.0)
                 if got is None and idle is not None and handed < len(txs):
