@@ -49,17 +49,23 @@ def _commit(conn, rng, n):
                     (k, floats(rng.standard_normal(3)), float(rng.standard_normal())))
 
 
-def test_checkpoints_in_the_background_and_a_resume_from_them(pg_server, tmp_path):
-    dsn = pg_server.create_db("t_saver")
-    conn = pg_server.connect("t_saver")
+def _loaded(pg_server, db, ck):
+    """A table of 12 observations, its initial load checkpointed in ``ck``."""
+    dsn = pg_server.create_db(db)
+    conn = pg_server.connect(db)
     cur = conn.cursor()
     cur.execute("CREATE TABLE obs (id int PRIMARY KEY, x float8[], y float8)")
     rng = np.random.default_rng(11)
     for i in range(1, 13):
         cur.execute("INSERT INTO obs VALUES (%s, %s, %s)",
                     (i, floats(rng.standard_normal(3)), float(rng.standard_normal())))
+    _run(dsn, ck).close()
+    return dsn, conn, rng
+
+
+def test_checkpoints_in_the_background_and_a_resume_from_them(pg_server, tmp_path):
     ck = tmp_path / "ck"
-    _run(dsn, ck).close()  # the initial load
+    dsn, conn, rng = _loaded(pg_server, "t_saver", ck)
     _commit(conn, rng, 30)
     run = _run(dsn, ck, checkpoint_every=2, batch_rows=1)
     assert run.saver.background
@@ -72,6 +78,49 @@ def test_checkpoints_in_the_background_and_a_resume_from_them(pg_server, tmp_pat
     _commit(conn, rng, 10)  # a resume from the last one goes on exactly
     run = _run(dsn, ck, checkpoint_every=3, batch_rows=2)
     run.serve(once=True)
+    np.testing.assert_allclose(read_results(conn, "linview", "beta"), _fresh(conn),
+                               rtol=1e-9)
+    conn.close()
+
+
+def test_a_stuck_child_is_stopped_and_the_checkpoint_saved_in_line(pg_server, tmp_path,
+                                                                   monkeypatch):
+    """A child that never finishes (here: it sleeps) is killed once it has run
+    ``STUCK_S``, with a warning, and the checkpoint is saved in line: the run neither
+    skips checkpoints for ever while its log grows nor hangs at its end."""
+    import os
+    import time
+
+    ck = tmp_path / "ck"
+    dsn, conn, rng = _loaded(pg_server, "t_stuck", ck)
+    _commit(conn, rng, 12)
+    warned = []
+    run = _run(dsn, ck, checkpoint_every=2, batch_rows=1)
+    run.warn = warned.append
+    monkeypatch.setattr(saver, "STUCK_S", 0.3)
+    save, children = run.stream._save, []
+
+    def stuck(path=None):
+        if path is not None:  # the child's save: never done
+            time.sleep(3600)
+        return save(path)
+
+    run.stream._save = stuck
+    start = saver.Saver.start
+
+    def start_and_note(self):
+        start(self)
+        if self.pid is not None:
+            children.append(self.pid)
+
+    monkeypatch.setattr(saver.Saver, "start", start_and_note)
+    stats = run.serve(once=True)
+    assert children and any("still running after" in w for w in warned), warned
+    for pid in children:  # every child stopped and reaped
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    assert not (ck / saver.PREV).exists() and not (ck / saver.BG).exists()
+    assert statefile.read(ck / "state.npz")[0]["extra"]["batch"] == stats["batch"]
     np.testing.assert_allclose(read_results(conn, "linview", "beta"), _fresh(conn),
                                rtol=1e-9)
     conn.close()

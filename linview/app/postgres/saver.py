@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 
 from linview import statefile
@@ -32,6 +33,10 @@ from linview.app import wal
 
 PREV = "wal.prev.log"
 BG = "state.bg.npz"
+#: a child still writing after this many seconds is taken for stuck (a lock inherited
+#: from another thread at the fork, a hung disk): stopped, and the checkpoint saved in
+#: line, with a warning, rather than skipped at every boundary while the log grows
+STUCK_S = 600.0
 
 
 def _sync_dir(folder: Path) -> None:
@@ -81,7 +86,7 @@ class Saver:
     """The periodic checkpoint of ``run`` (a :class:`~.runner.PostgresRun`) in a child."""
 
     def __init__(self, run):
-        self.run, self.pid, self.batch = run, None, None
+        self.run, self.pid, self.batch, self.began = run, None, None, 0.0
         self.saved = 0  # checkpoints written in the background and put in place
         self.windows = 0  # published since the last checkpoint began
         self.background = (getattr(run.prog, "backend", None) == "numpy"
@@ -131,16 +136,25 @@ class Saver:
                 code = 0
             finally:
                 os._exit(code)
-        self.pid, self.batch = pid, batch
+        self.pid, self.batch, self.began = pid, batch, time.monotonic()
 
     def poll(self, wait: bool = False) -> None:
-        """A child that finished: its state put in place (or, if it failed, a checkpoint
-        saved here and now)."""
+        """A child that finished: its state put in place (or, if it failed or is stuck,
+        a checkpoint saved here and now)."""
         if self.pid is None:
             return
-        pid, status = os.waitpid(self.pid, 0 if wait else os.WNOHANG)
-        if pid == 0:
-            return
+        while True:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid != 0:
+                break
+            if time.monotonic() - self.began > STUCK_S:
+                self.kill()
+                self.run.warn(f"a checkpoint written in the background was still running "
+                              f"after {STUCK_S:.0f} s: stopped, and saved here instead")
+                return self.run.checkpoint_now()
+            if not wait:
+                return
+            time.sleep(0.01)
         self.pid = None
         if os.waitstatus_to_exitcode(status) != 0:
             (self.folder / BG).unlink(missing_ok=True)
