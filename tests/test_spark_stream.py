@@ -285,3 +285,31 @@ def test_resume_refuses_another_or_changed_source_and_restart_starts_over(case, 
     assert stats["batch"] == 8 and stats["applied"] == 8 * 13 and stats["resumed_at"] == 0
     np.testing.assert_allclose(final(tmp, "src"), expect, rtol=1e-10)
     assert log_batches(tmp, "src") == list(range(8))
+
+
+def test_the_check_before_spark_starts_reads_the_state_alone(tmp_path):
+    """``check_before_start`` (no JVM here): no state or an unreadable one leaves the
+    checks to the run (``False``); a state started from another source is refused with
+    the run's own message; the same source passes (a state before any Spark batch has no
+    files to check)."""
+    import linview
+    from linview.app.spark_stream import check_before_start
+    from linview.app.stream import Stream
+    from linview.errors import StateError
+
+    rng = np.random.default_rng(1)
+    np.save(tmp_path / "X.npy", rng.standard_normal((8, 2)))
+    np.save(tmp_path / "Y.npy", rng.standard_normal((8, 1)))
+    ck, src, other = tmp_path / "ck", tmp_path / "upd", tmp_path / "other"
+    src.mkdir()
+    other.mkdir()
+    assert check_before_start(ck, src, print) is False  # nothing to resume
+    Stream(linview.compile(SRC, name="ols"), inputs=[f"X={tmp_path / 'X.npy'}",
+                                                     f"Y={tmp_path / 'Y.npy'}"],
+           checkpoint=ck, source=str(src.resolve())).close()
+    assert check_before_start(ck, src, print) is True
+    with pytest.raises(StateError, match=f"the update source {other} is not the one "
+                       f"checkpoint {ck} started from"):
+        check_before_start(ck, other, print)
+    (ck / "state.npz").write_bytes(b"not a zip")
+    assert check_before_start(ck, other, print) is False  # the run's restore says why
