@@ -211,6 +211,18 @@ def read(path) -> tuple[dict, dict[str, np.ndarray]]:
     return doc, {k[5:]: a for k, a in arrays.items()}
 
 
+def read_manifest(path) -> dict | None:
+    """The manifest of a state file alone (no array read, no checksum checked: a quick
+    look, e.g. at the stream position ``linview run`` kept in ``extra``); ``None`` where
+    it cannot be read as one (:func:`read` then says why)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            doc = json.loads(str(z["__manifest__"]))
+    except Exception:  # noqa: BLE001 - a missing, truncated or corrupt file: any error
+        return None
+    return doc if isinstance(doc, dict) and doc.get("format") == FORMAT else None
+
+
 def read_side(path, doc: dict) -> dict[str, np.ndarray]:
     """The side arrays of a state file ``read`` returned ``doc`` for, each checked against
     its hash (none when the file has none); a :class:`StateError` when one does not
@@ -288,4 +300,5 @@ def _check_fields(path, doc: dict) -> None:
         raise StateError(f"{path} is corrupt: its manifest is malformed")
 
 
-__all__ = ["write", "read", "read_side", "content_digest", "content_of", "FORMAT_VERSION"]
+__all__ = ["write", "read", "read_manifest", "read_side", "content_digest", "content_of",
+           "FORMAT_VERSION"]

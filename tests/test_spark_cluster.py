@@ -6,10 +6,10 @@ Each job runs as its own driver process (one SparkContext per process): the READ
 ``spark-submit`` recipe with a job that instantiates the compiled class, and a
 ``linview run --checkpoint`` stream during which one executor's JVM is killed at a
 random point (the run goes on to NumPy's answer; five such kills:
-``bench/spark_kill_soak.py``), a ``linview run`` of a program with a solve view and
-edge records, and one driver that runs every example of ``examples/`` there (one update
-each), as ``tests/test_spark.py`` and ``tests/test_spark_solve.py`` run them on
-``local[2]``.
+``bench/spark_kill_soak.py``), and one driver that runs every example of ``examples/``
+there (one update each), as ``tests/test_spark.py`` and ``tests/test_spark_solve.py``
+run them on ``local[2]``, then a ``linview run`` (the CLI's ``main``) of a program with a
+solve view and edge records.
 """
 
 from __future__ import annotations
@@ -116,9 +116,10 @@ def test_a_killed_executor_costs_time_not_the_linview_run(cluster, tmp_path):
     assert got["error"] <= 1e-10, what
 
 
-def test_solve_views_run_on_the_cluster_with_edge_records(cluster, tmp_path):
-    """``linview run`` of a personalised PageRank (a stochastic M, its solve view on the
-    driver, S in blocks on the executors) with edge records: the dense ranks' solve."""
+def _pagerank_case(tmp: Path) -> list:
+    """A personalised PageRank (a stochastic M, its solve view on the driver, S in blocks
+    on the executors: 300×260, both sides at least 256, so it is distributed) and 6 edge
+    records in ``tmp/upd``; the ``linview run`` arguments, and the edges at the end."""
     import json
 
     import scipy.sparse as sps
@@ -126,38 +127,34 @@ def test_solve_views_run_on_the_cluster_with_edge_records(cluster, tmp_path):
     from linview.solve.stochastic import StochasticMatrix
 
     rng = np.random.default_rng(8)
-    n = 300  # S is 300×260: both sides at least 256, so it is distributed
+    n = 300
     src, dst = rng.integers(2, n, 3 * n), rng.integers(0, n, 3 * n)
     edges = {(int(a), int(b)) for a, b in zip(src, dst, strict=True)}
     M = StochasticMatrix(n, *np.array(sorted(edges)).T)
-    sps.save_npz(tmp_path / "M.npz", M.tocsc())
+    sps.save_npz(tmp / "M.npz", M.tocsc())
     S = rng.random((n, 260))
-    np.save(tmp_path / "S.npy", S / S.sum(axis=0))
-    (tmp_path / "upd").mkdir()
+    np.save(tmp / "S.npy", S / S.sum(axis=0))
+    (tmp / "upd").mkdir()
     recs = []
     for _ in range(6):
         a, c = (int(x) for x in rng.integers(0, n, 2))
         op = "delete" if (a, c) in edges else "insert"
         edges.symmetric_difference_update({(a, c)})
         recs.append({"input": "M", "edge": [a + 1, c + 1], "op": op})
-    (tmp_path / "upd" / "e.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
-    out = _run([sys.executable, "-m", "linview.app.cli", "run",
-                str(ROOT / "examples/pagerank_personalised.m"), "--backend", "spark",
-                "--master", cluster.url, "--input", f"M={tmp_path / 'M.npz'}", "--input",
-                f"S={tmp_path / 'S.npy'}", "--input", "d=0.85", "--spark-driver-mib", "0",
-                "--partitions", "2", "--updates", str(tmp_path / "upd"), "--out",
-                str(tmp_path / "out"), "--once"], tmp_path)
-    assert json.loads(out.stdout)["applied"] == 6
-    dense = StochasticMatrix(n, *np.array(sorted(edges)).T).tocsc().toarray()
-    want = np.linalg.solve(np.eye(n) - 0.85 * dense, 0.15 * np.load(tmp_path / "S.npy"))
-    got = np.load(tmp_path / "out" / "latest.npz")["R"]
-    assert np.max(np.abs(got - want)) <= 1e-9
+    (tmp / "upd" / "e.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return ["run", str(ROOT / "examples/pagerank_personalised.m"), "--backend", "spark",
+            "--input", f"M={tmp / 'M.npz'}", "--input", f"S={tmp / 'S.npy'}", "--input",
+            "d=0.85", "--spark-driver-mib", "0", "--partitions", "2", "--updates",
+            str(tmp / "upd"), "--out", str(tmp / "out"), "--once"], sorted(edges)
 
 
+#: one driver application (one SparkContext) for the examples and the ``linview run``
+#: below: each application on the cluster starts a driver and two executor JVMs
 EXAMPLES_JOB = '''
-import json, re, sys
+import contextlib, io, json, re, sys
 sys.path[:0] = [sys.argv[2]]
 import linview
+from linview.app.cli import main
 from linview.backends.spark import runtime as srt
 from test_examples import BY_NAME, make_scenario, rel_err
 
@@ -174,19 +171,50 @@ for name, ex in sorted(BY_NAME.items()):
     views.update(what, U, V)
     errors[name] = max(rel_err(views[o], want) for o, want in reference.outputs.items())
     views.release()
-print(json.dumps(errors))
+out = io.StringIO()  # linview run in this driver: the CLI keeps the session it finds
+with contextlib.redirect_stdout(out):
+    code = main([*sys.argv[3:], "--master", sys.argv[1]])
+print(json.dumps({"errors": errors, "run": [code, out.getvalue()]}))
 spark.stop()
 '''
 
 
-def test_every_example_runs_on_the_cluster(cluster, tmp_path):
-    """Every example, its views distributed where large (solve views on the driver), on
-    the standalone cluster: one update each, the outputs equal to NumPy's."""
+@pytest.fixture(scope="module")
+def cluster_job(cluster, tmp_path_factory):
+    """The examples' driver (:data:`EXAMPLES_JOB`) run once: what it printed, and the
+    folder of its ``linview run`` with the edges that run ends at."""
     import json
 
-    (tmp_path / "job.py").write_text(EXAMPLES_JOB)
-    out = _run([sys.executable, str(tmp_path / "job.py"), cluster.url, str(ROOT / "tests")],
-               ROOT)
-    errors = json.loads(out.stdout.strip().splitlines()[-1])
+    tmp = tmp_path_factory.mktemp("job")
+    (tmp / "job.py").write_text(EXAMPLES_JOB)
+    run_args, edges = _pagerank_case(tmp)
+    out = _run([sys.executable, str(tmp / "job.py"), cluster.url, str(ROOT / "tests"),
+                *run_args], ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1]), tmp, edges
+
+
+def test_solve_views_run_on_the_cluster_with_edge_records(cluster_job):
+    """``linview run`` of a personalised PageRank (a stochastic M, its solve view on the
+    driver, S in blocks on the executors) with edge records: the dense ranks' solve.  It
+    runs in the examples' driver (:data:`EXAMPLES_JOB`), through the CLI's ``main``."""
+    import json
+
+    from linview.solve.stochastic import StochasticMatrix
+
+    printed, tmp, edges = cluster_job
+    code, stdout = printed["run"]
+    assert code == 0
+    assert json.loads(stdout)["applied"] == 6
+    n = 300
+    dense = StochasticMatrix(n, *np.array(edges).T).tocsc().toarray()
+    want = np.linalg.solve(np.eye(n) - 0.85 * dense, 0.15 * np.load(tmp / "S.npy"))
+    got = np.load(tmp / "out" / "latest.npz")["R"]
+    assert np.max(np.abs(got - want)) <= 1e-9
+
+
+def test_every_example_runs_on_the_cluster(cluster_job):
+    """Every example, its views distributed where large (solve views on the driver), on
+    the standalone cluster: one update each, the outputs equal to NumPy's."""
+    errors = cluster_job[0]["errors"]
     assert sorted(errors) == sorted(p.stem for p in (ROOT / "examples").glob("*.m"))
     assert max(errors.values()) < 1e-8, errors

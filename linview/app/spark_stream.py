@@ -19,6 +19,7 @@ files, each micro-batch applied exactly once to the Spark trigger module.
   (``CK/state.npz``, ``CK/wal.log``, :mod:`linview.app.stream`) records the last applied
   ``batchId``.  A batch logged before a crash is re-applied from the log on restart; a
   batch that Spark replays after a crash (its id at or below the last applied) is skipped.
+  Resuming checks the update source before Spark starts (:func:`check_before_start`).
 * **Outputs** per batch as on NumPy (:mod:`linview.app.stream_out`), with Spark's batchId in
   the ``source_batch`` column.
 * ``once=True`` (``--once``) processes the files there now (``availableNow``) and stops;
@@ -170,17 +171,52 @@ def use_fs_checkpoint_manager(spark) -> str | None:
     return None
 
 
-def check_applied(stream, query_dir: Path, src: Path) -> None:
+def check_before_start(ck: Path, src: Path, warn) -> bool:
+    """On resume, before Spark starts: the update source is the one the checkpoint started
+    from, and its applied files still hold their records (:func:`check_applied`), read
+    from the state's manifest and the write-ahead log alone, so that a wrong ``--updates``
+    is refused at once, not after the JVM's start.  ``False`` where the checkpoint cannot
+    be read so (no state yet, a damaged file, a log that does not follow the state): the
+    run's own checks say why after Spark started, and check the source then."""
+    from linview import statefile
+    from linview.app import wal
+    from linview.app.stream import check_identity
+
+    doc = statefile.read_manifest(ck / "state.npz") if (ck / "state.npz").is_file() else None
+    extra = (doc or {}).get("extra")
+    keys = ("batch", "offset", "chain", "source_batch")
+    if not isinstance(extra, dict) or "inputs" not in extra or any(k not in extra
+                                                                   for k in keys):
+        return False
+    try:
+        entries = wal.scan(ck / "wal.log").entries
+    except StateError:
+        return False
+    check_identity(extra, {}, str(src.resolve()), ck)
+    pos = {k: extra[k] for k in keys}
+    expected = {pos["offset"]: pos["chain"]}
+    for e in (e for e in entries if e["batch"] > pos["batch"]):  # replayed at the start
+        if e["batch"] != pos["batch"] + 1:
+            return False
+        expected[e["first"] + e["count"]] = e["chain"]
+        pos = {"batch": e["batch"], "offset": e["first"] + e["count"], "chain": e["chain"],
+               "source_batch": max(e.get("source_batch", -1), pos["source_batch"])}
+    check_applied(pos, expected, warn, ck / "query", src)
+    return True
+
+
+def check_applied(pos: dict, expected: dict, warn, query_dir: Path, src: Path) -> None:
     """On resume: the files of the micro-batches already applied (``0 ..
-    source_batch``), at the paths Spark's checkpoint lists for them, still hold the
-    records the state's hash chain covers, as :meth:`Stream.records_after_prefix` checks
-    a NumPy source; a :class:`StateError` names the missing file or the micro-batches
-    that differ.  Where Spark no longer keeps a batch's offsets (it keeps the last
-    ``spark.sql.streaming.minBatchesToRetain``, default 100) the records cannot be
-    checked, and a warning says so."""
+    source_batch`` of the stream position ``pos``, after its log's replay), at the paths
+    Spark's checkpoint lists for them, still hold the records the state's hash chain
+    covers (``expected``: the chain at the record counts the state and the log name), as
+    :meth:`Stream.records_after_prefix` checks a NumPy source; a :class:`StateError`
+    names the missing file or the micro-batches that differ.  Where Spark no longer keeps
+    a batch's offsets (it keeps the last ``spark.sql.streaming.minBatchesToRetain``,
+    default 100) the records cannot be checked, and a warning says so."""
     from linview.app.stream import CHAIN_START, chain
 
-    last = stream.pos["source_batch"]
+    last = pos["source_batch"]
     if last < 0:
         return
     hint = "give the same --updates, or use --restart to start over"
@@ -192,7 +228,7 @@ def check_applied(stream, query_dir: Path, src: Path) -> None:
     for b in range(last + 1):
         files = batch_files(query_dir, b)
         if files is None:
-            stream.warn(f"Spark's checkpoint {query_dir} no longer lists the files of "
+            warn(f"Spark's checkpoint {query_dir} no longer lists the files of "
                         f"micro-batch {b}: the records already applied were not checked "
                         f"against {src}")
             return
@@ -203,9 +239,9 @@ def check_applied(stream, query_dir: Path, src: Path) -> None:
             for rec in file_records(path, _read(path)):
                 h = chain(h, rec.raw)
                 seq += 1
-        if stream.expected.get(seq, h) != h or seq > stream.pos["offset"]:
+        if expected.get(seq, h) != h or seq > pos["offset"]:
             break
-    if (seq, h) != (stream.pos["offset"], stream.pos["chain"]):
+    if (seq, h) != (pos["offset"], pos["chain"]):
         raise StateError(f"the update source {src} no longer holds the records this "
                          f"checkpoint applied: the files of micro-batches 0..{b} differ",
                          hint=hint)
@@ -220,12 +256,14 @@ def run_structured(prog, args, load_options: dict, status) -> dict:
                          "update files with Structured Streaming",
                          hint="put the .jsonl or .parquet files in a directory, or use "
                          "--backend numpy for a single file or stdin")
+    checked = bool(args.checkpoint) and not args.restart and check_before_start(
+        Path(args.checkpoint), src, status.warn)
     forget = signals.on_exit_now(remove_temp_dirs)
     spark, given = None, active_session()
     try:
         spark = session(args)
         with signals.handled():  # PySpark's context put its own SIGINT handler in place
-            return _run(spark, prog, args, load_options, status, src)
+            return _run(spark, prog, args, load_options, status, src, checked)
     finally:
         if spark is not None and spark is not given:  # a session of the caller's stays
             with contextlib.suppress(Exception):
@@ -243,9 +281,9 @@ def active_session():
     return SparkSession.getActiveSession()
 
 
-def _run(spark, prog, args, load_options: dict, status, src: Path) -> dict:
+def _run(spark, prog, args, load_options: dict, status, src: Path, checked: bool) -> dict:
     """Long on purpose: The query's setup and its foreachBatch closure share the run's state, so
-    they stay in one function."""
+    they stay in one function.  ``checked``: the source was checked before Spark started."""
     from linview.app.stream import Stream
 
     tmp = None
@@ -268,7 +306,8 @@ def _run(spark, prog, args, load_options: dict, status, src: Path) -> dict:
                         **({"checkpoint_dir": str(ck / "rdd")} if args.checkpoint else {})},
                     warn=status.warn, source=str(src.resolve()),
                     mmap_npy=True)  # .npy inputs: read by the executors, block by block
-    check_applied(stream, query_dir, src)
+    if not checked:
+        check_applied(stream.pos, stream.expected, stream.warn, query_dir, src)
     extra = stream.backend_stats  # the summary's "spark"
     extra.update(replayed_batches_skipped=0, batches_read_from_log=0, collect_seconds=0.0)
     failure: list[BaseException] = []

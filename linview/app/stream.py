@@ -62,6 +62,25 @@ def chain(h: str, raw: str) -> str:
     return hashlib.sha256((h + "\n" + raw).encode()).hexdigest()[:16]
 
 
+def check_identity(extra: dict, digests: dict, source: str | None, ckpt: Path) -> None:
+    """A resumed checkpoint's ``extra`` against the run's input files and update source."""
+    if "inputs" not in extra:
+        raise StateError(f"{ckpt / 'state.npz'} was not written by linview run",
+                         hint="use --restart to start over")
+    for name, d in digests.items():
+        if name not in extra["inputs"]:
+            raise StateError(f"--input {name} was not given when checkpoint {ckpt}"
+                             " started", hint="use --restart to start over with it")
+        if extra["inputs"][name] != d:
+            raise StateError(f"--input {name} differs from the one checkpoint {ckpt} started "
+                             "from", hint="give the same file, or use --restart to start "
+                             "over from the new one")
+    if source is not None and extra.get("source", source) != source:
+        raise StateError(f"the update source {source} is not the one checkpoint {ckpt} "
+                         f"started from ({extra['source']})", hint="give the same --updates, "
+                         "or use --restart to start over from the new one")
+
+
 class Stream:
     """The engine behind ``linview run`` on both backends: one views object, a checkpoint
     directory (optional), an output directory (optional) and the position in the source."""
@@ -111,7 +130,7 @@ class Stream:
                                  f"started with ({e.message})", hint="run the same program, "
                                  "or use --restart to start over with this one") from None
             extra = dict(self.views.saved_meta.get("extra", {}))
-            self._check_identity(extra, digests, source)
+            check_identity(extra, digests, source, self.ckpt)
             if getattr(self.views, "reuse_report", None) is not None:  # an edited program
                 self.warn(f"the program changed since checkpoint {self.ckpt} was saved; "
                           f"views by key (docs/view_store.md): {self.views.reuse_report}")
@@ -166,25 +185,6 @@ class Stream:
             recs = [parse_line(r, w) for r, w in zip(e["records"], e["where"], strict=True)]
             self._apply(recs, e["count"], e["chain"], e.get("source_batch", -1), replay=True,
                         reevaluate=e.get("reevaluate", False))
-
-    # -------------------------------------------------------------- identity
-    def _check_identity(self, extra: dict, digests: dict, source: str | None) -> None:
-        if "inputs" not in extra:
-            raise StateError(f"{self.state} was not written by linview run",
-                             hint="use --restart to start over")
-        for name, d in digests.items():
-            if name not in extra["inputs"]:
-                raise StateError(f"--input {name} was not given when checkpoint {self.ckpt}"
-                                 " started", hint="use --restart to start over with it")
-            if extra["inputs"][name] != d:
-                raise StateError(f"--input {name} differs from the one checkpoint "
-                                 f"{self.ckpt} started from", hint="give the same file, "
-                                 "or use --restart to start over from the new one")
-        if source is not None and extra.get("source", source) != source:
-            raise StateError(f"the update source {source} is not the one checkpoint "
-                             f"{self.ckpt} started from ({extra['source']})",
-                             hint="give the same --updates, or use --restart to start over "
-                             "from the new one")
 
     def _discard(self) -> None:
         for p in (self.state, self.wal_path):
