@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from linview.app.postgres.server import PASSWORD_USER, PgServer, bindir
 
-__all__ = ["PASSWORD", "PASSWORD_USER", "PgServer", "bindir", "floats", "run_cli"]
+__all__ = ["PASSWORD", "PASSWORD_USER", "PgServer", "bindir", "floats", "obs_table", "run_cli"]
 
 PASSWORD = "s3cret-Pa55word"
 
@@ -26,3 +28,16 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
 def floats(v) -> list[float]:
     """A NumPy row as plain floats (psycopg2 adapts lists of floats to float8[])."""
     return [float(x) for x in v]
+
+
+def obs_table(conn, rows: int, cols: int, seed: int) -> np.random.Generator:
+    """Table ``obs(id int PRIMARY KEY, x float8[], y float8)`` holding ``rows`` random
+    observations (ids 1..rows; per row ``cols`` values of x, then y, all drawn from one
+    generator of ``seed``); the generator, for more draws."""
+    rng = np.random.default_rng(seed)
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE obs (id int PRIMARY KEY, x float8[], y float8)")
+    for i in range(1, rows + 1):
+        cur.execute("INSERT INTO obs VALUES (%s, %s, %s)",
+                    (i, floats(rng.standard_normal(cols)), float(rng.standard_normal())))
+    return rng

@@ -16,7 +16,7 @@ from linview.app.postgres.tables import TableInput
 from linview.app.records import Record, check, pack, parse_line
 from linview.errors import UpdateError
 from tests.conftest import EXAMPLES
-from tests.pg_server import floats
+from tests.pg_server import floats, obs_table
 
 psycopg2 = pytest.importorskip("psycopg2")
 
@@ -117,13 +117,8 @@ def _thirty_rows(pg_server, name: str, seed: int):
     """A database ``name`` with ``obs(id, x float8[4], y)``, 30 random rows."""
     dsn = pg_server.create_db(name)
     conn = pg_server.connect(name)
-    cur = conn.cursor()
-    cur.execute("CREATE TABLE obs (id int PRIMARY KEY, x float8[], y float8)")
-    rng = np.random.default_rng(seed)
-    for i in range(1, 31):
-        cur.execute("INSERT INTO obs VALUES (%s, %s, %s)",
-                    (i, floats(rng.standard_normal(4)), float(rng.standard_normal())))
-    return dsn, conn, cur, rng
+    rng = obs_table(conn, 30, 4, seed=seed)
+    return dsn, conn, conn.cursor(), rng
 
 
 def assert_results_are_the_tables_ols(conn) -> None:

@@ -17,7 +17,7 @@ from linview.app.postgres import runner, saver
 from linview.app.postgres.sink import read_results
 from linview.app.postgres.tables import TableInput
 from tests.conftest import EXAMPLES
-from tests.pg_server import floats
+from tests.pg_server import floats, obs_table
 
 psycopg2 = pytest.importorskip("psycopg2")
 
@@ -53,12 +53,7 @@ def _loaded(pg_server, db, ck):
     """A table of 12 observations, its initial load checkpointed in ``ck``."""
     dsn = pg_server.create_db(db)
     conn = pg_server.connect(db)
-    cur = conn.cursor()
-    cur.execute("CREATE TABLE obs (id int PRIMARY KEY, x float8[], y float8)")
-    rng = np.random.default_rng(11)
-    for i in range(1, 13):
-        cur.execute("INSERT INTO obs VALUES (%s, %s, %s)",
-                    (i, floats(rng.standard_normal(3)), float(rng.standard_normal())))
+    rng = obs_table(conn, 12, 3, seed=11)
     _run(dsn, ck).close()
     return dsn, conn, rng
 

@@ -12,7 +12,7 @@ from linview.app.postgres import runner
 from linview.app.postgres.sink import read_results
 from linview.app.postgres.tables import TableInput
 from tests.conftest import EXAMPLES
-from tests.pg_server import floats, run_cli
+from tests.pg_server import floats, obs_table, run_cli
 
 psycopg2 = pytest.importorskip("psycopg2")
 pytest.importorskip("pyspark")
@@ -51,12 +51,8 @@ def changes(cur, rng):
 def test_ols_on_spark_over_a_table(pg_server, spark, tmp_path):
     dsn = pg_server.create_db("t_spark")
     conn = pg_server.connect("t_spark")
+    rng = obs_table(conn, ROWS, COLS, seed=4)
     cur = conn.cursor()
-    cur.execute("CREATE TABLE obs (id int PRIMARY KEY, x float8[], y float8)")
-    rng = np.random.default_rng(4)
-    for i in range(1, ROWS + 1):
-        cur.execute("INSERT INTO obs VALUES (%s, %s, %s)",
-                    (i, floats(rng.standard_normal(COLS)), float(rng.standard_normal())))
     prog = linview.compile_file(EXAMPLES / "ols.m", backend="spark")
     run = runner.PostgresRun(prog, dsn=dsn, tables=[TableInput("X", "public", "obs", "x"),
                                                     TableInput("Y", "public", "obs", "y")],

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import EXAMPLES
-from tests.pg_server import floats, run_cli
+from tests.pg_server import floats, obs_table, run_cli
 
 psycopg2 = pytest.importorskip("psycopg2")
 
@@ -19,12 +19,8 @@ def test_trace_has_a_line_per_batch_with_its_transactions_and_phases(pg_server, 
     dsn = pg_server.create_db("t_trace")
     conn = pg_server.connect("t_trace")
     conn.autocommit = False
+    rng = obs_table(conn, 8, 3, seed=5)
     cur = conn.cursor()
-    cur.execute("CREATE TABLE obs (id int PRIMARY KEY, x float8[], y float8)")
-    rng = np.random.default_rng(5)
-    for i in range(1, 9):
-        cur.execute("INSERT INTO obs VALUES (%s, %s, %s)",
-                    (i, floats(rng.standard_normal(3)), float(rng.standard_normal())))
     conn.commit()
     ck, trace = tmp_path / "ck", tmp_path / "trace.jsonl"
 
