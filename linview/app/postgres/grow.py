@@ -22,7 +22,14 @@ columns or nodes added (no table is read again): the capacity mechanism of ``lin
 run``, whose preallocated rows are zero until an observation arrives, made larger.  With
 ``--checkpoint`` the old state is removed first and a new one saved at once, so a crash in
 between finds no state and loads the tables afresh from a new slot (consistent, nothing
-doubled).  Only on NumPy.
+doubled).
+
+On Spark (``--backend spark``) rows tables grow by the same rule: a distributed input is
+collected on the driver, padded there and written to linview's copy of the inputs, from
+which the load distributes it again; the collection is under the driver-memory rule
+(``driver_max_elements`` of the new size), past it the run stops with a clear error
+(give the sizes with ``--shapes``).  Edges and entries tables do not grow on Spark: a key
+past their size stays an error there.
 """
 
 from __future__ import annotations
@@ -53,10 +60,13 @@ def groups(program, layouts: dict[str, str]) -> dict[tuple, list[tuple]]:
     return out
 
 
-def can_grow(value, layout: str) -> bool:
-    """Whether :func:`padded` enlarges this input's value (NumPy's, not Spark's)."""
+def can_grow(value, layout: str, spark: bool = False) -> bool:
+    """Whether :func:`padded` enlarges this input's value; ``spark``: a view of the Spark
+    backend (rows tables only: a driver array or a distributed block matrix)."""
     if layout == "rows":
-        return isinstance(value, np.ndarray)
+        return isinstance(value, np.ndarray) or (spark and hasattr(value, "to_numpy"))
+    if spark:
+        return False
     if layout == "entries":
         return sps.issparse(value)
     return hasattr(value, "length") and hasattr(value, "start")  # a StochasticMatrix
@@ -76,10 +86,21 @@ def sizes(grow: dict[tuple, int], groups: dict[tuple, list[tuple]], shapes: dict
     return {n: tuple(s) for n, s in new.items()}
 
 
-def padded(value, shape: tuple):
-    """``value`` enlarged to ``shape``: zero rows (a NumPy array), zero rows and columns
+def distributed(value) -> bool:
+    """Whether ``value`` is a distributed view of Spark (a block matrix, not on the
+    driver): the copy of the inputs needs it collected, even where it does not grow."""
+    return hasattr(value, "ctx") and hasattr(value, "to_numpy")
+
+
+def padded(value, shape: tuple, name: str = "the input"):
+    """``value`` enlarged to ``shape``: zero rows (a NumPy array; a distributed one of
+    Spark collected first, within the driver limit), zero rows and columns
     (``scipy.sparse``), nodes without links (a ``StochasticMatrix``, its links as they
     are now, in ``.links`` as a fresh load has them)."""
+    if distributed(value):
+        value.ctx.check_collect(shape, f"input {name} cannot grow on Spark (it is "
+                                       "collected on the driver, padded and loaded again)")
+        value = value.to_numpy()
     if isinstance(value, np.ndarray):
         out = np.zeros(shape)
         out[:value.shape[0], :value.shape[1]] = value

@@ -23,7 +23,7 @@ def layouts(tables: dict, links: dict, cells: dict) -> dict[str, str]:
 def mapper(program, views, tables: dict, links: dict, cells: dict, table_of: dict,
            key: str, keys: Keys) -> tuple[Mapper, dict]:
     """The mapper over the views' current shapes, and the sizes that may grow
-    (:func:`.grow.groups`; none on Spark)."""
+    (:func:`.grow.groups`; on Spark rows tables only)."""
     vs = views._views
     dynamic = set(getattr(views, "DYNAMIC", ()))
     static = {n: t for n, t in table_of.items() if dynamic and n not in dynamic}
@@ -33,9 +33,9 @@ def mapper(program, views, tables: dict, links: dict, cells: dict, table_of: dic
                              "not declare it dynamic", hint="add '%#linview dynamic "
                              f"{name}' to the program")
     kinds = {n: k for n, k in layouts(tables, links, cells).items() if n not in static}
-    on_numpy = not hasattr(views, "distributed")
+    spark = hasattr(views, "distributed")
     groups = grow.groups(program, {n: k for n, k in kinds.items()
-                                   if grow.can_grow(vs[n], k)}) if on_numpy else {}
+                                   if grow.can_grow(vs[n], k, spark)})
     growable = set(groups)
     shapes = {n: tuple(vs[n].shape) for n in kinds}
 

@@ -400,8 +400,10 @@ class PostgresRun:
         kinds = mapping.layouts(self.tables, self.links, self.cells)
         new = grow.sizes(self.mapper.grow, self.grow_groups, self.stream.shapes, kinds)
         vs = self.views._views  # links as they are now (a StochasticMatrix changes in place)
-        arrays = {n: grow.padded(vs[n], new.get(n, vs[n].shape))
-                  if n in new or kinds[n] == "edges" else vs[n] for n in self.table_of}
+        arrays = {n: grow.padded(vs[n], new.get(n, vs[n].shape), n)
+                  if n in new or kinds[n] == "edges" or grow.distributed(vs[n]) else vs[n]
+                  for n in self.table_of}
+        getattr(self.views, "release", lambda: None)()  # Spark: the old blocks unpersisted
         if self.ckpt is not None:  # a crash from here on finds no state: a fresh load
             (self.ckpt / "state.npz").unlink(missing_ok=True)
         pos, stats = dict(self.stream.pos), self.stream.stats
