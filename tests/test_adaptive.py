@@ -205,6 +205,22 @@ def test_a_reevaluating_trigger_tries_the_other_threads_once_and_never_maintains
     assert chosen.stats["switches"] == []
 
 
+def test_a_module_with_solve_views_records_no_switch_it_would_not_run():
+    """Its triggers run as compiled (a solve view's update is its warm-started solver):
+    however slow they measure, no switch to re-evaluation is recorded, none is run."""
+    src = "function x = f(A, b)\n  %#linview solve krylov\n  x = A \\ b;\nend\n"
+    rng = np.random.default_rng(5)
+    n = 12
+    views = linview.compile(src, name="f").load(
+        A=4 * np.eye(n) + 0.1 * rng.standard_normal((n, n)), b=rng.standard_normal(n))
+    views.adaptation.injected = lambda name, mode: 100.0 if mode == "maintain" else 0.001
+    views.adaptation.enabled = True
+    for _ in range(3 * WINDOW):
+        views.update("b", rng.standard_normal((n, 1)), np.ones((1, 1)))
+    assert views.stats["switches"] == [] and not views._reevaluating("b")
+    np.testing.assert_allclose(views["x"], np.linalg.solve(views["A"], views["b"]), atol=1e-8)
+
+
 def _example(file: str):
     from conftest import EXAMPLES
 

@@ -34,7 +34,8 @@ strategy.  Threads switch only under the automatic thread policy (``blas_threads
 no thread variable set).  Nor does anything switch where decisions must not depend on the
 machine: under ``LINVIEW_CALIBRATION=off`` (the reference rates: the test suite) or
 ``LINVIEW_ADAPT=off``; ``views.adaptation.enabled`` turns it on or off for one module.
-The Spark backend does not switch (not done yet).
+On Spark, :mod:`linview.backends.spark.reevaluation` uses this class with two modes,
+maintenance and re-evaluation on the cluster.
 """
 
 from __future__ import annotations

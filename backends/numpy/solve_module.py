@@ -235,6 +235,12 @@ class SolveModule(TriggerModule):
     def _run_trigger(self, name: str, U, V) -> None:
         getattr(self, f"on_update_{name}")(U, V)  # as compiled (no switch to re-evaluation)
 
+    def _adapt_start(self, reeval_s: float | None) -> None:
+        """No correction while running: the triggers run as compiled (:meth:`_run_trigger`;
+        a solve view's update is its warm-started solver), so nothing is measured against
+        a re-evaluation, and a switch to it, never run, is never recorded either."""
+        super()._adapt_start(None)
+
     def _reevaluate_trigger(self, name: str, U, V) -> None:
         if name not in self.STORAGE:
             return super()._reevaluate_trigger(name, U, V)

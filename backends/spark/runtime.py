@@ -5,10 +5,11 @@ because every large view is a :class:`~.blocks.DistMatrix` (row blocks, column b
 both, as the module's ``PARTITIONING`` table says) whose operators are maps over blocks.
 Thin factors (n×k) and small cores stay on the driver.  The helpers below have the names
 and meaning of the NumPy runtime's (:mod:`..numpy.runtime`) and dispatch on DistMatrix vs
-ndarray; the
-:class:`SparkTriggerModule` base class adds the session, input loading (arrays, ``.npy``,
-Parquet), placement of views into blocks, and one Spark job per trigger to apply
-``V += P Qᵀ`` to every distributed view (rolled back as a whole if Spark fails).
+ndarray; the :class:`SparkTriggerModule` base class adds the session, input loading (arrays,
+``.npy``, Parquet), placement of views into blocks, and one Spark job per trigger to apply
+``V += P Qᵀ`` to every distributed view (rolled back as a whole if Spark fails); its
+re-evaluation on the cluster, and the switch to it when measured maintenance is slower,
+are in :mod:`.reevaluation`.
 
 The trigger code runs on the driver; Spark tasks run only :mod:`.tasks`, so the
 executors need numpy, scipy and linview: :func:`ship` sends a zip of the installed package
@@ -17,7 +18,6 @@ executors need numpy, scipy and linview: :func:`ship` sends a zip of the install
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 from collections.abc import Mapping
@@ -29,7 +29,6 @@ import scipy.sparse as sps
 from linview.backends.numpy import fallback, numeric, probe, runtime
 from linview.backends.numpy.runtime import IllConditioned, Size  # noqa: F401 - used by generated code
 from linview.backends.spark import reuse as spark_reuse
-from linview.backends.spark import tasks
 from linview.backends.spark.blocks import DistMatrix, Transposed
 from linview.backends.spark.context import BlockContext, Transaction, active
 from linview.backends.spark.octave import (  # noqa: F401 - rt.norm, rt.chol... of generated code
@@ -49,6 +48,7 @@ from linview.backends.spark.octave import (  # noqa: F401 - rt.norm, rt.chol... 
     solve,
     view_shapes,
 )
+from linview.backends.spark.reevaluation import ClusterRuns
 from linview.backends.spark.session import (  # noqa: F401 - part of this module's interface
     SESSION_CONF,
     STOPPED_HINT,
@@ -62,7 +62,7 @@ from linview.backends.spark.session import (  # noqa: F401 - part of this module
     spark_errors,
     write_parquet,
 )
-from linview.errors import BackendError, InputError, NumericalError
+from linview.errors import BackendError, InputError
 
 _DIST = (DistMatrix, Transposed)
 
@@ -149,7 +149,7 @@ def max_abs(a) -> float:
 
 
 # ------------------------------------------------------------------ base class
-class SparkTriggerModule(runtime.TriggerModule):
+class SparkTriggerModule(ClusterRuns, runtime.TriggerModule):
     """:class:`..numpy.runtime.TriggerModule` with views in Spark.  Generated subclasses add
     ``PARTITIONING = {view: "row" | "col" | "both"}`` from the access analysis.
 
@@ -259,50 +259,11 @@ class SparkTriggerModule(runtime.TriggerModule):
         a = np.array(val, dtype=np.float64, order="F")
         return a if ctx.small(a.shape) else DistMatrix.from_numpy(ctx, a, layout)
 
-    def _materialize(self, views: dict) -> None:
-        """Compute and cache every distributed view in one Spark job that also checks that
-        all entries are finite (the NumPy backend's check after evaluation)."""
-        bad = [n for n, v in views.items() if isinstance(v, np.ndarray)
-               and not np.all(np.isfinite(v))]
-        dist = [(n, v) for n, v in views.items() if isinstance(v, DistMatrix)]
-        if dist:
-            jobs = [r.map(functools.partial(tasks.w_reduce, n, "finite", 1.0))
-                    for n, v in dist for r in v.rdds()]
-            bad += sorted({n for n, ok in self._ctx.sc.union(jobs).collect() if not ok})
-            for _, v in dist:
-                v._rewrap()
-        if bad:
-            name = bad[0]
-            if name in self.INPUTS:
-                raise InputError(f"input {name} contains NaN or Inf")
-            raise NumericalError(f"{self.PROGRAM}: view {name} is not finite after "
-                                 "evaluation", hint="check the inputs' conditioning")
-
     def _load_reusing(self, arrays, offer):  # views by key, placed in blocks (.reuse)
         return spark_reuse.evaluate(self, arrays, offer)
 
     def _sweep(self) -> None:
         self._ctx.sweep(getattr(self, "_views", {}).values())
-
-    def _reevaluate(self, arrays):
-        self._prober.reset()
-        try:
-            placed = {n: self._place(n, a, input=True) for n, a in arrays.items()}
-            read = {n: placed[n] for n, a in arrays.items() if isinstance(a, np.memmap)
-                    and isinstance(placed[n], DistMatrix)}
-            if read:  # .npy inputs the executors read: checked (NaN, Inf) and cached first
-                self._materialize(read)
-            kept, transient = self._kept_values(self._evaluate(self.dims, placed))
-            # the products may have added a layout to an input (a relayout): drop it
-            views = {n: self._place(n, v, input=True) for n, v in placed.items()}
-            self._materialize(views)
-            views.update(kept)
-            for name, val in transient.items():  # evaluated to be inverted, not kept
-                self._prober.seed(name, val)
-        except BaseException:
-            self._sweep()  # drop what this attempt cached; the old views stay
-            raise
-        return views
 
     # -------------------------------------------------------------- reading
     def _alive(self, what: str) -> None:
@@ -353,7 +314,7 @@ class SparkTriggerModule(runtime.TriggerModule):
                 with txn:
                     try:
                         with self._blas(name):  # as on NumPy
-                            getattr(self, f"on_update_{name}")(U, V)
+                            self._spark_trigger(name, U, V)  # or switched (.reevaluation)
                     except IllConditioned as e:
                         txn.rollback()
                         why = e
@@ -367,7 +328,7 @@ class SparkTriggerModule(runtime.TriggerModule):
                     self._prober.commit()
             finally:
                 self._sweep()
-        self.stats["trigger_seconds"] += time.perf_counter() - t0
+        self._observe(name, time.perf_counter() - t0)  # stats["trigger_seconds"] too
         self.updates += 1
         self.stats["updates"] += 1
         self._drift_policy()
@@ -381,24 +342,6 @@ class SparkTriggerModule(runtime.TriggerModule):
         return self._store[name]
 
     _view = _lazy
-
-    def _kept_values(self, computed):
-        """Re-evaluated views placed in blocks and materialized, and the ``TRANSIENT``
-        ones apart (as computed: a transient one is read once, by the probe's seed)."""
-        views = {n: self._place(n, v) for n, v in computed.items() if n not in self.TRANSIENT}
-        self._materialize(views)
-        return views, {n: v for n, v in computed.items() if n in self.TRANSIENT}
-
-    def reevaluate_update(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
-        """Apply ``name += U Vᵀ`` by re-evaluating every view (old views kept on error)."""
-        self._reevaluate_trigger(name, U, V)
-
-    def _reevaluate_trigger(self, name: str, U: np.ndarray, V: np.ndarray) -> None:
-        """A trigger that re-evaluates: every view from the updated inputs."""
-        arrays = {n: self._views[n] for n in self.INPUTS}
-        X = arrays[name]
-        arrays[name] = X.plus_outer(U, V) if isinstance(X, DistMatrix) else X + U @ V.T
-        self._views = self._reevaluate(arrays)
 
     def refresh(self) -> None:
         """Re-evaluate every view from the current inputs (distributed products)."""
