@@ -239,6 +239,37 @@ def test_fused_products_read_each_layout_once(spark, layout):
     assert len(new_jobs) == 1, new_jobs  # (with both layouts: row and column blocks)
 
 
+@pytest.mark.parametrize("layout", ["row", "both"])
+def test_folds_that_carry_much_driver_data_cut_the_lineage_sooner(spark, layout):
+    """Every fold's map function carries its P and Q, and the driver's JVM keeps them as
+    long as the lineage reaches back to it (ranks of 120 at n = 300 filled a 1 GB driver):
+    a fold carrying more than ``pass_bytes`` counts as that many passes towards the next
+    cut, so the lineage is cut sooner, and the values are unchanged."""
+    from linview.backends.spark.context import BlockContext
+
+    ctx = BlockContext(spark.sparkContext, 2, checkpoint_every=10, distribute_min=2,
+                       fold_rank=0)
+    rng = np.random.default_rng(13)
+    A = rng.standard_normal((12, 12))
+    dA = DistMatrix.from_numpy(ctx, A, layout)
+    layouts = 2 if layout == "both" else 1
+    P, Q = rng.standard_normal((12, 3)), rng.standard_normal((12, 3))
+    carried = 2 * 12 * 3 * 8 * layouts  # bytes of P and Q, in every layout's function
+    ctx.pass_bytes = carried  # one pass: counted once
+    dA.add_outer(P, Q)
+    assert dA.updates == 1
+    ctx.pass_bytes = -(-carried // 4)  # a quarter of it: four passes
+    dA.add_outer(P, Q)
+    assert dA.updates == 5
+    depths = []
+    for _ in range(6):  # 4 passes each: cut at every third fold (at 10 or more)
+        dA.add_outer(P, Q)
+        depths.append(dA.lineage_depth())
+    A = A + 8 * P @ Q.T
+    assert dA.updates == 4 and max(depths) <= 5, (dA.updates, depths)
+    assert rel_err(dA.to_numpy(), A) < 1e-13
+
+
 def test_deferred_folding_of_low_rank_terms(spark, tmp_path):
     """``fold_rank=5``: terms wait on the driver (products add ``P (Qᵀ x)``) until their
     total rank reaches 5, then are folded into the blocks in one pass.  ``B = A²`` gets a

@@ -83,7 +83,9 @@ class DistMatrix(Operand, BlockAlgebra):
         self.shape = (int(shape[0]), int(shape[1]))
         self._rows, self._cols = rows, cols
         self.scale = float(scale)
-        self.updates = updates  # updates since the lineage was last cut
+        #: passes since the lineage was last cut (one whose functions carry more than the
+        #: context's share of driver data counts as several: :meth:`fold`)
+        self.updates = updates
         #: low-rank terms not yet folded into the blocks: value = s·(B + Σ P Qᵀ)
         self.pending: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
 
@@ -252,11 +254,11 @@ class DistMatrix(Operand, BlockAlgebra):
     def _state(self) -> tuple:
         return self._rows, self._cols, self.updates, self.pending
 
-    def _swap(self, new, old=None) -> None:
-        """Install the next RDDs; inside a trigger's transaction they are materialized at
-        commit, outside one right away."""
+    def _swap(self, new, old=None, weight: int = 1) -> None:
+        """Install the next RDDs (``weight`` passes towards the next lineage cut); inside a
+        trigger's transaction they are materialized at commit, outside one right away."""
         old = old or self._state()
-        self.updates += 1
+        self.updates += weight
         cut = self.updates >= self.ctx.checkpoint_every
         if cut:
             self.updates = 0
@@ -308,7 +310,11 @@ class DistMatrix(Operand, BlockAlgebra):
             P = np.hstack([p for p, _ in self.pending])
             Q = np.hstack([q for _, q in self.pending])
             self.pending = ()
-            self._swap(self._outer_rdds(P, Q), old)
+            new = self._outer_rdds(P, Q)
+            # every map's function carries P and Q, and the driver's JVM keeps them for as
+            # long as the lineage reaches back to it: passes carrying much count as several
+            carried = (P.nbytes + Q.nbytes) * sum(r is not None for r in new)
+            self._swap(new, old, max(1, -(-carried // self.ctx.pass_bytes)))
 
     def plus_outer(self, P, Q) -> DistMatrix:
         """A new matrix ``A + P Qᵀ`` sharing A's blocks (A unchanged)."""
