@@ -38,3 +38,15 @@ def pg_server():
         yield server
     finally:
         server.destroy()
+
+
+@pytest.fixture(scope="module")
+def spark():
+    """A local[2] Spark session for one test file (starting Spark costs seconds); a file
+    that needs other settings defines its own."""
+    pytest.importorskip("pyspark")
+    from linview.backends.spark.session import local_session
+
+    session = local_session("local[2]")
+    yield session
+    session.stop()

@@ -22,15 +22,6 @@ pytestmark = pytest.mark.spark
 ROWS, COLS = 12, 3
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from linview.backends.spark import runtime as srt
-
-    session = srt.local_session("local[2]")
-    yield session
-    session.stop()
-
-
 def fresh(conn):
     cur = conn.cursor()
     cur.execute("SELECT id, x, y FROM obs")

@@ -34,13 +34,6 @@ pytestmark = pytest.mark.spark
 N_UPDATES = 3  # ranks 1, 2, 1 (the first one as 1-D vectors)
 
 
-@pytest.fixture(scope="module")
-def spark():
-    session = srt.local_session("local[2]")
-    yield session
-    session.stop()
-
-
 _COMPILED: dict[tuple[str, str], linview.CompiledProgram] = {}
 
 

@@ -25,15 +25,6 @@ OPTS = {"distribute_min": 2, "partitions": 2}
 
 
 @pytest.fixture(scope="module")
-def spark():
-    from linview.backends.spark import runtime as srt
-
-    session = srt.local_session("local[2]")
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="module")
 def ols():
     from conftest import EXAMPLES
 

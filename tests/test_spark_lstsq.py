@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import linview
-from linview.backends.spark import runtime as srt
 from linview.backends.spark.octave import DriverLimit
 from linview.backends.spark.solve_module import SparkSolveModule
 
@@ -34,13 +33,6 @@ OLS = Path(__file__).resolve().parent.parent / "examples" / "ols.m"
 INV = "function beta = f(X, y)\n  beta = inv(X' * X) * (X' * y);\nend\n"
 BACKSLASH = "function beta = f(X, y)\n  beta = X \\ y;\nend\n"
 OPTIONS = {"distribute_min": 2, "partitions": 2}
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = srt.local_session("local[2]")
-    yield session
-    session.stop()
 
 
 def scaled(rng, n: int = 60, decades: float = 6.0):

@@ -66,13 +66,6 @@ def test_every_runtime_name_the_numpy_generator_emits_exists_on_spark():
 
 # ------------------------------------------------------------------ values
 @pytest.fixture(scope="module")
-def spark():
-    session = srt.local_session("local[2]")
-    yield session
-    session.stop()
-
-
-@pytest.fixture(scope="module")
 def ctx(spark):
     return BlockContext(spark.sparkContext, partitions=3, distribute_min=2)
 

@@ -18,15 +18,6 @@ pytestmark = pytest.mark.spark
 DIST = {"distribute_min": 2, "partitions": 2}  # every matrix view in distributed blocks
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from linview.backends.spark import runtime as srt
-
-    session = srt.local_session("local[2]")
-    yield session
-    session.stop()
-
-
 def test_near_singular_then_separated_ols_ends_at_lstsq_on_spark(spark):
     prog = linview.compile(OLS, name="ols", backend="spark")
     v, refused, err = near_singular_stream(prog, 0, rows=5, spark=spark, **DIST)

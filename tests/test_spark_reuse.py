@@ -24,15 +24,6 @@ M, N = 40, 12
 OPTS = {"distribute_min": 2, "partitions": 2}
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from linview.backends.spark import runtime as srt
-
-    session = srt.local_session("local[2]")
-    yield session
-    session.stop()
-
-
 def updated(views, rng, count: int = 4) -> None:
     for _ in range(count):
         views.update("X", np.eye(M)[rng.integers(M)], 0.1 * rng.standard_normal(N))

@@ -95,13 +95,6 @@ def test_block_bytes_follow_the_executors_memory_and_the_rpc_limit():
     assert block_bytes(local) == int(512 * MiB * 0.4) // 8  # local: the driver's memory
 
 
-@pytest.fixture(scope="module")
-def spark():
-    s = srt.local_session("local[2]")
-    yield s
-    s.stop()
-
-
 def test_sessions_linview_starts_give_executors_the_parallel_collector(spark):
     """G1 never moves a block's array (a humongous object) in JDK 17: cached blocks that
     churn fragment an executor's heap until it dies (jvm.EXECUTOR_JVM_OPTIONS)."""

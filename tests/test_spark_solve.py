@@ -26,7 +26,6 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import linview
-from linview.backends.spark import runtime as srt
 from linview.backends.spark.solve_module import SparkSolveModule
 from linview.errors import BackendError
 from linview.solve.stochastic import StochasticMatrix
@@ -45,13 +44,6 @@ pytestmark = pytest.mark.spark
 SOLVE_EXAMPLES = [n for n, e in BY_NAME.items() if re.search(
     r"%#linview\s+(solve|tolerance|stochastic|sparse)\b", e.path.read_text())]
 OPTIONS = {"distribute_min": 2, "partitions": 2}
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = srt.local_session("local[2]")
-    yield session
-    session.stop()
 
 
 _COMPILED: dict = {}

@@ -63,15 +63,8 @@ def case(tmp_path_factory):
     return tmp, betas[-1]
 
 
-@pytest.fixture(scope="module")
-def spark():
-    """A local[2] session in this process, for the runs whose subject is not the process
-    (the CLI in this process keeps a session it finds running: no JVM start per run)."""
-    from linview.backends.spark.session import local_session
-
-    session = local_session("local[2]")
-    yield session
-    session.stop()
+# the runs whose subject is not the process use `spark` (conftest), a local[2] session in
+# this process: the CLI in this process keeps a session it finds running (no JVM start per run)
 
 
 def command(tmp, name, updates=None):
