@@ -85,8 +85,8 @@ class BlockContext:
         self.checkpoint_every = max(1, int(checkpoint_every))
         #: driver data a pass's functions may carry and count as one pass towards the next
         #: lineage cut: a 32nd of the driver's heap over the passes between cuts (the JVM
-        #: keeps the functions of every pass the lineage reaches, ranks of 120 at n = 300
-        #: over 24 updates of A^16 filled a 1 GB driver with checkpoint_every = 50)
+        #: keeps the functions of every pass the lineage reaches: updates of rank 120 of
+        #: A^16 at n = 300 filled a 1 GB driver within about 45, checkpoint_every = 50)
         self.pass_bytes = max(1, driver_heap(sc) // 32 // self.checkpoint_every)
         self.reliable = checkpoint_dir is not None
         if self.reliable:
