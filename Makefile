@@ -34,7 +34,7 @@ demo: venv
 	$(VENV)/bin/linview demo
 
 test: venv octave postgres
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 lint: venv
 	$(VENV)/bin/ruff check linview backends tests bench examples
