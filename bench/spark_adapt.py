@@ -102,8 +102,8 @@ def main(argv=None) -> int:
                        [b["reeval_at_load_s"] for b in got[m]])),
                    "switches": [b["switches"] for b in got[m]]}
     best = min(rows["maintain"]["total_s"], rows["reeval"]["total_s"])
-    print(f"{name} {args.dims}, rank-{args.rank} updates of {args.input} ({args.updates} per block, "
-          f"{args.rounds} rounds), {args.master}, load average "
+    print(f"{name} {args.dims}, rank-{args.rank} updates of {args.input} ({args.updates} "
+          f"per block, {args.rounds} rounds), {args.master}, load average "
           f"{os.getloadavg()[0]:.2f}")
     print(f"{'mode':<9} {'median ms':>10} {'p10-p90 ms':>16} {'total s':>9}")
     for m in MODES:
