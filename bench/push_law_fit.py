@@ -216,7 +216,7 @@ def held_out(name: str, cells: list[dict]) -> dict:
                                   for c in per_cell if c["rho"] >= cut])
                           for k in per_cell[0]["laws"]}
         decided = [c for c in per_cell if c["side"] != "even, within the spread"]
-        error["sides"] = {k: f"{sum(_side(c['laws'][k]['priced']) == c['side'] for c in decided)}"
+        error["sides"] = {k: f"{sum(side_of(c['laws'][k]['priced']) == c['side'] for c in decided)}"
                              f"/{len(decided)}" for k in per_cell[0]["laws"]}
     return {"held_out": name, "trained_on": sorted({c["file"] for c in train}),
             "constants": {cnt: {label(k): [float(x) for x in v] for k, v in d.items()}
@@ -224,7 +224,7 @@ def held_out(name: str, cells: list[dict]) -> dict:
             "error": error, "cells": per_cell}
 
 
-def _side(speedup: float) -> str:
+def side_of(speedup: float) -> str:
     return "pays" if speedup > 1 else "does not pay"
 
 

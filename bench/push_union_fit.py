@@ -171,10 +171,10 @@ def summary(rows: list[dict]) -> dict:
     for law in (rows[0]["laws"] if rows else ()):
         miss = [r for r in rows if (r["file"], r["tolerance"], r["batch"]) == MISS]
         out[law] = {
-            "agree": sum(plf._side(r["laws"][law]["priced"]) == r["side"] for r in decided),
+            "agree": sum(plf.side_of(r["laws"][law]["priced"]) == r["side"] for r in decided),
             "decided": len(decided),
             "wrong": [f"{r['file']} {r['tolerance']:g} x{r['batch']}" for r in decided
-                      if plf._side(r["laws"][law]["priced"]) != r["side"]],
+                      if plf.side_of(r["laws"][law]["priced"]) != r["side"]],
             "miss_predicted": miss[0]["laws"][law]["priced"] if miss else None,
             "dense_rms": plf.rms([math.log(r["dense"] / r["laws"][law]["dense"])
                                   for r in dense])}
