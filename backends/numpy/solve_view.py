@@ -72,7 +72,7 @@ class SolveView:
                                  "declared '%#linview stochastic', or sparse, non-negative "
                                  "with column sums at most 1",
                                  hint="use '%#linview solve krylov' (or auto)")
-            self.solver = PushSolver(links, s, B, tol, x0)
+            self.solver = PushSolver(links, s, B, tol, x0, threads=idle_cores)
         else:
             self.solver = KrylovSolver(A(), B, tol, x0)
 

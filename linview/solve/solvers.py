@@ -24,6 +24,9 @@ Dangling columns and the uniform part of a residual are kept as rank-1 terms (an
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+
 import numpy as np
 import scipy.sparse as sps
 import scipy.sparse.linalg as spla
@@ -67,11 +70,15 @@ class PushSolver:
     #: default: measured faster, docs/solve_views.md "Certified bounds")
     block = False
 
-    def __init__(self, M: StochasticMatrix, s: float, B, tol: float, x0=None):
+    def __init__(self, M: StochasticMatrix, s: float, B, tol: float, x0=None,
+                 threads: Callable[[], int] | None = None):
         if not 0 <= s < 1:
             raise InputError(f"push needs 0 <= s < 1 in (I - s*M), got s = {s}",
                              hint="use '%#linview solve krylov' for other matrices")
         self.M, self.s, self.tol = M, float(s), float(tol)
+        # threads of a dense round's pass (:mod:`.sweep_kernel`), asked for each round
+        self._threads = threads or (lambda: os.cpu_count() or 1)
+        self._spare: np.ndarray | None = None  # a dense round's copy of the residual
         B = _as_dense_2d(B)
         self.n, self.p = B.shape
         self.B = np.asfortranarray(B)
@@ -80,7 +87,9 @@ class PushSolver:
         self.g = np.zeros(self.p)  # uniform residual offset per column
         self.S = np.abs(self.R).sum(axis=0)  # ‖R[:, c]‖₁, kept incrementally
         self.theta = np.full(self.p, self.target / 64)
-        self.cand: list[np.ndarray] = [np.zeros(0, np.int64)] * self.p
+        # per column, the nodes whose residual may exceed theta; None after a dense round
+        # that left more than n/32 of them (the next round is dense again)
+        self.cand: list[np.ndarray | None] = [np.zeros(0, np.int64)] * self.p
         self.cand_all = np.zeros(0, np.int64)  # candidates of all columns (p > 1)
         # work done: nodes pushed, push rounds, whole-graph sweeps, rescans of R for a
         # lower threshold, and links read (a sweep reads all of M's)
@@ -157,7 +166,10 @@ class PushSolver:
         before = np.abs(R[touched]).sum()
         np.add.at(R, rows, vals)
         self.S[c] += np.abs(R[touched]).sum() - before
-        self.cand[c] = self._distinct(np.concatenate([self.cand[c], touched]))
+        cand = self.cand[c]
+        if cand is None:  # a drive stopped after a dense round (an exception in it)
+            cand = np.flatnonzero(np.abs(R) > self.theta[c])
+        self.cand[c] = self._distinct(np.concatenate([cand, touched]))
 
     # ------------------------------------------------------------------ iteration
     def drive(self) -> None:
@@ -177,6 +189,9 @@ class PushSolver:
                     continue
                 R = self.R[:, c]
                 cand = self.cand[c]
+                if cand is None:
+                    self._dense_round(c)
+                    continue
                 F = cand[np.abs(R[cand]) > self.theta[c]] if cand.size else cand
                 if F.size > self.n // 32:
                     self._dense_round(c)
@@ -192,13 +207,16 @@ class PushSolver:
             self.theta[c] = min(2 * self.theta[c], self.target / 64)
 
     def _dense_round(self, c: int) -> None:
-        """A push from every node at once (one sparse product), for wide frontiers."""
-        v = self.R[:, c] + self.g[c]
+        """A push from every node at once (one pass over the links, :meth:`_sweep`), for
+        wide frontiers."""
+        if self._spare is None:
+            self._spare = np.empty(self.n)
+        v = np.add(self.R[:, c], self.g[c], out=self._spare)
         self.g[c] = 0.0
         self.X[:, c] += v
-        self.R[:, c] = self.s * self.M.matvec(v)
-        self.S[c] = np.abs(self.R[:, c]).sum()
-        self.cand[c] = np.flatnonzero(np.abs(self.R[:, c]) > self.theta[c])
+        self.S[c], above = self._sweep(v, self.theta[c], self.R[:, c])
+        self.cand[c] = (None if above > self.n // 32 else
+                        np.flatnonzero(np.abs(self.R[:, c]) > self.theta[c]))
         self.stats["sweeps"] += 1
         self.stats["pushes"] += self.n
         self.stats["edges"] += self.M.nnz
@@ -232,6 +250,11 @@ class PushSolver:
         self._pos[a] = idx
         return a[self._pos[a] == idx]
 
+    def _sweep(self, v: np.ndarray, theta: float, out: np.ndarray) -> tuple[float, int]:
+        """``out = s·(M v)`` in one pass over the links on the threads :attr:`_threads`
+        gives (:mod:`.sweep_kernel`): ``(‖out‖₁, entries of out above theta)``."""
+        return self.M.sweep(v, self.s, theta, out, self._threads())
+
     def _flush_uniform(self, c: int) -> None:
         self.R[:, c] += self.g[c]
         self.g[c] = 0.0
@@ -249,15 +272,16 @@ class PushSolver:
             r = self.R[:, c] + self.g[c]
             self.g[c] = 0.0
             x = self.X[:, c]
+            spare, l1 = np.empty(self.n), np.abs(r).sum()  # a sweep holds two vectors of n
             for _ in range(10_000):
-                if np.abs(r).sum() <= SWEEP_STOP * self.target:
+                if l1 <= SWEEP_STOP * self.target:
                     break
                 x += r
-                r = self.M.matvec(r)
-                r *= self.s  # in place: a sweep holds two vectors of n, not three
+                l1, _ = self._sweep(r, np.inf, spare)
+                r, spare = spare, r
                 self.stats["sweeps"] += 1
                 self.stats["edges"] += self.M.nnz
-            del r
+            del r, spare
             y = self.M.matvec(x)  # the exact residual B - x + s·M x, one temporary
             y *= self.s
             y += self.B[:, c]
@@ -294,7 +318,8 @@ class PushSolver:
 
     def memory_bytes(self) -> int:
         links = 0 if self.M.uniform_dangling else self.M.memory_bytes()  # a CSC copy
-        return int(self.X.nbytes + self.R.nbytes + self.B.nbytes + links)
+        spare = 0 if self._spare is None else self._spare.nbytes
+        return int(self.X.nbytes + self.R.nbytes + self.B.nbytes + spare + links)
 
 
 class KrylovSolver:

@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse as sps
 
 from linview.errors import InputError, UpdateError
+from linview.solve.sweep_kernel import sweep
 
 #: tolerance on column sums when a matrix is checked for being column-stochastic
 STOCHASTIC_TOL = 1e-9
@@ -84,6 +85,7 @@ class StochasticMatrix:
         self._csc = None
         self._fix: list = []
         self._fixm = None
+        self._dangling = None  # the dangling nodes' ids, for sweep (None: to find again)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -165,19 +167,34 @@ class StochasticMatrix:
         the columns changed since (compacted when it holds more than 1/64 of the links), so
         edge changes between products do not cost a rebuild."""
         x = np.asarray(x, dtype=float)
+        csr, fix = self._products()
+        out = csr @ x
+        if fix is not None:
+            out += fix @ x
+        out += x[self.dangling].sum(axis=0) / self.n
+        return out
+
+    def sweep(self, v: np.ndarray, s: float, theta: float, out: np.ndarray,
+              threads: int) -> tuple[float, int]:
+        """``out = s·(M @ v)`` for one column v in one pass on ``threads`` threads; returns
+        ``‖out‖₁`` and how many entries exceed ``theta`` (:func:`.sweep_kernel.sweep`)."""
+        csr, fix = self._products()
+        if self._dangling is None:
+            self._dangling = np.flatnonzero(self.length == 0)
+        return sweep(csr, fix, v, s, v[self._dangling].sum() / self.n, theta, out, threads)
+
+    def _products(self):
+        """The CSR snapshot and the correction of the columns changed since (None when
+        none changed), as :meth:`matvec` uses them."""
         if self._csc is None:
             self._csc = self.sparse_part().tocsr()  # row-wise products are faster
             self._fix, self._fixm = [], None
-        out = self._csc @ x
-        if self._fix:
-            if self._fixm is None:
-                r = np.concatenate([f[0] for f in self._fix])
-                c = np.concatenate([f[1] for f in self._fix])
-                v = np.concatenate([f[2] for f in self._fix])
-                self._fixm = sps.csr_matrix((v, (r, c)), shape=self.shape)
-            out += self._fixm @ x
-        out += x[self.dangling].sum(axis=0) / self.n
-        return out
+        if self._fix and self._fixm is None:
+            r = np.concatenate([f[0] for f in self._fix])
+            c = np.concatenate([f[1] for f in self._fix])
+            v = np.concatenate([f[2] for f in self._fix])
+            self._fixm = sps.csr_matrix((v, (r, c)), shape=self.shape)
+        return self._csc, (self._fixm if self._fix else None)
 
     __matmul__ = matvec
 
@@ -329,4 +346,5 @@ class StochasticMatrix:
         self.rows[s:s + k] = rows
         self.wts[s:s + k] = wts
         self.length[j] = k
+        self._dangling = None
         self.colsum[j] = float(wts.sum()) if k else 0.0
