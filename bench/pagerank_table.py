@@ -299,17 +299,16 @@ def laws(args) -> dict:
                       "generator": "Chung-Lu (2.1 out, 2.3 in)"}, "damping": d, "cells": cells}
 
 
-def law_error(n: int, d: float, cell: dict, sweep_s: float, pass_s: float) -> dict:
+def law_error(n: int, d: float, cell: dict, sweep_s: float, dense_s: float) -> dict:
     """The laws' counts for a recorded cell beside the recorded means, and ``priced``: the
     speedup the laws' counts give over the one the recorded counts give (both priced by
-    :func:`linview.solve.cost.price` with a step of ``sweep_s`` and passes over the iterate
-    of ``pass_s``): the factor by which the laws alone move the prediction."""
-    from linview.solve.cost import dense_round_s, price, push_counts
+    :func:`linview.solve.cost.price` with a step of ``sweep_s`` and a dense round of
+    ``dense_s``): the factor by which the laws alone move the prediction."""
+    from linview.solve.cost import price, push_counts
 
     b, nnz = cell["batch"], cell["nnz"]
     law = push_counts(n, nnz, d, cell["tolerance"], b)
     got = {k: float(np.mean(cell[k])) for k in ("power_steps", "dense_rounds", "local_links")}
-    dense_s = dense_round_s(sweep_s, pass_s)
     a = price(law["steps"], law["sweeps"], law["links"], b, sweep_s, dense_s)
     m = price(got["power_steps"], got["dense_rounds"], got["local_links"], b, sweep_s, dense_s)
     return {"reduction": law["reduction"], "law": law, "recorded": got,
@@ -333,11 +332,11 @@ def law_cells(res: dict) -> list[dict]:
 
 
 def law_row(n: int, d: float, cell: dict, sweep_s: float | None = None) -> str:
-    from linview.solve.cost import sweep_bytes
+    from linview.solve.cost import dense_round_seconds, sweep_bytes
 
-    stream = calibrate.rates().stream1_bytes
-    sweep_s = sweep_s or sweep_bytes(n, cell["nnz"]) / stream
-    e = law_error(n, d, cell, sweep_s, 8.0 * n / stream)
+    rates = calibrate.rates()
+    sweep_s = sweep_s or sweep_bytes(n, cell["nnz"]) / rates.stream1_bytes
+    e = law_error(n, d, cell, sweep_s, dense_round_seconds(n, cell["nnz"], rates))
     law, got = e["law"], e["recorded"]
     return (f"n {n} tol {cell['tolerance']:g} batch {cell['batch']:3d} (rho {e['reduction']:7.3g},"
             f" {len(cell['power_steps'])} batches): power steps {got['power_steps']:5.2f} law "

@@ -12,8 +12,9 @@ and the rates recorded with the run (:func:`terms`):
   streaming rate);
 * a least-squares fit, over every batch of the table, of push's time less its per-batch and
   per-change seconds as ``links·t_link + dense_rounds·D·step``: the seconds of a local
-  round's link and a dense round in steps of its cell, then in passes over the iterate
-  (the unit of :data:`~linview.solve.cost.DENSE_PASSES`);
+  round's link and a dense round in steps of its cell, then over the dense round
+  ``linview cost`` prices (:func:`linview.solve.cost.dense_round_seconds`; the band allows
+  :data:`~linview.solve.cost.DENSE_SPREAD`);
 * per cell the measured ratio of means beside three predictions: the model's (laws and
   prices), the recorded counts priced by the model (only the laws replaced: what is left
   is the prices' error), and the recorded counts priced with the measured step and the
@@ -34,7 +35,7 @@ def terms(res: dict) -> dict:
     p = res.get("seed_columns") or 1
     rates = calibrate.Rates(**res["rates"])
     sweep_s = cost.sweep_bytes(n, nnz, p) / rates.stream1_bytes + cost.STEP_PASSES * rates.call_s
-    pass_s = sweep_s * cost.pass_fraction(n, nnz, rates)
+    dense_s = cost.dense_round_seconds(n, nnz, rates)
     rows, ys, cells = [], [], []
     for c in res["cells"]:
         s = c["samples"]
@@ -50,17 +51,16 @@ def terms(res: dict) -> dict:
                       "measured": float(np.sum(s["power_s"]) / np.sum(s["linview_s"]))})
     (link_s, dense_steps), *_ = np.linalg.lstsq(np.array(rows), np.array(ys), rcond=None)
     step_mean = float(np.mean([c["step_s"] for c in cells]))
-    passes = cost.STEP_PASSES + (dense_steps - 1) * step_mean / pass_s
     for c in cells:
-        model = cost.predict_push(n, nnz, d, c["tolerance"], c["batch"], sweep_s, pass_s)
-        counts = cost.price(c["steps"], c["dense"], c["links"], c["batch"], sweep_s,
-                            cost.dense_round_s(sweep_s, pass_s))
+        model = cost.predict_push(n, nnz, d, c["tolerance"], c["batch"], sweep_s, dense_s)
+        counts = cost.price(c["steps"], c["dense"], c["links"], c["batch"], sweep_s, dense_s)
         ran = cost.price(c["steps"], c["dense"], c["links"], c["batch"], c["step_s"],
                          dense_steps * c["step_s"])
         c.update(model=model["predicted_speedup"], counts_priced=counts[0] / counts[1],
                  counts_and_seconds=ran[0] / ran[1], reduction=model["reduction"])
-    return {"nodes": n, "step_priced_s": sweep_s, "pass_s": pass_s, "link_s": float(link_s),
-            "dense_steps": float(dense_steps), "dense_passes": float(passes), "cells": cells}
+    return {"nodes": n, "step_priced_s": sweep_s, "dense_priced_s": dense_s,
+            "link_s": float(link_s), "dense_steps": float(dense_steps),
+            "dense_ratio": float(dense_steps * step_mean / dense_s), "cells": cells}
 
 
 def terms_text(res: dict) -> str:
@@ -69,8 +69,10 @@ def terms_text(res: dict) -> str:
     lines = [f"a step of power iteration: {min(steps) * 1e3:.3g}-{max(steps) * 1e3:.3g} ms as "
              f"it ran, {t['step_priced_s'] * 1e3:.3g} ms priced (recorded rates); fitted over "
              f"the batches: a local round's link {t['link_s'] * 1e9:.0f} ns, a dense round "
-             f"{t['dense_steps']:.2f} steps = {t['dense_passes']:.0f} passes over the iterate "
-             f"(model: {cost.LOCAL_LINK_S * 1e9:.0f} ns, {cost.DENSE_PASSES} passes)"]
+             f"{t['dense_steps']:.2f} steps = {t['dense_ratio']:.2f} times the "
+             f"{t['dense_priced_s'] * 1e3:.3g} ms priced (model: "
+             f"{cost.LOCAL_LINK_S * 1e9:.0f} ns a link, dense rounds within "
+             f"{cost.DENSE_SPREAD[0]}-{cost.DENSE_SPREAD[1]} times the price)"]
     for c in t["cells"]:
         lines.append(f"tol {c['tolerance']:g} batch {c['batch']:3d} (rho {c['reduction']:7.3g}):"
                      f" measured {c['measured']:6.2f}x; predicted {c['model']:6.2f}x, recorded"

@@ -171,9 +171,8 @@ def priced(name: str, counts: dict, cell: dict) -> float:
     n, nnz = res["graph"]["nodes"], res["graph"]["edges"]
     rates = calibrate.Rates(**res["rates"])
     sweep_s = cost.sweep_bytes(n, nnz) / rates.stream1_bytes + cost.STEP_PASSES * rates.call_s
-    pass_s = sweep_s * cost.pass_fraction(n, nnz, rates)
     power, push = cost.price(counts["steps"], counts["dense"], counts["links"] * cell["nnz"],
-                             cell["batch"], sweep_s, cost.dense_round_s(sweep_s, pass_s))
+                             cell["batch"], sweep_s, cost.dense_round_seconds(n, nnz, rates))
     return power / push
 
 

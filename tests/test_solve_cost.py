@@ -116,8 +116,8 @@ def test_push_prediction_grows_with_the_residual_and_stays_under_its_laws(n, deg
     dense rounds stay under both of their laws (the smooth minimum), its local links under
     their cap (LOCAL_CAP·nnz per batch)."""
     nnz = int(n * degree)
-    step, one_pass = sweep_bytes(n, nnz) / 1e10, 8 * n / 1e10
-    one, more = (predict_push(n, nnz, 0.85, tol, k, step, one_pass) for k in (b, 2 * b))
+    step = sweep_bytes(n, nnz) / 1e10
+    one, more = (predict_push(n, nnz, 0.85, tol, k, step, 0.6 * step) for k in (b, 2 * b))
     assert more["push_s"] >= one["push_s"] and more["power_steps"] >= one["power_steps"]
     rho = one["reduction"]
     assert one["push_sweeps"] <= min(PUSH_LINKS * rho, max(one["power_steps"] - PUSH_HEAD, 1))

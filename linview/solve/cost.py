@@ -24,6 +24,7 @@ can be said before there is data, and what this report gives:
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 from linview.compiler import ir
@@ -75,17 +76,20 @@ LOCAL_CAP = 0.0375
 PUSH_FIXED_S = 0.4e-3
 PUSH_CHANGE_S = 25e-6
 LOCAL_LINK_S = 100e-9
-#: and per dense round: a product of M (the bytes of a step's product) with DENSE_PASSES
-#: passes over the n×p iterate besides it where a step of power iteration makes
-#: STEP_PASSES (the sum ``R + g``, the update of X, the snapshot's product and the
-#: correction product of the columns changed since M's last compaction, the scaling, the L1
-#: sum, the frontier's comparison and ids).  Fitted on the tables' batches as a dense round's
-#: time over a step's in the same run: 1.39–1.50 steps at 10⁵ nodes (the iterate in cache,
-#: the passes a large part of a step) and 1.18–1.19 at 10⁶ (a step dominated by its
-#: scattered reads), 28–29 passes at both sizes (33 on the seed-7 10⁶ table, run under
-#: load after the fit: 1.21 steps); the band takes DENSE_PASSES_RANGE
-DENSE_PASSES = 28
-DENSE_PASSES_RANGE = (25, 34)
+#: and per dense round (:mod:`.sweep_kernel`): one pass over the links on every core, the
+#: longer of its memory time (a product's bytes, :func:`sweep_bytes` with KERNEL_PASSES
+#: passes over the iterate: the new residual written, at the calibrated all-threads
+#: streaming rate ``stream_bytes``) and its arithmetic (KERNEL_LINK_S a link on one core:
+#: measured 1.8 ns with the iterate in cache, ``bench/pagerank_kernel.py --nodes 100000``,
+#: where the pass is not bound by memory), and DENSE_PASSES one-thread NumPy passes over
+#: the iterate besides it (the sum ``R + g``, the update of X, the dangling nodes' sum, and
+#: the frontier's comparison and ids when the round leaves it narrow).  Fitted on the
+#: tables' batches (``bench/pagerank_graph.py --check-laws``: the dense round's seconds
+#: against this price); DENSE_SPREAD is the band's range of that ratio
+KERNEL_PASSES = 1
+KERNEL_LINK_S = 1.8e-9
+DENSE_PASSES = 6
+DENSE_SPREAD = (0.8, 1.25)
 #: the model's band (:func:`predict_push`, the sources combined by :func:`quadrature`):
 #: the calibrated rates are trusted within RATE_SPREAD either way (a cached calibration is
 #: used while a fresh probe agrees with it within
@@ -145,14 +149,22 @@ def sweep_bytes(n: int, nnz: int, p: int = 1, cache: int | None = None,
     return 12.0 * nnz + 4.0 * n + gather * nnz + passes * 8.0 * n * p
 
 
-def pass_fraction(n: int, nnz: int, r: Rates, cache: int | None = None) -> float:
-    """One pass over the iterate as a fraction of a step of power iteration: a single
-    column's pass over a single column's step (:func:`sweep_bytes` at the streaming rate),
-    whatever the columns.  Push makes its dense rounds column by column (each a product
-    with one column and its passes) while several columns' steps are priced as one
-    (:func:`predict_push`), so a dense round's ratio to a step is a single column's."""
-    return (8.0 * n / r.stream1_bytes + r.call_s) / (
-        sweep_bytes(n, nnz, 1, cache) / r.stream1_bytes + STEP_PASSES * r.call_s)
+def kernel_seconds(n: int, nnz: int, r: Rates, cache: int | None = None,
+                   cores: int | None = None) -> float:
+    """The one-pass product of :mod:`.sweep_kernel` on ``cores`` cores (the machine's):
+    its bytes at ``stream_bytes`` or its links at :data:`KERNEL_LINK_S` a core, the
+    longer."""
+    cores = cores or os.cpu_count() or 1
+    memory = sweep_bytes(n, nnz, 1, cache, passes=KERNEL_PASSES) / r.stream_bytes
+    return max(memory, nnz * KERNEL_LINK_S / cores)
+
+
+def dense_round_seconds(n: int, nnz: int, r: Rates, cache: int | None = None,
+                        cores: int | None = None) -> float:
+    """A dense round of push on one column: :func:`kernel_seconds` and
+    :data:`DENSE_PASSES` one-thread passes over the iterate, each with a NumPy call."""
+    return kernel_seconds(n, nnz, r, cache, cores) + DENSE_PASSES * (8.0 * n / r.stream1_bytes
+                                                                     + r.call_s)
 
 
 def split_nnz(program: ir.Program, dims: dict) -> tuple[dict, dict]:
@@ -211,11 +223,12 @@ def solve_cost_report(compiled, tolerance: float | None = None, batch: int = 1,
         view = {"view": st.name, "shape": [rows, p], "method": method,
                 "tolerance": tol, "sweep_flops": fl, "sweep_bytes": by,
                 "iterate_in_cache": 8 * rows * p <= cache, "cache_bytes": cache,
-                "sweep_s": sweep_s, "pass_s": sweep_s * pass_fraction(rows, links, r, cache),
-                "state_bytes": 24 * rows * p}
+                "sweep_s": sweep_s, "state_bytes": 24 * rows * p}
+        if method in ("push", "auto"):
+            view["dense_round_s"] = dense_round_seconds(rows, links, r, cache)
         if tolerance is not None and method in ("push", "auto") and nnz:
             view["prediction"] = predict_push(rows, max(nnz.values()), damping, tolerance,
-                                              batch, view["sweep_s"], view["pass_s"])
+                                              batch, view["sweep_s"], view["dense_round_s"])
         views.append(view)
     sparse = [{"view": v, "why": w} for v, w in
               sparse_views(compiled.lowered or prog, compiled.options.get("sparse")).items()]
@@ -245,12 +258,6 @@ def pi_rate(n: int, s: float) -> float:
     return max(PI_RATE - PI_RATE_PER_DECADE * math.log10(max(n, 1) / 1e5), math.log(1 / s))
 
 
-def dense_round_s(sweep_s: float, pass_s: float, passes: float = DENSE_PASSES) -> float:
-    """A dense round of push: a step's product and ``passes`` passes over the iterate
-    where the step (``sweep_s``) makes :data:`STEP_PASSES`, each taking ``pass_s``."""
-    return sweep_s + (passes - STEP_PASSES) * pass_s
-
-
 def law_spread(rho: float) -> tuple[float, float]:
     """``(over, under)`` of :data:`LAW_ERRORS` for the reduction ``rho``."""
     return next((over, under) for below, over, under in LAW_ERRORS if rho < below)
@@ -260,19 +267,19 @@ def price(steps: float, sweeps: float, links: float, batch: int, sweep_s: float,
           dense_s: float) -> tuple[float, float]:
     """``(power iteration's seconds, push's seconds)`` of one batch with these work
     counts (measured ones or the laws'), a step of power iteration taking ``sweep_s`` and
-    a dense round of push ``dense_s`` (:func:`dense_round_s`)."""
+    a dense round of push ``dense_s`` (:func:`dense_round_seconds`)."""
     push = (PUSH_FIXED_S + batch * PUSH_CHANGE_S + links * LOCAL_LINK_S
             + sweeps * dense_s)
     return steps * sweep_s, push
 
 
 def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
-                 sweep_s: float, pass_s: float) -> dict:
+                 sweep_s: float, dense_s: float) -> dict:
     """Does push maintenance of ``(I - s·M) \\ B`` pay, per micro-batch of ``batch`` edge
     changes at certified L1 tolerance ``tol``, against warm power iteration?  ``sweep_s``
     is one step of power iteration (:func:`sweep_bytes`; all the iterate's columns:
-    several columns are priced as one, see docs/solve_views.md), ``pass_s`` one pass over
-    the iterate in a dense round (:func:`pass_fraction` of ``sweep_s``).
+    several columns are priced as one, see docs/solve_views.md), ``dense_s`` one dense
+    round of push on one column (:func:`dense_round_seconds`).
 
     An edge change at node j moves ``s·x_j·‖ΔM[:, j]‖₁ ≈ 2·s·x_j/(deg_j + 1)`` of L1 mass
     into the residual; with ``x_j ≈ 1/n`` on average (every column sums to 1) a batch
@@ -284,8 +291,8 @@ def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
       ``k = 1 + log(1 + (0.9·ρ/PI_LEFT)^PI_ONSET) / (PI_ONSET·λ)`` steps of ``sweep_s``
       (``λ`` of :func:`pi_rate`: slower on larger graphs);
     * push makes ``w = 1 / (1/(PUSH_LINKS·ρ) + 1/max(k - PUSH_HEAD, 1))`` dense rounds,
-      each a step's product and DENSE_PASSES passes over the iterate
-      (:func:`dense_round_s`; the smooth minimum of the local and the spread law), and
+      each ``dense_s`` (a one-pass product on every core and DENSE_PASSES passes over
+      the iterate; the smooth minimum of the local and the spread law), and
       reads ``min(LOCAL_LINKS·ρ, LOCAL_CAP)·nnz`` links in local rounds at
       ``LOCAL_LINK_S`` each, plus ``PUSH_FIXED_S`` and ``batch·PUSH_CHANGE_S``
       (:func:`price`).
@@ -295,28 +302,27 @@ def predict_push(n: int, nnz: int, s: float, tol: float, batch: int,
     pay", always.  Its ``band`` is the prediction's uncertainty, three error sources
     combined in quadrature on the log scale (:func:`quadrature`): the sweep's seconds
     ``RATE_SPREAD`` times shorter and longer (push's constant seconds do not follow the
-    rate, so the ratio moves), a dense round's passes over DENSE_PASSES_RANGE, and
+    rate, so the ratio moves), a dense round's seconds over DENSE_SPREAD, and
     the laws' counts, priced, against the counts the solver recorded (:data:`LAW_ERRORS`,
     by ρ); ``band_extremes`` keeps the worst case, all three at their extremes at once.
     Where the band holds 1× the verdict is a ``close_call``: the side is still the
     point's, but the band says either choice may cost about the same."""
     c = push_counts(n, nnz, s, tol, batch)
 
-    def speedup(rate: float, passes: float) -> float:
-        dense_s = dense_round_s(rate * sweep_s, rate * pass_s, passes)
-        power, push = price(c["steps"], c["sweeps"], c["links"], batch, rate * sweep_s, dense_s)
+    def speedup(rate: float, dense: float) -> float:
+        power, push = price(c["steps"], c["sweeps"], c["links"], batch, rate * sweep_s,
+                            rate * dense * dense_s)
         return power / push
 
-    power_s, push_s = price(c["steps"], c["sweeps"], c["links"], batch, sweep_s,
-                            dense_round_s(sweep_s, pass_s))
+    power_s, push_s = price(c["steps"], c["sweeps"], c["links"], batch, sweep_s, dense_s)
     point = power_s / push_s
-    rate = [speedup(f, DENSE_PASSES) for f in (1 / RATE_SPREAD, RATE_SPREAD)]
-    dense = [speedup(1.0, w) for w in DENSE_PASSES_RANGE]
+    rate = [speedup(f, 1.0) for f in (1 / RATE_SPREAD, RATE_SPREAD)]
+    dense = [speedup(1.0, w) for w in DENSE_SPREAD]
     over, under = law_spread(c["reduction"])
     low, high = quadrature(point, [(min(rate), max(rate)), (min(dense), max(dense)),
                                    (point / over, point * under)])
     corners = [speedup(f, w) for f in (1 / RATE_SPREAD, RATE_SPREAD)
-               for w in DENSE_PASSES_RANGE]
+               for w in DENSE_SPREAD]
     return {"tolerance": tol, "batch": batch, "residual_per_batch": c["residual_per_batch"],
             "target": c["target"], "reduction": c["reduction"], "power_steps": c["steps"],
             "push_sweeps": c["sweeps"], "push_local_links": c["links"], "power_s": power_s,
