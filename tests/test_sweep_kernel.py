@@ -6,6 +6,7 @@ one thread and on two to the same bits after the same edge batches."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import scipy.sparse as sps
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -70,3 +71,43 @@ def test_push_is_the_same_to_the_bit_on_one_thread_and_two():
     assert a.stats["sweeps"] > loaded  # the batches made dense rounds
     assert np.array_equal(a.X, b.X) and np.array_equal(a.R, b.R)
     assert a.error_bound() <= 1e-9
+
+
+def test_a_drive_stopped_after_a_wide_dense_round_is_taken_up_by_the_next_change():
+    """After a dense round that leaves more than n/32 nodes above the threshold the
+    frontier's list is not built (``cand`` None: the next round is dense again).  A drive
+    stopped there (an exception before the next round) leaves it so; the next change
+    rebuilds it from the residual, and the bound and the error are certified again."""
+    rng = np.random.default_rng(5)
+    n = 2000
+    src, dst = rng.integers(n, size=6 * n), rng.integers(n, size=6 * n)
+    keep = src != dst
+    M = StochasticMatrix(n, src[keep], dst[keep])
+    solver = PushSolver(M, 0.85, np.full(n, 0.15 / n), 1e-8, threads=lambda: 2)
+
+    def batch(size):
+        out, seen = [], set()
+        while len(out) < size:
+            j, i = (int(x) for x in rng.integers(n, size=2))
+            if i != j and (j, i) not in seen and M.edge_weight(j, i) is None:
+                seen.add((j, i))
+                out.append(("insert", j, i))
+        return out
+
+    rounds, dense = [], solver._dense_round
+
+    def stop_at_the_second(c):
+        rounds.append(c)
+        if len(rounds) == 2:
+            raise KeyboardInterrupt
+        dense(c)
+
+    solver._dense_round = stop_at_the_second
+    with pytest.raises(KeyboardInterrupt):
+        solver.change_columns(M.change_edges(batch(200)))
+    assert solver.cand[0] is None  # the first round left a wide frontier
+    solver._dense_round = dense
+    solver.change_columns(M.change_edges(batch(3)))
+    assert solver.error_bound() <= 1e-8
+    exact = np.linalg.solve(np.eye(n) - 0.85 * M.toarray(), np.full(n, 0.15 / n))
+    assert np.abs(solver.X[:, 0] - exact).sum() <= solver.error_bound() + 1e-13

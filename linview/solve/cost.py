@@ -82,10 +82,12 @@ LOCAL_LINK_S = 100e-9
 #: streaming rate ``stream_bytes``) and its arithmetic (KERNEL_LINK_S a link on one core:
 #: measured 1.8 ns with the iterate in cache, ``bench/pagerank_kernel.py --nodes 100000``,
 #: where the pass is not bound by memory), and DENSE_PASSES one-thread NumPy passes over
-#: the iterate besides it (the sum ``R + g``, the update of X, the dangling nodes' sum, and
-#: the frontier's comparison and ids when the round leaves it narrow).  Fitted on the
-#: tables' batches (``bench/pagerank_graph.py --check-laws``: the dense round's seconds
-#: against this price); DENSE_SPREAD is the band's range of that ratio
+#: the iterate besides it (the sum ``R + g``, the update of X, the dangling nodes' sum, the
+#: frontier's comparison and ids when the round leaves it narrow, and the drive loop's own
+#: work around a round).  Fitted on the four tables recorded with the kernel
+#: (``bench/results/pagerank_table_n*_seed*_kernel.json``, ``bench/pagerank_graph.py
+#: --check-laws``: a dense round's seconds over the batches against this price): 1.03 and
+#: 1.07 at 10⁶ nodes, 1.17 and 1.19 at 10⁵; DENSE_SPREAD is the band's range of that ratio
 KERNEL_PASSES = 1
 KERNEL_LINK_S = 1.8e-9
 DENSE_PASSES = 18
