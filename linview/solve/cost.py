@@ -147,7 +147,7 @@ def sweep_bytes(n: int, nnz: int, p: int = 1, cache: int | None = None,
     an n×p iterate: the CSR arrays (8-byte values, 4-byte column ids and row starts), one
     scattered read of a row of the iterate per link (its bytes while the iterate fits the
     core's own ``cache``, else whole :data:`LINE` s) and ``passes`` passes over the iterate
-    (:data:`STEP_PASSES`; a dense round of push makes :data:`DENSE_PASSES`)."""
+    (:data:`STEP_PASSES`; the one-pass kernel of a dense round makes :data:`KERNEL_PASSES`)."""
     cache = private_cache_bytes() if cache is None else cache
     row = 8 * p
     gather = row if 8 * n * p <= cache else LINE * -(-row // LINE)
