@@ -4,7 +4,7 @@ are unchanged after it, for every kind of view.
 The kinds are derived from the code (:func:`view_kinds`): dense NumPy views, each class of
 pending low-rank terms (``backends/numpy/lowrank.py``), each input storage a pragma can ask
 for (``sparse``, ``stochastic``), each solver class of a solve view
-(``linview/solve/solvers.py``), and each backend other than NumPy.  A new kind fails
+(``linview/solve/solvers.py``, ``krylov.py``), and each backend other than NumPy.  A new kind fails
 :func:`test_every_view_kind_has_a_scenario` until a scenario below covers it; each scenario
 checks that it meets the kinds it claims, so that a claim cannot go stale.
 """
@@ -24,7 +24,7 @@ import linview
 from linview import api
 from linview.backends.numpy import lowrank
 from linview.errors import LinviewError
-from linview.solve import solvers
+from linview.solve import krylov, solvers
 from linview.solve.stochastic import StochasticMatrix
 from linview.updates import link_matrix
 
@@ -57,8 +57,9 @@ def _storage_kinds() -> set[str]:
 def view_kinds() -> set[str]:
     pending = {c.__name__ for _, c in inspect.getmembers(lowrank, inspect.isclass)
                if c.__module__ == lowrank.__name__ and hasattr(c, "fold")}
-    solver_classes = {c.__name__ for _, c in inspect.getmembers(solvers, inspect.isclass)
-                      if c.__module__ == solvers.__name__ and hasattr(c, "error_bound")}
+    solver_classes = {c.__name__ for mod in (solvers, krylov)
+                      for _, c in inspect.getmembers(mod, inspect.isclass)
+                      if c.__module__ == mod.__name__ and hasattr(c, "error_bound")}
     backends = {b for b in api.BACKENDS if b != "numpy"}
     return {"dense"} | pending | _storage_kinds() | solver_classes | backends
 

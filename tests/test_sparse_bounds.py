@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 import linview
 from linview.solve import bounds
-from linview.solve.solvers import KrylovSolver, PushSolver
+from linview.solve.krylov import KrylovSolver
+from linview.solve.solvers import PushSolver
 from linview.solve.stochastic import StochasticMatrix
 
 D = 0.85

@@ -21,8 +21,9 @@ import numpy as np
 from linview.backends.numpy.threads import idle_cores
 from linview.compiler.designs import layout_change
 from linview.errors import InputError
+from linview.solve.krylov import KrylovSolver
 from linview.solve.links import SparseLinks, substochastic
-from linview.solve.solvers import CholeskySolver, KrylovSolver, PushSolver
+from linview.solve.solvers import CholeskySolver, PushSolver
 from linview.solve.stochastic import StochasticMatrix
 
 METHODS = (None, "auto", "push", "krylov", "cholesky")

@@ -87,7 +87,7 @@ def dominance(A) -> tuple[float, float]:
 
 
 class Conditioning:
-    """The certified bound on ``‖A⁻¹ r‖₂`` of :class:`~linview.solve.solvers.KrylovSolver`
+    """The certified bound on ``‖A⁻¹ r‖₂`` of :class:`~linview.solve.krylov.KrylovSolver`
     (see the module docstring); ``certified`` says whether there is one."""
 
     def __init__(self, A):

@@ -11,7 +11,8 @@ residual below a target that certifies the error bound the user asked for:
 ``krylov``  any nonsingular A (dense or scipy.sparse): GMRES on the correction
             ``A·δ = R``, warm-started from the current X.  The 2-norm error is bounded
             through a certified bound on ``A⁻¹`` (diagonal dominance at any n, or σ_min
-            by a dense SVD): :mod:`linview.solve.bounds`; none is claimed otherwise.
+            by a dense SVD): :mod:`linview.solve.bounds`; none is claimed otherwise
+            (:class:`~linview.solve.krylov.KrylovSolver`).
 
 ``cholesky`` regression ``(Fᵀ F) \\ (Fᵀ Y)``: the triangular factor of ``F = Q R`` kept by
             rank-1 updates and downdates, corrected seminormal equations
@@ -29,12 +30,10 @@ from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sps
-import scipy.sparse.linalg as spla
 
 from linview.compiler.ops_solve import direct_solve, solve_shape  # noqa: F401 - interface
 from linview.errors import InputError, NumericalError
 from linview.solve import blockpush
-from linview.solve.bounds import Conditioning
 from linview.solve.seminormal import CholeskySolver  # noqa: F401 - the cholesky method
 from linview.solve.stochastic import ColumnChange, StochasticMatrix
 
@@ -46,7 +45,7 @@ MARGIN = 0.9
 SWEEP_STOP = 0.9
 
 
-def _as_dense_2d(B) -> np.ndarray:
+def as_dense_2d(B) -> np.ndarray:
     B = B.toarray() if sps.issparse(B) else np.asarray(B, dtype=float)
     return B.reshape(-1, 1) if B.ndim == 1 else np.array(B, dtype=float)
 
@@ -79,7 +78,7 @@ class PushSolver:
         # threads of a dense round's pass (:mod:`.sweep_kernel`), asked for each round
         self._threads = threads or (lambda: os.cpu_count() or 1)
         self._spare: np.ndarray | None = None  # a dense round's copy of the residual
-        B = _as_dense_2d(B)
+        B = as_dense_2d(B)
         self.n, self.p = B.shape
         self.B = np.asfortranarray(B)
         self.X = np.zeros_like(self.B, order="F")
@@ -99,7 +98,7 @@ class PushSolver:
             self._sweep_all()
             self.drive()  # what rounding of the exact residual left above the target
         else:  # warm start (a restored state): exact residual, then push
-            self.X[:] = _as_dense_2d(x0)
+            self.X[:] = as_dense_2d(x0)
             self.refresh()
 
     # ------------------------------------------------------------------ bound
@@ -144,7 +143,7 @@ class PushSolver:
         """``A += P Qᵀ`` of a plain sparse M (``links``, :mod:`.links`, is the new M):
         ``R -= P (Qᵀ X)``, local for sparse P."""
         self.M = links
-        Qx = np.asarray(Q.T @ self.X) if sps.issparse(Q) else _as_dense_2d(Q).T @ self.X
+        Qx = np.asarray(Q.T @ self.X) if sps.issparse(Q) else as_dense_2d(Q).T @ self.X
         r, k, v = _coo(P)
         for c in range(self.p):
             self._add_residual(c, r, -v * Qx[k, c])
@@ -153,7 +152,7 @@ class PushSolver:
     def change_rhs(self, P, Q) -> None:
         """``B += P Qᵀ`` (dense or sparse factors)."""
         r, k, v = _coo(P)
-        Qd = _as_dense_2d(Q)
+        Qd = as_dense_2d(Q)
         for c in range(self.p):
             vals = v * Qd[c, k]
             np.add.at(self.B[:, c], r, vals)
@@ -320,101 +319,3 @@ class PushSolver:
         links = 0 if self.M.uniform_dangling else self.M.memory_bytes()  # a CSC copy
         spare = 0 if self._spare is None else self._spare.nbytes
         return int(self.X.nbytes + self.R.nbytes + self.B.nbytes + spare + links)
-
-
-class KrylovSolver:
-    """``X = A \\ B`` for a dense or sparse A, by warm-started GMRES on the residual; the
-    error bound is :class:`~linview.solve.bounds.Conditioning`'s (certified where it says
-    so, ``inf`` where not)."""
-
-    method = "krylov"
-
-    def __init__(self, A, B, tol: float, x0=None):
-        self.sparse = sps.issparse(A)
-        self.A = sps.csr_matrix(A, dtype=float) if self.sparse else np.array(A, dtype=float)
-        n = self.A.shape[0]
-        if self.A.shape != (n, n):
-            raise InputError(f"a solve needs a square matrix, not {self.A.shape}")
-        self.B = _as_dense_2d(B)
-        self.n, self.p = self.B.shape
-        self.tol = float(tol)
-        self.X = np.zeros_like(self.B)
-        self.cond = Conditioning(self.A)
-        self.R = self.B.copy()
-        self.stats = {"iterations": 0, "direct": 0}
-        if x0 is not None:  # warm start (a restored state)
-            self.X[:] = _as_dense_2d(x0)
-            self.R = self.B - np.asarray(self.A @ self.X)
-        self.drive()
-
-    @property
-    def certified(self) -> bool:
-        return self.cond.certified
-
-    def _matvec(self, x):
-        return self.A @ x
-
-    def residual_bound(self) -> np.ndarray:
-        return np.linalg.norm(self.R, axis=0)
-
-    def error_bound(self) -> float:
-        """Certified bound on ``max_c ‖X[:, c] - X*[:, c]‖₂``; ``inf`` when A's
-        conditioning is not certified (:mod:`linview.solve.bounds`)."""
-        return float(self.cond.bound(self.R).max()) if self.p else 0.0
-
-    def change_matrix(self, P, Q) -> None:
-        """``A += P Qᵀ``: ``R -= P (Qᵀ X)``, then the bound of the new A."""
-        Pm = sps.csr_matrix(P) if sps.issparse(P) else _as_dense_2d(P)
-        Qm = sps.csr_matrix(Q) if sps.issparse(Q) else _as_dense_2d(Q)
-        self.R -= np.asarray(Pm @ np.asarray(Qm.T @ self.X))
-        if self.sparse:
-            self.A = (self.A + sps.csr_matrix(Pm) @ sps.csr_matrix(Qm).T).tocsr()
-        else:
-            Pd = Pm.toarray() if sps.issparse(Pm) else Pm
-            Qd = Qm.toarray() if sps.issparse(Qm) else Qm
-            self.A += Pd @ Qd.T
-        self.cond.change(self.A, Pm, Qm)
-        self.drive()
-
-    def change_rhs(self, P, Q) -> None:
-        D = P @ (Q.T if not sps.issparse(Q) else Q.T)
-        D = D.toarray() if sps.issparse(D) else np.asarray(D).reshape(self.n, self.p)
-        self.B += D
-        self.R += D
-        self.drive()
-
-    def drive(self) -> None:
-        """GMRES on ``A δ = r`` until the bound of every column is below half the
-        tolerance (the 2-norm reduction asked of GMRES is what the bound needs, with a
-        factor 4 to spare); a direct solve when it stalls."""
-        goal = 0.5 * self.tol
-        for c in range(self.p):
-            r = self.R[:, c]
-            for _ in range(5):
-                bound = float(self.cond.steering(r)[0])
-                if bound <= goal:
-                    break
-                norm = np.linalg.norm(r)
-                delta, _ = spla.gmres(self.A, r, rtol=0.25 * goal / bound, atol=0.0,
-                                      restart=min(self.n, 50), maxiter=200)
-                self.stats["iterations"] += 1
-                self.X[:, c] += delta
-                r = self.B[:, c] - self._matvec(self.X[:, c])
-                if not np.linalg.norm(r) < norm:
-                    break
-            if float(self.cond.steering(r)[0]) > goal:  # Krylov stalled: a direct solve
-                A = self.A.tocsc() if self.sparse else self.A
-                x = spla.spsolve(A, self.B[:, c]) if self.sparse else \
-                    np.linalg.solve(A, self.B[:, c])
-                self.X[:, c] = x
-                r = self.B[:, c] - self._matvec(x)
-                self.stats["direct"] += 1
-            self.R[:, c] = r
-
-    def refresh(self) -> None:
-        self.R = self.B - np.asarray(self.A @ self.X)
-        self.drive()
-
-    def memory_bytes(self) -> int:
-        a = self.A.data.nbytes + self.A.indices.nbytes if self.sparse else self.A.nbytes
-        return int(a + self.X.nbytes + self.R.nbytes + self.B.nbytes)
