@@ -50,8 +50,10 @@ def print_solve_cost(console, solve: dict) -> None:
                       f"{_bytes(v.get('cache_bytes', 0))} cache, so each scattered read "
                       f"moves {'its 8 bytes' if v.get('iterate_in_cache') else 'a 64-byte line'})")
         if "dense_round_s" in v:
+            from linview.solve.cost import DENSE_PASSES
+
             console.print(f"  a dense round of push (a push from every node): one pass over the "
-                          f"links on every core and a few over the iterate, about "
+                          f"links on every core and {DENSE_PASSES} over the iterate, about "
                           f"{_secs(v['dense_round_s'])}")
         console.print("  re-evaluation: about log(tolerance)/log(s) sweeps for A = I - s·M; an "
                       "update: its changed entries, then pushes until the residual certifies "
