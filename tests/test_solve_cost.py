@@ -85,6 +85,7 @@ def test_cost_predicts_whether_push_pays_at_a_tolerance(capsys, tol, batch, verd
                       tol, "--batch", batch)
     text = " ".join(out.split())
     assert f"maintenance {verdict}" in text
+    assert "a dense round of push (a push from every node): one pass over the links" in text
     assert ("a close call" in text) == close and ("it holds 1×" in text) == close
 
 
