@@ -33,6 +33,7 @@ from linview.compiler.calibrate import rates as calibrated_rates
 from linview.compiler.ir import Op
 from linview.errors import CompileError
 from linview.solve.sparsity import input_reasons, sparse_views
+from linview.solve.sweep_kernel import ROWS
 
 #: the laws of :func:`predict_push`, fitted to the work counts (power-iteration steps, push's
 #: dense rounds and links: ``solver.stats``) recorded at 2·10⁴, 10⁵ and 10⁶ nodes
@@ -158,7 +159,10 @@ def kernel_seconds(n: int, nnz: int, r: Rates, cache: int | None = None,
                    cores: int | None = None) -> float:
     """The one-pass product of :mod:`.sweep_kernel` on ``cores`` cores (the machine's):
     its bytes at ``stream_bytes`` or its links at :data:`KERNEL_LINK_S` a core, the
-    longer."""
+    longer; up to :data:`~.sweep_kernel.ROWS` rows SciPy's product on one thread, its
+    bytes at ``stream1_bytes``."""
+    if n <= ROWS:
+        return sweep_bytes(n, nnz, 1, cache, passes=KERNEL_PASSES) / r.stream1_bytes
     cores = cores or os.cpu_count() or 1
     memory = sweep_bytes(n, nnz, 1, cache, passes=KERNEL_PASSES) / r.stream_bytes
     return max(memory, nnz * KERNEL_LINK_S / cores)

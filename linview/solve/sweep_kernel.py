@@ -66,8 +66,19 @@ def sweep(csr, fix, v: np.ndarray, s: float, add: float, theta: float, out: np.n
           threads: int) -> tuple[float, int]:
     """``out = s·(csr @ v + fix @ v + add)`` (``fix`` None or a CSR of the same shape) on
     ``threads`` threads; returns ``(‖out‖₁, number of |out_i| > theta)``.  ``out`` must
-    not share memory with ``v``."""
+    not share memory with ``v``.  Up to :data:`ROWS` rows (one block, nothing for a second
+    thread) SciPy's product and NumPy's passes do it: faster there (30 against 54 µs at
+    2,000 nodes and 10 links a node, 129 against 157 µs at 8,000; 307 against 173 µs at
+    16,000), and a process that only solves small systems never loads the kernel."""
     n = csr.shape[0]
+    if n <= ROWS:
+        np.copyto(out, csr @ v)
+        if fix is not None and fix.nnz:
+            out += fix @ v
+        out += add
+        out *= s
+        a = np.abs(out)
+        return float(a.sum()), int(np.count_nonzero(a > theta))
     if fix is None or not fix.nnz:  # no correction: an empty one, never read
         fix = sps.csr_matrix((np.zeros(0), np.zeros(0, csr.indices.dtype),
                               np.zeros(2, csr.indptr.dtype)), shape=(1, 1))
