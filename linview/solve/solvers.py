@@ -271,7 +271,8 @@ class PushSolver:
             r = self.R[:, c] + self.g[c]
             self.g[c] = 0.0
             x = self.X[:, c]
-            spare, l1 = np.empty(self.n), np.abs(r).sum()  # a sweep holds two vectors of n
+            l1 = np.abs(r).sum()
+            spare = np.empty(self.n)  # a sweep holds two vectors of n (r and spare)
             for _ in range(10_000):
                 if l1 <= SWEEP_STOP * self.target:
                     break
