@@ -85,7 +85,7 @@ class StochasticMatrix:
         self._csc = None
         self._fix: list = []
         self._fixm = None
-        self._dangling = None  # the dangling nodes' ids, for sweep (None: to find again)
+        self._dangling = None  # the dangling nodes' ids (None: to find again)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -171,7 +171,7 @@ class StochasticMatrix:
         out = csr @ x
         if fix is not None:
             out += fix @ x
-        out += x[self.dangling].sum(axis=0) / self.n
+        out += self._dangling_share(x)
         return out
 
     def sweep(self, v: np.ndarray, s: float, theta: float, out: np.ndarray,
@@ -179,9 +179,14 @@ class StochasticMatrix:
         """``out = s·(M @ v)`` for one column v in one pass on ``threads`` threads; returns
         ``‖out‖₁`` and how many entries exceed ``theta`` (:func:`.sweep_kernel.sweep`)."""
         csr, fix = self._products()
+        return sweep(csr, fix, v, s, self._dangling_share(v), theta, out, threads)
+
+    def _dangling_share(self, x: np.ndarray):
+        """What the dangling columns give every row of ``M @ x``: ``δᵀx / n`` (the ids
+        kept until a column changes)."""
         if self._dangling is None:
             self._dangling = np.flatnonzero(self.length == 0)
-        return sweep(csr, fix, v, s, v[self._dangling].sum() / self.n, theta, out, threads)
+        return x[self._dangling].sum(axis=0) / self.n
 
     def _products(self):
         """The CSR snapshot and the correction of the columns changed since (None when
